@@ -1,0 +1,239 @@
+package idemstore
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+)
+
+// MaxOperationIDLen is the longest OperationID a store accepts, in bytes.
+const MaxOperationIDLen = 1024
+
+// ScopeDigest is the opaque, versioned identity of an idempotency scope: the
+// HMAC-SHA256 of the raw scope (principal + key + use case, or a
+// Temporal-derived scope) under a configured secret. The raw scope never
+// reaches the store.
+type ScopeDigest struct {
+	// Version is the digest (secret) version, a positive integer. Rotating
+	// the secret means bumping the version, which changes every record key.
+	Version int
+	// Hex is the digest: exactly 64 lowercase hex characters.
+	Hex string
+}
+
+// ParseScopeDigest validates a digest that was computed elsewhere.
+func ParseScopeDigest(version int, hexDigest string) (ScopeDigest, error) {
+	d := ScopeDigest{Version: version, Hex: hexDigest}
+	if err := d.Validate(); err != nil {
+		return ScopeDigest{}, err
+	}
+	return d, nil
+}
+
+// Validate reports whether d is a positive version and 64 lowercase hex
+// characters.
+func (d ScopeDigest) Validate() error {
+	if d.Version <= 0 {
+		return invalid("ScopeDigest.Version", "must be a positive integer, got %d", d.Version)
+	}
+	if !isLowerHex(d.Hex, 64) {
+		return invalid("ScopeDigest.Hex", "must be 64 lowercase hex characters (HMAC-SHA256), got %q", truncate(d.Hex))
+	}
+	return nil
+}
+
+// String returns "d<version>:<hex>".
+func (d ScopeDigest) String() string { return "d" + strconv.Itoa(d.Version) + ":" + d.Hex }
+
+// Digester turns raw scopes into ScopeDigests and derives owner tokens. It
+// holds the secret; it is safe for concurrent use.
+type Digester struct {
+	secret  []byte
+	version int
+}
+
+// NewDigester returns a Digester for secret at the given version. The secret
+// must not be empty: an unkeyed digest of a guessable key (an order number,
+// a workflow ID) would let anyone who can read Redis recover it.
+func NewDigester(secret []byte, version int) (*Digester, error) {
+	if len(secret) == 0 {
+		return nil, invalid("secret", "must not be empty; set a random secret of at least 32 bytes")
+	}
+	if version <= 0 {
+		return nil, invalid("version", "must be a positive integer, got %d", version)
+	}
+	return &Digester{secret: append([]byte(nil), secret...), version: version}, nil
+}
+
+// Digest returns the digest of the scope made of parts. Parts are length
+// prefixed, so ("ab", "c") and ("a", "bc") differ.
+func (g *Digester) Digest(parts ...string) ScopeDigest {
+	return ScopeDigest{Version: g.version, Hex: g.mac("scope", parts)}
+}
+
+// Owner derives the owner token of one retained attempt of an operation: the
+// same operation and attempt always give the same owner, so a re-sent claim
+// of that attempt is recognised as its own, and another attempt is another
+// owner.
+func (g *Digester) Owner(op OperationID, attempt int) Owner {
+	return Owner(g.mac("owner", []string{string(op), strconv.Itoa(attempt)}))
+}
+
+func (g *Digester) mac(domain string, parts []string) string {
+	m := hmac.New(sha256.New, g.secret)
+	writePart(m, domain)
+	for _, p := range parts {
+		writePart(m, p)
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+func writePart(w interface{ Write([]byte) (int, error) }, s string) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+	_, _ = w.Write(n[:])
+	_, _ = w.Write([]byte(s))
+}
+
+// OperationCode is the short code of a use case, such as "charge-payment":
+// 1 to 64 characters of [a-z0-9-]. It is part of the record key.
+type OperationCode string
+
+// ParseOperationCode validates s as an OperationCode.
+func ParseOperationCode(s string) (OperationCode, error) {
+	c := OperationCode(s)
+	return c, c.Validate()
+}
+
+// Validate reports whether c is 1 to 64 characters of [a-z0-9-].
+func (c OperationCode) Validate() error {
+	if len(c) == 0 || len(c) > 64 {
+		return invalid("OperationCode", "must be 1 to 64 characters of [a-z0-9-], got %d characters", len(c))
+	}
+	for i := 0; i < len(c); i++ {
+		b := c[i]
+		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '-') {
+			return invalid("OperationCode", "must be 1 to 64 characters of [a-z0-9-], got %q", truncate(string(c)))
+		}
+	}
+	return nil
+}
+
+// OperationID is the caller's identity of one logical operation, such as
+// "namespace/workflowID/runID/activityID". Every retry of the operation uses
+// the same OperationID; a claim by the same owner with another OperationID is
+// an OWNER_OPERATION_CONFLICT.
+type OperationID string
+
+// Validate reports whether id is non-empty and at most MaxOperationIDLen bytes.
+func (id OperationID) Validate() error {
+	if len(id) == 0 || len(id) > MaxOperationIDLen {
+		return invalid("OperationID", "must be 1 to %d bytes, got %d", MaxOperationIDLen, len(id))
+	}
+	return nil
+}
+
+// Fingerprint is the SHA-256 of a request, 64 lowercase hex characters. A
+// claim whose fingerprint differs from the stored one is refused before any
+// mutation.
+type Fingerprint string
+
+// FingerprintOf returns the SHA-256 fingerprint of the given parts, each
+// length prefixed.
+func FingerprintOf(parts ...[]byte) Fingerprint {
+	h := sha256.New()
+	for _, p := range parts {
+		writePart(h, string(p))
+	}
+	return Fingerprint(hex.EncodeToString(h.Sum(nil)))
+}
+
+// Validate reports whether f is 64 lowercase hex characters.
+func (f Fingerprint) Validate() error {
+	if !isLowerHex(string(f), 64) {
+		return invalid("Fingerprint", "must be 64 lowercase hex characters (SHA-256), got %q", truncate(string(f)))
+	}
+	return nil
+}
+
+// Owner is the token of one claimant: 32 bytes as 64 lowercase hex
+// characters. Only the owner may move the record on.
+type Owner string
+
+// NewOwner returns a random owner token.
+func NewOwner() Owner { return Owner(randomHex(32)) }
+
+// Validate reports whether o is 64 lowercase hex characters.
+func (o Owner) Validate() error {
+	if !isLowerHex(string(o), 64) {
+		return invalid("Owner", "must be 64 lowercase hex characters (32 bytes), got %d characters", len(o))
+	}
+	return nil
+}
+
+// Nonce identifies one invocation of the executor. START records it, so that
+// two invocations of the same owner (a duplicate delivery of one attempt)
+// can tell which of them may run the action.
+type Nonce string
+
+// NewNonce returns a random invocation nonce.
+func NewNonce() Nonce { return Nonce(randomHex(16)) }
+
+// Validate reports whether n is 32 lowercase hex characters.
+func (n Nonce) Validate() error {
+	if !isLowerHex(string(n), 32) {
+		return invalid("Nonce", "must be 32 lowercase hex characters, got %d characters", len(n))
+	}
+	return nil
+}
+
+// Ref names one record: the use case and the digested scope.
+type Ref struct {
+	Code   OperationCode
+	Digest ScopeDigest
+}
+
+// Validate validates both parts.
+func (r Ref) Validate() error {
+	if err := r.Code.Validate(); err != nil {
+		return err
+	}
+	return r.Digest.Validate()
+}
+
+// String returns "<code>:<digest>", safe to log: it holds no raw key.
+func (r Ref) String() string { return string(r.Code) + ":" + r.Digest.String() }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		// crypto/rand.Read never returns an error on supported platforms
+		// (Go 1.24+ crashes the program instead).
+		panic(fmt.Sprintf("idemstore: crypto/rand: %v", err))
+	}
+	return hex.EncodeToString(b)
+}
+
+func isLowerHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}

@@ -1,0 +1,107 @@
+package idemstore
+
+import (
+	"strconv"
+	"time"
+)
+
+// State is the state of a record. See docs/state-machine.md.
+type State string
+
+// The record states.
+const (
+	// StateClaimed: an owner holds the lease; nothing has run yet.
+	StateClaimed State = "CLAIMED"
+	// StateExecuting: an invocation confirmed it is running the action;
+	// its effect may happen at any moment.
+	StateExecuting State = "EXECUTING"
+	// StateCompleted: the action succeeded; its response is stored for
+	// replay.
+	StateCompleted State = "COMPLETED"
+	// StateFailedRetryable: the action failed with no effect; the next
+	// claim takes over at once.
+	StateFailedRetryable State = "FAILED_RETRYABLE"
+	// StateAbandoned: the effect's fate is unknown. Claims are refused with
+	// RecoveryRequired until the record is resolved.
+	StateAbandoned State = "ABANDONED"
+)
+
+// Valid reports whether s is one of the five states.
+func (s State) Valid() bool {
+	switch s {
+	case StateClaimed, StateExecuting, StateCompleted, StateFailedRetryable, StateAbandoned:
+		return true
+	}
+	return false
+}
+
+// Record is a decoded snapshot of a stored record, as the store saw it at
+// ServerTime.
+type Record struct {
+	State       State
+	Owner       Owner
+	Attempt     int64 // claim attempt: 1, then +1 on each takeover
+	Rev         int64 // revision: +1 on each confirmed transition
+	Operation   OperationID
+	Fingerprint Fingerprint
+	Codec       string
+	Policy      int
+	LeaseUntil  time.Time // in the store's (Redis server's) clock
+	Nonce       Nonce     // the invocation that started execution, if any
+	Response    []byte    // only in replies that carry it (COMPLETED)
+	Reason      string    // why FAILED_RETRYABLE / ABANDONED
+	// Uncertain is set when an earlier attempt may have had an effect that
+	// was never settled (the record was taken over from an expired
+	// EXECUTING). It is cleared by COMPLETED and FAILED_RETRYABLE.
+	Uncertain bool
+	CreatedAt time.Time
+	UpdatedAt time.Time
+
+	// ServerTime is the store's clock when the snapshot was taken.
+	ServerTime time.Time
+	// TTL is the time the key has left before it expires.
+	TTL time.Duration
+}
+
+// LeaseRemaining is the processing lease left at ServerTime, zero if expired.
+func (r Record) LeaseRemaining() time.Duration {
+	d := r.LeaseUntil.Sub(r.ServerTime)
+	if d < 0 {
+		return 0
+	}
+	return d
+}
+
+// Fence is the fencing token of the current ownership: it grows on every
+// takeover and every confirmed transition, so a downstream store that keeps
+// the highest token it has seen can reject a stale writer.
+func (r Record) Fence() Fence { return Fence{Attempt: r.Attempt, Rev: r.Rev} }
+
+// Ownership is what a claimant holds after a claim: the record it owns and
+// the revision it last confirmed. Every transition presents it.
+type Ownership struct {
+	Ref       Ref
+	Operation OperationID
+	Owner     Owner
+	Attempt   int64
+	Rev       int64
+}
+
+// Fence returns the ownership's fencing token.
+func (o Ownership) Fence() Fence { return Fence{Attempt: o.Attempt, Rev: o.Rev} }
+
+// Fence is a fencing token: (attempt, rev), ordered lexicographically.
+type Fence struct {
+	Attempt int64
+	Rev     int64
+}
+
+// Less reports whether f is older than g.
+func (f Fence) Less(g Fence) bool {
+	return f.Attempt < g.Attempt || f.Attempt == g.Attempt && f.Rev < g.Rev
+}
+
+// String returns "<attempt>.<rev>".
+func (f Fence) String() string {
+	return strconv.FormatInt(f.Attempt, 10) + "." + strconv.FormatInt(f.Rev, 10)
+}

@@ -1,0 +1,35 @@
+package redisstore_test
+
+import (
+	"testing"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+func newStore(tb testing.TB, cfg redisstore.Config) *redisstore.Store {
+	tb.Helper()
+	if cfg.Client == nil {
+		cfg.Client = redistest.Client(tb)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = redistest.Namespace(tb)
+	}
+	s, err := redisstore.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, redisstore.Config{})
+	storetest.Run(t, storetest.Harness{
+		NewStore: func(*testing.T) idemstore.Store { return s },
+	})
+}

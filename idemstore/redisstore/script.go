@@ -1,0 +1,61 @@
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed lua/record.lua
+	recordLua string
+	//go:embed lua/claim.lua
+	claimLua string
+	//go:embed lua/transition.lua
+	transitionLua string
+	//go:embed lua/renew.lua
+	renewLua string
+	//go:embed lua/release.lua
+	releaseLua string
+	//go:embed lua/inspect.lua
+	inspectLua string
+	//go:embed lua/resolve.lua
+	resolveLua string
+)
+
+// script is one embedded Lua script with the shared helpers prepended.
+type script struct {
+	name string
+	*redis.Script
+}
+
+func newScript(name, body string) script {
+	// Only the first line of the whole script may be a shebang; the body's
+	// own "#!lua" line becomes a comment.
+	body = "--" + strings.TrimPrefix(body, "#!")
+	return script{name: name, Script: redis.NewScript(recordLua + "\n" + body)}
+}
+
+var (
+	scriptClaim      = newScript("claim", claimLua)
+	scriptTransition = newScript("transition", transitionLua)
+	scriptRenew      = newScript("renew", renewLua)
+	scriptRelease    = newScript("release", releaseLua)
+	scriptInspect    = newScript("inspect", inspectLua)
+	scriptResolve    = newScript("resolve", resolveLua)
+)
+
+// run calls EVALSHA and, when the server does not know the script (restart,
+// failover, SCRIPT FLUSH), sends it whole with EVAL once. NOSCRIPT proves the
+// script did not run, so the retry cannot apply anything twice.
+func (s *Store) run(ctx context.Context, sc script, key string, args ...any) (any, error) {
+	v, err := sc.EvalSha(ctx, s.client, []string{key}, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		s.reloads.Add(1)
+		s.logger.DebugContext(ctx, "onceflow: script not cached on the server; sending it whole", "script", sc.name)
+		v, err = sc.Eval(ctx, s.client, []string{key}, args...).Result()
+	}
+	return v, err
+}

@@ -1,0 +1,262 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// DefaultCommandTimeout is the default time one script call may take.
+const DefaultCommandTimeout = 200 * time.Millisecond
+
+// KeyLayoutVersion is the version of the key layout, the "v1" in every key.
+const KeyLayoutVersion = 1
+
+// Config configures a Store.
+type Config struct {
+	// Client is the Redis client: *redis.Client, *redis.ClusterClient,
+	// *redis.Ring or a Sentinel failover client all work. Required. Set
+	// ContextTimeoutEnabled on it so CommandTimeout bounds the socket reads
+	// too. The store does not close it.
+	Client redis.UniversalClient
+	// Namespace prefixes every key: "<Namespace>:idem:v1:…". Default
+	// "onceflow". It must not contain '{' or '}'.
+	Namespace string
+	// CommandTimeout bounds each script call. Default 200ms.
+	CommandTimeout time.Duration
+	// MaxResponseBytes is the largest response Complete and Resolve store.
+	// Default 1 MiB (idemstore.DefaultMaxResponseBytes).
+	MaxResponseBytes int
+	// Logger receives debug lines (script reloads). Default: discard.
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.Client == nil {
+		return errors.New("redisstore: Config.Client is required: pass a redis.UniversalClient")
+	}
+	if c.Namespace == "" {
+		c.Namespace = "onceflow"
+	}
+	if strings.ContainsAny(c.Namespace, "{}") {
+		return fmt.Errorf("redisstore: Config.Namespace %q must not contain '{' or '}' (they are the Cluster hash tag)", c.Namespace)
+	}
+	if c.CommandTimeout == 0 {
+		c.CommandTimeout = DefaultCommandTimeout
+	}
+	if c.CommandTimeout < 0 {
+		return fmt.Errorf("redisstore: Config.CommandTimeout must be positive, got %v", c.CommandTimeout)
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = idemstore.DefaultMaxResponseBytes
+	}
+	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > 512<<20 {
+		return fmt.Errorf("redisstore: Config.MaxResponseBytes must be 1 to 512 MiB, got %d", c.MaxResponseBytes)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Store is the Redis implementation of idemstore.Store. It is safe for
+// concurrent use.
+type Store struct {
+	client  redis.UniversalClient
+	ns      string
+	timeout time.Duration
+	maxResp int
+	logger  *slog.Logger
+	reloads atomic.Int64
+}
+
+var _ idemstore.Store = (*Store)(nil)
+
+// New returns a Store. It does not talk to Redis.
+func New(cfg Config) (*Store, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Store{
+		client:  cfg.Client,
+		ns:      cfg.Namespace,
+		timeout: cfg.CommandTimeout,
+		maxResp: cfg.MaxResponseBytes,
+		logger:  cfg.Logger,
+	}, nil
+}
+
+// Key returns the Redis key of a record:
+// "<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}".
+// It holds no raw client key, principal or workflow ID.
+func (s *Store) Key(ref idemstore.Ref) string {
+	return s.ns + ":idem:v" + strconv.Itoa(KeyLayoutVersion) + ":d" + strconv.Itoa(ref.Digest.Version) +
+		":" + string(ref.Code) + ":{" + ref.Digest.Hex + "}"
+}
+
+// ScriptReloads counts the calls that found their script missing on the
+// server (NOSCRIPT) and sent it whole.
+func (s *Store) ScriptReloads() int64 { return s.reloads.Load() }
+
+// Claim implements idemstore.Store.
+func (s *Store) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+	return s.claim(ctx, req, "")
+}
+
+// ClaimStart implements idemstore.Store.
+func (s *Store) ClaimStart(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+	if err := req.Nonce.Validate(); err != nil {
+		return nil, err
+	}
+	return s.claim(ctx, req, req.Nonce)
+}
+
+func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce idemstore.Nonce) (idemstore.ClaimOutcome, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	op := opClaim
+	if nonce != "" {
+		op = opClaimStart
+	}
+	out, err := s.call(ctx, op, req.Ref, scriptClaim,
+		string(req.Owner), string(req.Operation), string(req.Fingerprint), req.Codec, req.Policy,
+		ms(req.Lease), ms(req.TTL), string(nonce))
+	if err != nil {
+		return nil, err
+	}
+	return out.(idemstore.ClaimOutcome), nil
+}
+
+// Start implements idemstore.Store.
+func (s *Store) Start(ctx context.Context, req idemstore.StartRequest) (idemstore.TransitionOutcome, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return s.transition(ctx, opStart, req.Ownership, idemstore.StateExecuting, "CLAIMED",
+		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.TTL, nil, "")
+}
+
+// Complete implements idemstore.Store.
+func (s *Store) Complete(ctx context.Context, req idemstore.CompleteRequest) (idemstore.TransitionOutcome, error) {
+	if err := req.Validate(s.maxResp); err != nil {
+		return nil, err
+	}
+	resp := req.Response
+	if resp == nil {
+		resp = []byte{}
+	}
+	return s.transition(ctx, opComplete, req.Ownership, idemstore.StateCompleted, "EXECUTING",
+		req.Nonce, "", req.TTL, resp, "")
+}
+
+// Fail implements idemstore.Store.
+func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) (idemstore.TransitionOutcome, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	return s.transition(ctx, opFail, req.Ownership, req.Target, "CLAIMED,EXECUTING",
+		req.Nonce, "", req.TTL, nil, req.Reason)
+}
+
+func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership, target idemstore.State,
+	sources string, nonce idemstore.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
+) (idemstore.TransitionOutcome, error) {
+	hasResp := "0"
+	if resp != nil {
+		hasResp = "1"
+	}
+	out, err := s.call(ctx, op, o.Ref, scriptTransition,
+		string(o.Owner), string(o.Operation), o.Rev, string(target), sources, string(nonce),
+		lease, ms(ttl), hasResp, resp, reason)
+	if err != nil {
+		return nil, err
+	}
+	return out.(idemstore.TransitionOutcome), nil
+}
+
+// Renew implements idemstore.Store.
+func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	out, err := s.call(ctx, opRenew, req.Ref, scriptRenew,
+		string(req.Owner), string(req.Operation), string(req.Nonce), ms(req.Lease), ms(req.TTL))
+	if err != nil {
+		return nil, err
+	}
+	return out.(idemstore.RenewOutcome), nil
+}
+
+// Release implements idemstore.Store.
+func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idemstore.ReleaseOutcome, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	o := req.Ownership
+	out, err := s.call(ctx, opRelease, o.Ref, scriptRelease, string(o.Owner), string(o.Operation), o.Rev)
+	if err != nil {
+		return nil, err
+	}
+	return out.(idemstore.ReleaseOutcome), nil
+}
+
+// Inspect implements idemstore.Store.
+func (s *Store) Inspect(ctx context.Context, ref idemstore.Ref) (idemstore.Observation, error) {
+	if err := ref.Validate(); err != nil {
+		return idemstore.Observation{}, err
+	}
+	out, err := s.call(ctx, opInspect, ref, scriptInspect)
+	if err != nil {
+		return idemstore.Observation{}, err
+	}
+	return out.(idemstore.Observation), nil
+}
+
+// Resolve implements idemstore.Store.
+func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idemstore.ResolveOutcome, error) {
+	if err := req.Validate(s.maxResp); err != nil {
+		return nil, err
+	}
+	resp := req.Response
+	if resp == nil {
+		resp = []byte{}
+	}
+	out, err := s.call(ctx, opResolve, req.Ref, scriptResolve,
+		req.Attempt, req.Rev, string(req.Target), resp, req.Codec, req.Policy, req.Reason, ms(req.TTL))
+	if err != nil {
+		return nil, err
+	}
+	return out.(idemstore.ResolveOutcome), nil
+}
+
+// call runs a script under the command timeout and decodes its reply. A
+// transport error is classified: Indeterminate for a script that may write,
+// Unavailable for INSPECT.
+func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc script, args ...any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v, err := s.run(ctx, sc, s.Key(ref), args...)
+	if err != nil {
+		if redis.HasErrorPrefix(err, "WRONGTYPE") {
+			return nil, &idemstore.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
+		}
+		certainty := idemstore.Indeterminate
+		if op == opInspect {
+			certainty = idemstore.Unavailable
+		}
+		return nil, &idemstore.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
+	}
+	return decode(op, ref, v)
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -1,0 +1,784 @@
+// Package storetest holds the contract suite that every idemstore.Store
+// must pass, and a fault-injecting Store wrapper for testing callers.
+//
+// Run the suite from a test of the implementation:
+//
+//	func TestContract(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{
+//			NewStore: func(t *testing.T) idemstore.Store { return newStoreUnderTest(t) },
+//		})
+//	}
+package storetest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"reflect"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Harness tells the suite how to get a store.
+type Harness struct {
+	// NewStore returns the store under test. It is called once per test;
+	// tests run in parallel and use keys of their own, so it may return
+	// the same store every time.
+	NewStore func(t *testing.T) idemstore.Store
+	// MaxResponseBytes is the response limit the store was configured
+	// with. Default idemstore.DefaultMaxResponseBytes.
+	MaxResponseBytes int
+}
+
+// Run runs the contract suite.
+func Run(t *testing.T, h Harness) {
+	if h.MaxResponseBytes == 0 {
+		h.MaxResponseBytes = idemstore.DefaultMaxResponseBytes
+	}
+	tests := []struct {
+		name string
+		fn   func(*testing.T, Harness)
+	}{
+		{"ClaimAcquiresAMissingRecord", testClaimAcquires},
+		{"ClaimStartGoesStraightToExecuting", testClaimStart},
+		{"ClaimChecksTheFingerprintBeforeAnything", testFingerprintFirst},
+		{"ClaimReplaysACompletedRecord", testCompletedReplay},
+		{"ClaimReportsACodecOrPolicyMismatch", testCodecMismatch},
+		{"ClaimOfAbandonedRequiresRecovery", testRecoveryRequired},
+		{"ClaimBySameOwnerReplaysTheAcquire", testReplayedAcquire},
+		{"ClaimBySameOwnerForAnotherOperationConflicts", testOwnerOperationConflict},
+		{"ClaimTakesOverAndSaysWhatItTookOver", testTakeover},
+		{"TakeoverUncertaintySurvivesUntilSettled", testUncertaintyPersists},
+		{"ClaimOfALiveLeaseIsInProgress", testInProgress},
+		{"ConcurrentClaimsAcquireOnce", testConcurrentClaims},
+		{"TransitionResentAfterLostReplyIsAlready", testTransitionAlready},
+		{"TransitionRefusesStaleOrForeignWriters", testTransitionRefusals},
+		{"RenewReallyExtendsLeaseAndTTL", testRenewExtends},
+		{"RenewRefusesAndChangesNothing", testRenewRefusals},
+		{"ReleaseOnlyFromClaimed", testRelease},
+		{"ResolveSettlesAbandoned", testResolve},
+		{"InvalidInputWritesNothing", testInvalidInput},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.fn(t, h)
+		})
+	}
+}
+
+// Fixture builds valid requests for one fresh record.
+type Fixture struct {
+	Ref         idemstore.Ref
+	Operation   idemstore.OperationID
+	Fingerprint idemstore.Fingerprint
+	Codec       string
+	Policy      int
+	Lease       time.Duration
+	TTL         time.Duration
+}
+
+// NewFixture returns a fixture for a record no one else uses.
+func NewFixture() Fixture {
+	return Fixture{
+		Ref:         idemstore.Ref{Code: "charge-payment", Digest: idemstore.ScopeDigest{Version: 1, Hex: RandomHex(32)}},
+		Operation:   idemstore.OperationID("op-" + RandomHex(8)),
+		Fingerprint: idemstore.FingerprintOf([]byte("request")),
+		Codec:       "json-v2",
+		Policy:      2,
+		Lease:       time.Minute,
+		TTL:         time.Hour,
+	}
+}
+
+// Claim returns a claim request by owner.
+func (f Fixture) Claim(owner idemstore.Owner) idemstore.ClaimRequest {
+	return idemstore.ClaimRequest{
+		Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint, Owner: owner,
+		Codec: f.Codec, Policy: f.Policy, Lease: f.Lease, TTL: f.TTL,
+	}
+}
+
+// ClaimStart returns a fused claim+start request by owner with nonce.
+func (f Fixture) ClaimStart(owner idemstore.Owner, nonce idemstore.Nonce) idemstore.ClaimRequest {
+	r := f.Claim(owner)
+	r.Nonce = nonce
+	return r
+}
+
+// RandomHex returns 2n random lowercase hex characters.
+func RandomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func ctx(t *testing.T) context.Context { return t.Context() }
+
+type result[T any] struct {
+	v   T
+	err error
+}
+
+func res[T any](v T, err error) result[T] { return result[T]{v, err} }
+
+func must[T any](t *testing.T, r result[T]) T {
+	t.Helper()
+	if r.err != nil {
+		t.Fatalf("unexpected error: %v", r.err)
+	}
+	return r.v
+}
+
+func as[T any](t *testing.T, v any) T {
+	t.Helper()
+	out, ok := v.(T)
+	if !ok {
+		var want T
+		t.Fatalf("outcome is %T %+v, want %T", v, v, want)
+	}
+	return out
+}
+
+func inspect(t *testing.T, s idemstore.Store, ref idemstore.Ref) idemstore.Observation {
+	t.Helper()
+	return must(t, res(s.Inspect(ctx(t), ref)))
+}
+
+// sameRecord compares the stored part of two snapshots (not the clock).
+func sameRecord(t *testing.T, before, after idemstore.Observation) {
+	t.Helper()
+	b, a := before.Record, after.Record
+	b.ServerTime, a.ServerTime, b.TTL, a.TTL = time.Time{}, time.Time{}, 0, 0
+	if before.Found != after.Found || !equalRecord(b, a) {
+		t.Fatalf("record changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+func equalRecord(a, b idemstore.Record) bool {
+	ra, rb := a.Response, b.Response
+	a.Response, b.Response = nil, nil
+	return reflect.DeepEqual(a, b) && string(ra) == string(rb)
+}
+
+// executing claims and starts a record for a new owner.
+func executing(t *testing.T, s idemstore.Store, f Fixture) (idemstore.Ownership, idemstore.Nonce) {
+	t.Helper()
+	nonce := idemstore.NewNonce()
+	acq := as[idemstore.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(idemstore.NewOwner(), nonce)))))
+	return acq.Ownership, nonce
+}
+
+func complete(t *testing.T, s idemstore.Store, f Fixture, resp string) idemstore.Ownership {
+	t.Helper()
+	own, nonce := executing(t, s, f)
+	tr := as[idemstore.Transitioned](t, must(t, res(s.Complete(ctx(t), idemstore.CompleteRequest{
+		Ownership: own, Nonce: nonce, Response: []byte(resp), TTL: f.TTL,
+	}))))
+	return tr.Ownership
+}
+
+func fail(t *testing.T, s idemstore.Store, f Fixture, target idemstore.State) idemstore.Ownership {
+	t.Helper()
+	own, nonce := executing(t, s, f)
+	tr := as[idemstore.Transitioned](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
+		Ownership: own, Nonce: nonce, Target: target, Reason: "test", TTL: f.TTL,
+	}))))
+	return tr.Ownership
+}
+
+// WaitLeaseExpired polls the store's own clock until the record's lease has
+// passed. Leases are judged by the store's clock, so that is the clock to
+// wait on.
+func WaitLeaseExpired(t *testing.T, s idemstore.Store, ref idemstore.Ref) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		obs := inspect(t, s, ref)
+		if !obs.Found || !obs.ServerTime.Before(obs.Record.LeaseUntil) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease of %s did not expire: %+v", ref, obs.Record)
+		}
+		time.Sleep(obs.Record.LeaseUntil.Sub(obs.ServerTime) + time.Millisecond)
+	}
+}
+
+func testClaimAcquires(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	owner := idemstore.NewOwner()
+	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	r := acq.Record
+	if r.State != idemstore.StateClaimed || r.Owner != owner || r.Attempt != 1 || r.Rev != 1 ||
+		r.Operation != f.Operation || r.Fingerprint != f.Fingerprint || r.Codec != f.Codec || r.Policy != f.Policy {
+		t.Fatalf("acquired record = %+v", r)
+	}
+	if r.Nonce != "" || r.Uncertain {
+		t.Fatalf("a plain claim records no nonce and no uncertainty: %+v", r)
+	}
+	if got := r.LeaseRemaining(); got <= f.Lease-5*time.Second || got > f.Lease {
+		t.Fatalf("lease remaining = %v, want about %v", got, f.Lease)
+	}
+	if r.TTL <= f.TTL-5*time.Second || r.TTL > f.TTL {
+		t.Fatalf("TTL = %v, want about %v", r.TTL, f.TTL)
+	}
+	if acq.Ownership != (idemstore.Ownership{Ref: f.Ref, Operation: f.Operation, Owner: owner, Attempt: 1, Rev: 1}) {
+		t.Fatalf("ownership = %+v", acq.Ownership)
+	}
+}
+
+func testClaimStart(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	nonce := idemstore.NewNonce()
+	acq := as[idemstore.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(idemstore.NewOwner(), nonce)))))
+	if acq.Record.State != idemstore.StateExecuting || acq.Record.Nonce != nonce {
+		t.Fatalf("claim+start record = %+v, want EXECUTING with nonce %s", acq.Record, nonce)
+	}
+	if _, err := s.ClaimStart(ctx(t), f.Claim(idemstore.NewOwner())); !errors.Is(err, idemstore.ErrInvalidInput) {
+		t.Fatalf("claim+start without a nonce: err = %v, want ErrInvalidInput", err)
+	}
+}
+
+func testFingerprintFirst(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	setups := map[string]func(f Fixture) idemstore.Owner{
+		"completed": func(f Fixture) idemstore.Owner { return complete(t, s, f, "ok").Owner },
+		"abandoned": func(f Fixture) idemstore.Owner { return fail(t, s, f, idemstore.StateAbandoned).Owner },
+		"failed":    func(f Fixture) idemstore.Owner { return fail(t, s, f, idemstore.StateFailedRetryable).Owner },
+		"executing": func(f Fixture) idemstore.Owner { o, _ := executing(t, s, f); return o.Owner },
+	}
+	for name, setup := range setups {
+		t.Run(name, func(t *testing.T) {
+			f := NewFixture()
+			owner := setup(f)
+			before := inspect(t, s, f.Ref)
+			other := f
+			other.Fingerprint = idemstore.FingerprintOf([]byte("another request"))
+			// Even the owner itself, and even a claim+start, is refused.
+			for _, req := range []idemstore.ClaimRequest{other.Claim(owner), other.Claim(idemstore.NewOwner())} {
+				as[idemstore.FingerprintMismatch](t, must(t, res(s.Claim(ctx(t), req))))
+				req.Nonce = idemstore.NewNonce()
+				as[idemstore.FingerprintMismatch](t, must(t, res(s.ClaimStart(ctx(t), req))))
+			}
+			sameRecord(t, before, inspect(t, s, f.Ref))
+		})
+	}
+}
+
+func testCompletedReplay(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	complete(t, s, f, `{"charge":"ch_1"}`)
+	claims := []func() (idemstore.ClaimOutcome, error){
+		func() (idemstore.ClaimOutcome, error) { return s.Claim(ctx(t), f.Claim(idemstore.NewOwner())) },
+		func() (idemstore.ClaimOutcome, error) {
+			return s.ClaimStart(ctx(t), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+		},
+	}
+	for _, claim := range claims {
+		rep := as[idemstore.CompletedReplay](t, must(t, res(claim())))
+		if string(rep.Record.Response) != `{"charge":"ch_1"}` || rep.Record.Codec != f.Codec || rep.Record.Policy != f.Policy {
+			t.Fatalf("replay = %+v", rep.Record)
+		}
+		if rep.Record.TTL <= 0 || rep.Record.TTL > f.TTL {
+			t.Fatalf("replay TTL = %v", rep.Record.TTL)
+		}
+	}
+}
+
+func testCodecMismatch(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	complete(t, s, f, "ok")
+	before := inspect(t, s, f.Ref)
+	codec, policy := f, f
+	codec.Codec = "proto-v1"
+	policy.Policy = 3
+	for _, g := range []Fixture{codec, policy} {
+		m := as[idemstore.CodecMismatch](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+		if m.Record.Codec != f.Codec || m.Record.Policy != f.Policy || m.Record.Response != nil {
+			t.Fatalf("mismatch reports %+v; want the stored codec and policy and no payload", m.Record)
+		}
+	}
+	sameRecord(t, before, inspect(t, s, f.Ref))
+}
+
+func testRecoveryRequired(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	own := fail(t, s, f, idemstore.StateAbandoned)
+	rr := as[idemstore.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if rr.Record.State != idemstore.StateAbandoned || rr.Record.Reason != "test" {
+		t.Fatalf("recovery record = %+v", rr.Record)
+	}
+	// Even the owner that abandoned it cannot claim it back.
+	as[idemstore.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(own.Owner)))))
+}
+
+func testReplayedAcquire(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	owner := idemstore.NewOwner()
+	as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	ra := as[idemstore.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	if ra.Record.State != idemstore.StateClaimed || ra.Ownership.Rev != 1 || ra.Record.Nonce != "" {
+		t.Fatalf("replayed acquire of CLAIMED = %+v", ra.Record)
+	}
+
+	g := NewFixture()
+	nonce := idemstore.NewNonce()
+	as[idemstore.Acquired](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce)))))
+	ra = as[idemstore.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, idemstore.NewNonce())))))
+	if ra.Record.State != idemstore.StateExecuting || ra.Record.Nonce != nonce {
+		t.Fatalf("replayed acquire of EXECUTING = %+v; it must report the state and the first invocation's nonce", ra.Record)
+	}
+}
+
+func testOwnerOperationConflict(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	owner := idemstore.NewOwner()
+	as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	before := inspect(t, s, f.Ref)
+	other := f
+	other.Operation = "another-op"
+	as[idemstore.OwnerOperationConflict](t, must(t, res(s.Claim(ctx(t), other.Claim(owner)))))
+	sameRecord(t, before, inspect(t, s, f.Ref))
+}
+
+func testTakeover(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	short := func() Fixture { f := NewFixture(); f.Lease = 20 * time.Millisecond; return f }
+	cases := []struct {
+		name   string
+		setup  func(f Fixture)
+		from   idemstore.State
+		effect bool
+	}{
+		{"failed retryable", func(f Fixture) { fail(t, s, f, idemstore.StateFailedRetryable) }, idemstore.StateFailedRetryable, false},
+		{"expired claimed", func(f Fixture) {
+			as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+			WaitLeaseExpired(t, s, f.Ref)
+		}, idemstore.StateClaimed, false},
+		{"expired executing", func(f Fixture) {
+			executing(t, s, f)
+			WaitLeaseExpired(t, s, f.Ref)
+		}, idemstore.StateExecuting, true},
+	}
+	for _, c := range cases {
+		for _, fused := range []bool{false, true} {
+			t.Run(c.name+"/fused="+strconv.FormatBool(fused), func(t *testing.T) {
+				f := short()
+				c.setup(f)
+				before := inspect(t, s, f.Ref).Record
+				owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+				var out idemstore.ClaimOutcome
+				if fused {
+					out = must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, nonce))))
+				} else {
+					out = must(t, res(s.Claim(ctx(t), f.Claim(owner))))
+				}
+				to := as[idemstore.TakenOver](t, out)
+				if to.From != c.from || to.EffectMayHaveHappened != c.effect {
+					t.Fatalf("took over from %s (effect may have happened: %v), want %s (%v)", to.From, to.EffectMayHaveHappened, c.from, c.effect)
+				}
+				r := to.Record
+				if r.Owner != owner || r.Attempt != before.Attempt+1 || r.Rev != before.Rev+1 || r.Reason != "" {
+					t.Fatalf("taken-over record = %+v, before %+v", r, before)
+				}
+				wantState, wantNonce := idemstore.StateClaimed, idemstore.Nonce("")
+				if fused {
+					wantState, wantNonce = idemstore.StateExecuting, nonce
+				}
+				if r.State != wantState || r.Nonce != wantNonce {
+					t.Fatalf("taken-over record state %s nonce %q, want %s %q", r.State, r.Nonce, wantState, wantNonce)
+				}
+				if to.Ownership.Fence() != r.Fence() || !before.Fence().Less(r.Fence()) {
+					t.Fatalf("fence did not grow: before %v after %v", before.Fence(), r.Fence())
+				}
+			})
+		}
+	}
+}
+
+func testUncertaintyPersists(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	f.Lease = 20 * time.Millisecond
+	executing(t, s, f)
+	WaitLeaseExpired(t, s, f.Ref)
+	// A plain claim takes it over into CLAIMED: the state no longer says
+	// EXECUTING, but the uncertainty must survive.
+	to := as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if !to.EffectMayHaveHappened || !to.Record.Uncertain {
+		t.Fatalf("takeover from expired EXECUTING: %+v", to)
+	}
+	WaitLeaseExpired(t, s, f.Ref)
+	owner := idemstore.NewOwner()
+	to = as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	if to.From != idemstore.StateClaimed || !to.EffectMayHaveHappened {
+		t.Fatalf("second takeover from CLAIMED of an unsettled record: %+v; the effect may still have happened", to)
+	}
+	// The same owner re-sending its claim is told too.
+	ra := as[idemstore.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	if !ra.Record.Uncertain {
+		t.Fatalf("replayed acquire lost the uncertainty: %+v", ra.Record)
+	}
+	// FAILED_RETRYABLE settles it: the owner asserts no effect.
+	tr := as[idemstore.Transitioned](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
+		Ownership: to.Ownership, Target: idemstore.StateFailedRetryable, TTL: f.TTL,
+	}))))
+	if tr.Record.Uncertain {
+		t.Fatalf("FAILED_RETRYABLE kept the uncertainty: %+v", tr.Record)
+	}
+	to = as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if to.EffectMayHaveHappened {
+		t.Fatalf("takeover after a settled failure: %+v", to)
+	}
+}
+
+func testInProgress(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	executing(t, s, f)
+	before := inspect(t, s, f.Ref)
+	ip := as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if left := ip.Record.LeaseRemaining(); left <= 0 || left > f.Lease {
+		t.Fatalf("in progress with %v left, want (0, %v]", left, f.Lease)
+	}
+	sameRecord(t, before, inspect(t, s, f.Ref))
+}
+
+func testConcurrentClaims(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	const n = 64
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		acquired int
+		progress int
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Go(func() {
+			<-start
+			out, err := s.ClaimStart(context.Background(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+			mu.Lock()
+			defer mu.Unlock()
+			switch out.(type) {
+			case idemstore.Acquired:
+				acquired++
+			case idemstore.InProgress:
+				progress++
+			default:
+				t.Errorf("outcome %T, err %v", out, err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if acquired != 1 || progress != n-1 {
+		t.Fatalf("%d acquired, %d in progress; want 1 and %d", acquired, progress, n-1)
+	}
+}
+
+func testTransitionAlready(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	owner := idemstore.NewOwner()
+	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	nonce := idemstore.NewNonce()
+	start := idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, TTL: f.TTL}
+	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), start))))
+	if st.Record.State != idemstore.StateExecuting || st.Record.Nonce != nonce || st.Ownership.Rev != 2 {
+		t.Fatalf("start = %+v", st.Record)
+	}
+	// The same start, re-sent with the old revision after a lost reply.
+	al := as[idemstore.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), start))))
+	if al.Record.Nonce != nonce || al.Record.Rev != 2 {
+		t.Fatalf("already = %+v, want this invocation's nonce and rev 2", al.Record)
+	}
+	// Another invocation of the same owner is told whose nonce is stored.
+	other := start
+	other.Nonce = idemstore.NewNonce()
+	al = as[idemstore.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), other))))
+	if al.Record.Nonce != nonce {
+		t.Fatalf("already for another invocation reports nonce %q, want %q", al.Record.Nonce, nonce)
+	}
+	// Complete, re-sent.
+	comp := idemstore.CompleteRequest{Ownership: st.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL}
+	as[idemstore.Transitioned](t, must(t, res(s.Complete(ctx(t), comp))))
+	al = as[idemstore.AlreadyTransitioned](t, must(t, res(s.Complete(ctx(t), comp))))
+	if al.Record.State != idemstore.StateCompleted || al.Record.Rev != 3 {
+		t.Fatalf("complete re-sent = %+v", al.Record)
+	}
+}
+
+func testTransitionRefusals(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	owner := idemstore.NewOwner()
+	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	nonce := idemstore.NewNonce()
+	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
+		Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, TTL: f.TTL,
+	}))))
+	cur := st.Ownership
+	before := inspect(t, s, f.Ref)
+
+	stranger := cur
+	stranger.Owner = idemstore.NewOwner()
+	otherOp := cur
+	otherOp.Operation = "other"
+	stale := acq.Ownership // rev 1, the record is at rev 2
+	cases := []struct {
+		name string
+		do   func() (idemstore.TransitionOutcome, error)
+		want idemstore.Refusal
+	}{
+		{"not owner", func() (idemstore.TransitionOutcome, error) {
+			return s.Complete(ctx(t), idemstore.CompleteRequest{Ownership: stranger, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
+		}, idemstore.RefusedNotOwner},
+		{"other operation", func() (idemstore.TransitionOutcome, error) {
+			return s.Complete(ctx(t), idemstore.CompleteRequest{Ownership: otherOp, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
+		}, idemstore.RefusedOperation},
+		{"stale revision, other target", func() (idemstore.TransitionOutcome, error) {
+			return s.Fail(ctx(t), idemstore.FailRequest{Ownership: stale, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL})
+		}, idemstore.RefusedStaleRev},
+		{"other invocation", func() (idemstore.TransitionOutcome, error) {
+			return s.Complete(ctx(t), idemstore.CompleteRequest{Ownership: cur, Nonce: idemstore.NewNonce(), Response: []byte("x"), TTL: f.TTL})
+		}, idemstore.RefusedNonce},
+	}
+	for _, c := range cases {
+		ref := as[idemstore.Refused](t, must(t, res(c.do())))
+		if ref.Reason != c.want {
+			t.Fatalf("%s: refused %s, want %s", c.name, ref.Reason, c.want)
+		}
+		sameRecord(t, before, inspect(t, s, f.Ref))
+	}
+
+	// Wrong source state: COMPLETE from CLAIMED.
+	g := NewFixture()
+	acq = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
+	ref := as[idemstore.Refused](t, must(t, res(s.Complete(ctx(t), idemstore.CompleteRequest{
+		Ownership: acq.Ownership, Nonce: nonce, Response: []byte("x"), TTL: g.TTL,
+	}))))
+	if ref.Reason != idemstore.RefusedState {
+		t.Fatalf("complete from CLAIMED refused %s, want %s", ref.Reason, idemstore.RefusedState)
+	}
+	// Missing record.
+	h2 := NewFixture()
+	missing := acq.Ownership
+	missing.Ref = h2.Ref
+	as[idemstore.Missing](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{Ownership: missing, Target: idemstore.StateAbandoned, TTL: h2.TTL}))))
+}
+
+func testRenewExtends(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	f.Lease, f.TTL = time.Second, 2*time.Second
+	own, nonce := executing(t, s, f)
+	before := inspect(t, s, f.Ref).Record
+	rn := as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+		Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, TTL: time.Hour,
+	}))))
+	after := inspect(t, s, f.Ref).Record
+	if !after.LeaseUntil.After(before.LeaseUntil.Add(50*time.Second)) || after.LeaseUntil != rn.Record.LeaseUntil {
+		t.Fatalf("leaseUntil %v -> %v: renew did not move it forward", before.LeaseUntil, after.LeaseUntil)
+	}
+	if after.TTL < 50*time.Minute {
+		t.Fatalf("key TTL %v -> %v: renew did not move it forward", before.TTL, after.TTL)
+	}
+	if after.Rev != before.Rev || after.State != idemstore.StateExecuting {
+		t.Fatalf("renew changed rev or state: %+v", after)
+	}
+	// A competing claim now sees in-progress with the new lease.
+	ip := as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if ip.Record.LeaseRemaining() < 50*time.Second {
+		t.Fatalf("competing claim sees %v left", ip.Record.LeaseRemaining())
+	}
+
+	// An expired lease that nobody took over can still be renewed by its owner.
+	g := NewFixture()
+	g.Lease = 20 * time.Millisecond
+	own, nonce = executing(t, s, g)
+	WaitLeaseExpired(t, s, g.Ref)
+	as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+		Ref: g.Ref, Operation: g.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, TTL: time.Hour,
+	}))))
+	as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+}
+
+func testRenewRefusals(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	own, nonce := executing(t, s, f)
+	ok := idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, TTL: 2 * time.Hour}
+	before := inspect(t, s, f.Ref)
+	cases := map[idemstore.Refusal]func(r *idemstore.RenewRequest){
+		idemstore.RefusedNotOwner:  func(r *idemstore.RenewRequest) { r.Owner = idemstore.NewOwner() },
+		idemstore.RefusedOperation: func(r *idemstore.RenewRequest) { r.Operation = "other" },
+		idemstore.RefusedNonce:     func(r *idemstore.RenewRequest) { r.Nonce = idemstore.NewNonce() },
+	}
+	for want, mutate := range cases {
+		req := ok
+		mutate(&req)
+		ref := as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), req))))
+		if ref.Reason != want {
+			t.Fatalf("renew refused %s, want %s", ref.Reason, want)
+		}
+		sameRecord(t, before, inspect(t, s, f.Ref))
+	}
+	// Another state: CLAIMED and COMPLETED are not renewed.
+	g := NewFixture()
+	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(own.Owner)))))
+	before = inspect(t, s, g.Ref)
+	ref := as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+		Ref: g.Ref, Operation: g.Operation, Owner: acq.Ownership.Owner, Nonce: nonce, Lease: time.Hour, TTL: 2 * time.Hour,
+	}))))
+	if ref.Reason != idemstore.RefusedState {
+		t.Fatalf("renew of CLAIMED refused %s, want %s", ref.Reason, idemstore.RefusedState)
+	}
+	sameRecord(t, before, inspect(t, s, g.Ref))
+	c := NewFixture()
+	comp := complete(t, s, c, "done")
+	before = inspect(t, s, c.Ref)
+	obs := before.Record
+	ref = as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+		Ref: c.Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: obs.Nonce, Lease: time.Hour, TTL: 2 * time.Hour,
+	}))))
+	if ref.Reason != idemstore.RefusedState {
+		t.Fatalf("renew of COMPLETED refused %s, want %s", ref.Reason, idemstore.RefusedState)
+	}
+	sameRecord(t, before, inspect(t, s, c.Ref))
+	as[idemstore.Missing](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+		Ref: NewFixture().Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: nonce, Lease: time.Hour, TTL: 2 * time.Hour,
+	}))))
+}
+
+func testRelease(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	stranger := acq.Ownership
+	stranger.Owner = idemstore.NewOwner()
+	if r := as[idemstore.Refused](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: stranger})))); r.Reason != idemstore.RefusedNotOwner {
+		t.Fatalf("release by stranger refused %s", r.Reason)
+	}
+	as[idemstore.Released](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: acq.Ownership}))))
+	if inspect(t, s, f.Ref).Found {
+		t.Fatal("released record still there")
+	}
+	as[idemstore.Missing](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: acq.Ownership}))))
+
+	// After EXECUTING, never.
+	g := NewFixture()
+	acq = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
+		Ownership: acq.Ownership, Nonce: idemstore.NewNonce(), Lease: g.Lease, TTL: g.TTL,
+	}))))
+	before := inspect(t, s, g.Ref)
+	for _, o := range []idemstore.Ownership{acq.Ownership, st.Ownership} {
+		if r := as[idemstore.Refused](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: o})))); r.Reason != idemstore.RefusedState {
+			t.Fatalf("release of EXECUTING refused %s, want %s", r.Reason, idemstore.RefusedState)
+		}
+	}
+	sameRecord(t, before, inspect(t, s, g.Ref))
+}
+
+func testResolve(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	f := NewFixture()
+	ab := fail(t, s, f, idemstore.StateAbandoned)
+	req := idemstore.ResolveRequest{
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: idemstore.StateCompleted,
+		Response: []byte("found at provider"), Codec: f.Codec, Policy: f.Policy, Reason: "operator", TTL: f.TTL,
+	}
+	staleReq := req
+	staleReq.Rev--
+	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), staleReq)))); r.Reason != idemstore.RefusedStaleRev {
+		t.Fatalf("stale resolve refused %s", r.Reason)
+	}
+	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), req))))
+	as[idemstore.AlreadyTransitioned](t, must(t, res(s.Resolve(ctx(t), req))))
+	rep := as[idemstore.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if string(rep.Record.Response) != "found at provider" {
+		t.Fatalf("replay after resolve = %q", rep.Record.Response)
+	}
+	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev + 1, Target: idemstore.StateFailedRetryable, TTL: f.TTL,
+	})))); r.Reason != idemstore.RefusedState {
+		t.Fatalf("resolve of COMPLETED refused %s", r.Reason)
+	}
+
+	g := NewFixture()
+	g.Lease = 20 * time.Millisecond
+	executing(t, s, g)
+	WaitLeaseExpired(t, s, g.Ref)
+	to := as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+	ab2 := as[idemstore.Transitioned](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
+		Ownership: to.Ownership, Target: idemstore.StateAbandoned, Reason: "effect unknown", TTL: g.TTL,
+	}))))
+	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: g.Ref, Attempt: ab2.Record.Attempt - 1, Rev: ab2.Record.Rev, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
+	})))); r.Reason != idemstore.RefusedAttempt {
+		t.Fatalf("resolve of an older attempt refused %s", r.Reason)
+	}
+	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: g.Ref, Attempt: ab2.Record.Attempt, Rev: ab2.Record.Rev, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
+	}))))
+	to = as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+	if to.From != idemstore.StateFailedRetryable || to.EffectMayHaveHappened {
+		t.Fatalf("takeover after resolve-to-retry = %+v; the resolution settled the uncertainty", to)
+	}
+	as[idemstore.Missing](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: NewFixture().Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
+	}))))
+}
+
+func testInvalidInput(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+	claims := map[string]func(r *idemstore.ClaimRequest){
+		"digest not hex":      func(r *idemstore.ClaimRequest) { r.Ref.Digest.Hex = "ZZ" + r.Ref.Digest.Hex[2:] },
+		"digest uppercase":    func(r *idemstore.ClaimRequest) { r.Ref.Digest.Hex = "AB" + r.Ref.Digest.Hex[2:] },
+		"digest short":        func(r *idemstore.ClaimRequest) { r.Ref.Digest.Hex = r.Ref.Digest.Hex[:63] },
+		"digest version 0":    func(r *idemstore.ClaimRequest) { r.Ref.Digest.Version = 0 },
+		"empty code":          func(r *idemstore.ClaimRequest) { r.Ref.Code = "" },
+		"invalid code":        func(r *idemstore.ClaimRequest) { r.Ref.Code = "Charge_Payment" },
+		"zero lease":          func(r *idemstore.ClaimRequest) { r.Lease = 0 },
+		"negative lease":      func(r *idemstore.ClaimRequest) { r.Lease = -time.Second },
+		"zero ttl":            func(r *idemstore.ClaimRequest) { r.TTL = 0 },
+		"ttl under lease":     func(r *idemstore.ClaimRequest) { r.TTL = r.Lease / 2 },
+		"short owner":         func(r *idemstore.ClaimRequest) { r.Owner = r.Owner[:62] },
+		"empty operation":     func(r *idemstore.ClaimRequest) { r.Operation = "" },
+		"bad fingerprint":     func(r *idemstore.ClaimRequest) { r.Fingerprint = "abc" },
+		"empty codec":         func(r *idemstore.ClaimRequest) { r.Codec = "" },
+		"zero policy":         func(r *idemstore.ClaimRequest) { r.Policy = 0 },
+		"claim+start bad nonce": func(r *idemstore.ClaimRequest) { r.Nonce = "xyz" },
+	}
+	for name, mutate := range claims {
+		req := f.ClaimStart(owner, nonce)
+		mutate(&req)
+		_, err := s.ClaimStart(ctx(t), req)
+		var ve *idemstore.ValidationError
+		if !errors.Is(err, idemstore.ErrInvalidInput) || !errors.As(err, &ve) {
+			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
+		}
+	}
+	if inspect(t, s, f.Ref).Found {
+		t.Fatal("an invalid claim wrote a record")
+	}
+
+	own, nonce := executing(t, s, f)
+	before := inspect(t, s, f.Ref)
+	_, err := s.Complete(ctx(t), idemstore.CompleteRequest{
+		Ownership: own, Nonce: nonce, Response: make([]byte, h.MaxResponseBytes+1), TTL: f.TTL,
+	})
+	if !errors.Is(err, idemstore.ErrInvalidInput) {
+		t.Fatalf("oversized response: err = %v, want ErrInvalidInput", err)
+	}
+	_, err = s.Renew(ctx(t), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, TTL: f.TTL})
+	if !errors.Is(err, idemstore.ErrInvalidInput) {
+		t.Fatalf("zero renew lease: err = %v, want ErrInvalidInput", err)
+	}
+	_, err = s.Fail(ctx(t), idemstore.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateCompleted, TTL: f.TTL})
+	if !errors.Is(err, idemstore.ErrInvalidInput) {
+		t.Fatalf("fail to COMPLETED: err = %v, want ErrInvalidInput", err)
+	}
+	sameRecord(t, before, inspect(t, s, f.Ref))
+}

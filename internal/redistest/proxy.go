@@ -1,0 +1,164 @@
+package redistest
+
+import (
+	"bytes"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Fault is what a Proxy does to the traffic that crosses it.
+type Fault int32
+
+const (
+	// Pass forwards everything.
+	Pass Fault = iota
+	// DropScriptReplies delivers every script call (EVAL/EVALSHA) to Redis,
+	// waits for Redis to answer, then throws the answer away and closes the
+	// client's connection: the script ran, the caller never hears of it.
+	DropScriptReplies
+	// ResetScripts closes the client's connection as soon as a script call
+	// arrives, without delivering it: the script never ran.
+	ResetScripts
+)
+
+// Proxy is a TCP proxy in front of a Redis server that injects faults.
+type Proxy struct {
+	ln      net.Listener
+	target  string
+	fault   atomic.Int32
+	dropped atomic.Int64
+	reset   atomic.Int64
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+}
+
+// NewProxy starts a proxy to target on a free loopback port, closed when
+// the test ends.
+func NewProxy(tb testing.TB, target string) *Proxy {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	tb.Cleanup(p.Close)
+	return p
+}
+
+// Addr is the proxy's address; point the client here.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// SetFault changes what the proxy does from now on.
+func (p *Proxy) SetFault(f Fault) { p.fault.Store(int32(f)) }
+
+// DroppedReplies counts the script replies thrown away: each is one run of a
+// script whose caller got no answer.
+func (p *Proxy) DroppedReplies() int64 { return p.dropped.Load() }
+
+// ResetCalls counts the script calls cut off before delivery.
+func (p *Proxy) ResetCalls() int64 { return p.reset.Load() }
+
+// Close stops the proxy and cuts every connection.
+func (p *Proxy) Close() {
+	_ = p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		_ = c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func (p *Proxy) track(c net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.conns[c] = struct{}{}
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		client, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		server, err := net.Dial("tcp", p.target)
+		if err != nil {
+			_ = client.Close()
+			continue
+		}
+		p.track(client)
+		p.track(server)
+		p.wg.Add(1)
+		go p.pipe(client, server)
+	}
+}
+
+var scriptVerb = [][]byte{[]byte("evalsha"), []byte("eval")}
+
+func isScript(b []byte) bool {
+	l := bytes.ToLower(b)
+	for _, v := range scriptVerb {
+		if bytes.Contains(l, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Proxy) pipe(client, server net.Conn) {
+	defer p.wg.Done()
+	var scriptPending atomic.Bool
+	closeBoth := func() { _ = client.Close(); _ = server.Close() }
+	done := make(chan struct{})
+	go func() { // client -> server
+		defer close(done)
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := client.Read(buf)
+			if n > 0 {
+				if isScript(buf[:n]) {
+					if Fault(p.fault.Load()) == ResetScripts {
+						p.reset.Add(1)
+						closeBoth()
+						return
+					}
+					scriptPending.Store(true)
+				}
+				if _, werr := server.Write(buf[:n]); werr != nil {
+					closeBoth()
+					return
+				}
+			}
+			if err != nil {
+				closeBoth()
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 64<<10) // server -> client
+	for {
+		n, err := server.Read(buf)
+		if n > 0 {
+			if scriptPending.Swap(false) && Fault(p.fault.Load()) == DropScriptReplies {
+				p.dropped.Add(1)
+				closeBoth()
+				break
+			}
+			if _, werr := client.Write(buf[:n]); werr != nil {
+				closeBoth()
+				break
+			}
+		}
+		if err != nil {
+			closeBoth()
+			break
+		}
+	}
+	<-done
+}
