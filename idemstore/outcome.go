@@ -92,9 +92,9 @@ type Refusal string
 
 // The refusal reasons.
 const (
-	RefusedNotOwner  Refusal = "NOT_OWNER"  // another owner holds the record
+	RefusedNotOwner  Refusal = "NOT_OWNER"   // another owner holds the record
 	RefusedOperation Refusal = "OP_CONFLICT" // same owner, another OperationID
-	RefusedStaleRev  Refusal = "STALE_REV"  // the revision moved on
+	RefusedStaleRev  Refusal = "STALE_REV"   // the revision moved on
 	RefusedState     Refusal = "WRONG_STATE" // not in an allowed source state
 	RefusedNonce     Refusal = "NONCE_MISMATCH"
 	RefusedAttempt   Refusal = "STALE_ATTEMPT" // Resolve: the attempt moved on

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"fmt"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +47,20 @@ var (
 	scriptInspect    = newScript("inspect", inspectLua)
 	scriptResolve    = newScript("resolve", resolveLua)
 )
+
+var allScripts = []script{scriptClaim, scriptTransition, scriptRenew, scriptRelease, scriptInspect, scriptResolve}
+
+// LoadScripts loads every script into the server's script cache (on every
+// shard of a Cluster). It is optional: a call that finds its script missing
+// loads it then. Call it at startup to surface a misconfigured server early.
+func (s *Store) LoadScripts(ctx context.Context) error {
+	for _, sc := range allScripts {
+		if err := sc.Load(ctx, s.client).Err(); err != nil {
+			return fmt.Errorf("redisstore: load script %s: %w", sc.name, err)
+		}
+	}
+	return nil
+}
 
 // run calls EVALSHA and, when the server does not know the script (restart,
 // failover, SCRIPT FLUSH), sends it whole with EVAL once. NOSCRIPT proves the

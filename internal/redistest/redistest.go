@@ -200,3 +200,11 @@ func freePort() (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// SharedAddr returns the shared server's address, or "" outside Main. For
+// examples, which get no testing.TB.
+func SharedAddr() string {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	return sharedAddr
+}

@@ -1,0 +1,74 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// A claim, an execution and a replay, by hand. (The idemstore.Executor
+// does all of this for you.)
+func ExampleStore() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(redisstore.Config{Client: client, Namespace: "example"})
+	if err != nil {
+		panic(err)
+	}
+
+	digester, err := idemstore.NewDigester([]byte("a secret from your secret store"), 1)
+	if err != nil {
+		panic(err)
+	}
+	ref := idemstore.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
+	_ = client.Del(ctx, store.Key(ref)) // start afresh on every run
+	req := idemstore.ClaimRequest{
+		Ref:         ref,
+		Operation:   "order-42/charge",
+		Fingerprint: idemstore.FingerprintOf([]byte(`{"amount":1000}`)),
+		Owner:       idemstore.NewOwner(),
+		Codec:       "json-v2",
+		Policy:      2,
+		Lease:       30 * time.Second,
+		TTL:         24 * time.Hour,
+		Nonce:       idemstore.NewNonce(),
+	}
+
+	out, err := store.ClaimStart(ctx, req)
+	if err != nil {
+		panic(err)
+	}
+	acquired := out.(idemstore.Acquired)
+	fmt.Println("claimed:", acquired.Record.State, "fence", acquired.Ownership.Fence())
+
+	// ... charge the card here, then record the response:
+	_, err = store.Complete(ctx, idemstore.CompleteRequest{
+		Ownership: acquired.Ownership, Nonce: req.Nonce, Response: []byte(`{"charge":"ch_1"}`), TTL: 24 * time.Hour,
+	})
+	if err != nil {
+		panic(err)
+	}
+
+	// A retry, by anyone, replays the stored response.
+	req.Owner, req.Nonce = idemstore.NewOwner(), idemstore.NewNonce()
+	out, err = store.ClaimStart(ctx, req)
+	if err != nil {
+		panic(err)
+	}
+	switch o := out.(type) {
+	case idemstore.CompletedReplay:
+		fmt.Println("replayed:", string(o.Record.Response))
+	case idemstore.InProgress:
+		fmt.Println("in progress for", o.Record.LeaseRemaining())
+	}
+	// Output:
+	// claimed: EXECUTING fence 1.1
+	// replayed: {"charge":"ch_1"}
+}

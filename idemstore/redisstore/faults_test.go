@@ -1,0 +1,404 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// as returns a function that checks a store call's result is a T.
+func as[T any](t *testing.T) func(v any, err error) T {
+	return func(v any, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		out, ok := v.(T)
+		if !ok {
+			var want T
+			t.Fatalf("outcome %T %+v, want %T", v, v, want)
+		}
+		return out
+	}
+}
+
+func inspect(t *testing.T, s *redisstore.Store, ref idemstore.Ref) idemstore.Record {
+	t.Helper()
+	obs, err := s.Inspect(t.Context(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !obs.Found {
+		t.Fatalf("no record %s", ref)
+	}
+	return obs.Record
+}
+
+// TestLostRepliesAreIndeterminateAndRetriesApplyOnce puts a proxy between
+// the client and Redis that delivers every script and drops its reply.
+// go-redis re-sends the script on EOF (MaxRetries 3 by default), so Redis
+// runs each call four times; the caller gets Indeterminate, and the record
+// shows exactly one effect.
+func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	viaProxy := newStore(t, redisstore.Config{
+		Client:         redistest.NewClient(t, proxy.Addr()), // default MaxRetries: 3
+		CommandTimeout: 10 * time.Second,
+	})
+	direct, err := redisstore.New(redisstore.Config{Client: redistest.NewClient(t, srv.Addr()), Namespace: keyNamespace(viaProxy)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A script the server does not know answers NOSCRIPT without running;
+	// load them first so that every dropped reply is a run.
+	if err := viaProxy.LoadScripts(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f := storetest.NewFixture()
+	owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+
+	lost := func(name string, call func() error) {
+		t.Helper()
+		before := proxy.DroppedReplies()
+		proxy.SetFault(redistest.DropScriptReplies)
+		err := call()
+		proxy.SetFault(redistest.Pass)
+		var se *idemstore.StoreError
+		if !errors.Is(err, idemstore.ErrIndeterminate) || !errors.As(err, &se) || se.Certainty != idemstore.Indeterminate {
+			t.Fatalf("%s with its reply lost: err = %v, want a StoreError matching ErrIndeterminate", name, err)
+		}
+		if runs := proxy.DroppedReplies() - before; runs != 4 {
+			t.Fatalf("%s ran %d times, want 4 (1 + go-redis' 3 retries)", name, runs)
+		}
+	}
+
+	lost("claim+start", func() error { _, err := viaProxy.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err })
+	r := inspect(t, direct, f.Ref)
+	if r.State != idemstore.StateExecuting || r.Owner != owner || r.Nonce != nonce || r.Attempt != 1 || r.Rev != 1 {
+		t.Fatalf("after 4 runs of one claim+start: %+v, want one acquisition", r)
+	}
+	// Re-sending the claim tells the invocation it is its own.
+	ra := as[idemstore.ReplayedAcquire](t)(viaProxy.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
+	if ra.Record.Nonce != nonce {
+		t.Fatalf("re-sent claim+start: nonce %q, want ours", ra.Record.Nonce)
+	}
+	own := ra.Ownership
+
+	lost("renew", func() error {
+		_, err := viaProxy.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, TTL: f.TTL})
+		return err
+	})
+	if r2 := inspect(t, direct, f.Ref); r2.Rev != r.Rev || r2.State != idemstore.StateExecuting {
+		t.Fatalf("after 4 renews: %+v", r2)
+	}
+
+	lost("complete", func() error {
+		_, err := viaProxy.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL})
+		return err
+	})
+	r = inspect(t, direct, f.Ref)
+	if r.State != idemstore.StateCompleted || r.Rev != 2 || string(r.Response) != "ok" {
+		t.Fatalf("after 4 runs of one complete: %+v, want rev 2", r)
+	}
+	as[idemstore.AlreadyTransitioned](t)(viaProxy.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
+
+	// Claim, start, fail, release, resolve on a second record.
+	g := storetest.NewFixture()
+	lost("claim", func() error { _, err := viaProxy.Claim(t.Context(), g.Claim(owner)); return err })
+	acq := as[idemstore.ReplayedAcquire](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
+	if acq.Ownership.Attempt != 1 || acq.Ownership.Rev != 1 {
+		t.Fatalf("after 4 claims: %+v", acq.Record)
+	}
+	lost("release", func() error {
+		_, err := viaProxy.Release(t.Context(), idemstore.ReleaseRequest{Ownership: acq.Ownership})
+		return err
+	})
+	if obs, _ := direct.Inspect(t.Context(), g.Ref); obs.Found {
+		t.Fatalf("release: record still there: %+v", obs.Record)
+	}
+	as[idemstore.Acquired](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
+	lost("start", func() error {
+		_, err := viaProxy.Start(t.Context(), idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: g.Lease, TTL: g.TTL})
+		return err
+	})
+	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateExecuting || r.Rev != 2 || r.Nonce != nonce {
+		t.Fatalf("after 4 starts: %+v", r)
+	}
+	started := acq.Ownership
+	started.Rev = 2
+	lost("fail", func() error {
+		_, err := viaProxy.Fail(t.Context(), idemstore.FailRequest{Ownership: started, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: g.TTL})
+		return err
+	})
+	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateAbandoned || r.Rev != 3 {
+		t.Fatalf("after 4 fails: %+v", r)
+	}
+	lost("resolve", func() error {
+		_, err := viaProxy.Resolve(t.Context(), idemstore.ResolveRequest{Ref: g.Ref, Attempt: 1, Rev: 3, Target: idemstore.StateFailedRetryable, TTL: g.TTL})
+		return err
+	})
+	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateFailedRetryable || r.Rev != 4 {
+		t.Fatalf("after 4 resolves: %+v", r)
+	}
+}
+
+// TestUndeliveredCallsAreIndeterminateAndApplyNothing cuts the connection
+// before the script reaches Redis: the caller cannot know that, so the
+// error is still Indeterminate, and INSPECT shows nothing happened.
+func TestUndeliveredCallsAreIndeterminateAndApplyNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	s := newStore(t, redisstore.Config{Client: redistest.NewClient(t, proxy.Addr()), CommandTimeout: 10 * time.Second})
+	f := storetest.NewFixture()
+	proxy.SetFault(redistest.ResetScripts)
+	_, err := s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+	if !errors.Is(err, idemstore.ErrIndeterminate) {
+		t.Fatalf("err = %v, want ErrIndeterminate", err)
+	}
+	_, err = s.Inspect(t.Context(), f.Ref)
+	if !errors.Is(err, idemstore.ErrUnavailable) || errors.Is(err, idemstore.ErrIndeterminate) {
+		t.Fatalf("inspect err = %v, want ErrUnavailable only", err)
+	}
+	proxy.SetFault(redistest.Pass)
+	if obs, err := s.Inspect(t.Context(), f.Ref); err != nil || obs.Found {
+		t.Fatalf("after an undelivered claim: %+v, %v; want no record", obs, err)
+	}
+}
+
+// TestScriptFlushCostsOneReload: after SCRIPT FLUSH (or a restart or
+// failover) the next call finds its script missing, sends it whole once,
+// and behaves exactly as before.
+func TestScriptFlushCostsOneReload(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := redistest.NewClient(t, srv.Addr())
+	var evals, evalshas int
+	client.AddHook(countHook{func(name string) {
+		switch name {
+		case "eval":
+			evals++
+		case "evalsha":
+			evalshas++
+		}
+	}})
+	s := newStore(t, redisstore.Config{Client: client})
+	f := storetest.NewFixture()
+	owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+	acq := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
+	warm := s.ScriptReloads() // the first use of a script on a new server loads it
+	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	evals, evalshas = 0, 0
+	as[idemstore.Transitioned](t)(s.Complete(t.Context(), idemstore.CompleteRequest{Ownership: acq.Ownership, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
+	if got := s.ScriptReloads() - warm; got != 1 || evals != 1 || evalshas != 1 {
+		t.Fatalf("after SCRIPT FLUSH: %d reloads, %d EVAL, %d EVALSHA; want 1, 1, 1", got, evals, evalshas)
+	}
+	rep := as[idemstore.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+	if string(rep.Record.Response) != "ok" {
+		t.Fatalf("replay = %q", rep.Record.Response)
+	}
+	if r := inspect(t, s, f.Ref); r.Rev != 2 {
+		t.Fatalf("record after the reloaded complete: %+v", r)
+	}
+}
+
+// TestServerRestartClassifiesCertainty: with Redis down, mutations are
+// Indeterminate and INSPECT is Unavailable; after a restart the store works
+// again without being rebuilt.
+func TestServerRestartClassifiesCertainty(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second})
+	f := storetest.NewFixture()
+	as[idemstore.Acquired](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+	srv.Kill()
+	if _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); !errors.Is(err, idemstore.ErrIndeterminate) {
+		t.Fatalf("claim with Redis down: %v, want ErrIndeterminate", err)
+	}
+	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, idemstore.ErrUnavailable) {
+		t.Fatalf("inspect with Redis down: %v, want ErrUnavailable", err)
+	}
+	srv.Restart(t)
+	// The restarted server is empty (it keeps nothing on disk) and has no
+	// scripts cached.
+	as[idemstore.Acquired](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+}
+
+type countHook struct{ seen func(name string) }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.seen(cmd.Name())
+		return next(ctx, cmd)
+	}
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func keyNamespace(s *redisstore.Store) string {
+	k := s.Key(storetest.NewFixture().Ref)
+	return k[:strings.Index(k, ":idem:")]
+}
+
+// TestKeyLayout pins the record key and field names of DESIGN.md §2.
+func TestKeyLayout(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	ns := redistest.Namespace(t)
+	s := newStore(t, redisstore.Config{Client: client, Namespace: ns})
+	g, err := idemstore.NewDigester([]byte("secret"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := g.Digest("principal-7", "order-42", "charge")
+	ref := idemstore.Ref{Code: "charge-payment", Digest: d}
+	want := ns + ":idem:v1:d3:charge-payment:{" + d.Hex + "}"
+	if got := s.Key(ref); got != want {
+		t.Fatalf("key = %q, want %q", got, want)
+	}
+	if strings.Contains(want, "order-42") || strings.Contains(want, "principal") {
+		t.Fatal("raw scope in the key")
+	}
+	f := storetest.NewFixture()
+	f.Ref = ref
+	own := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))).Ownership
+	fields, err := client.HGetAll(t.Context(), want).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for k := range fields {
+		names = append(names, k)
+	}
+	wantFields := "attempt codec createdAt fp leaseUntil nonce op owner policy rev state uncertain updatedAt"
+	if got := strings.Join(sorted(names), " "); got != wantFields {
+		t.Fatalf("fields = %s\nwant     %s", got, wantFields)
+	}
+	if fields["state"] != "EXECUTING" || fields["owner"] != string(own.Owner) {
+		t.Fatalf("fields = %v", fields)
+	}
+}
+
+func sorted(xs []string) []string {
+	for i := range xs {
+		for j := i + 1; j < len(xs); j++ {
+			if xs[j] < xs[i] {
+				xs[i], xs[j] = xs[j], xs[i]
+			}
+		}
+	}
+	return xs
+}
+
+// TestCorruptRecordsAreReportedNotGuessed corrupts records by hand: every
+// script answers with a *CorruptRecordError naming the field, and changes
+// nothing.
+func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s := newStore(t, redisstore.Config{Client: client})
+	cases := []struct {
+		field   string
+		corrupt func(key string) error
+	}{
+		{"state", func(k string) error { return client.HDel(t.Context(), k, "state").Err() }},
+		{"state", func(k string) error { return client.HSet(t.Context(), k, "state", "RUNNING").Err() }},
+		{"rev", func(k string) error { return client.HSet(t.Context(), k, "rev", "abc").Err() }},
+		{"attempt", func(k string) error { return client.HSet(t.Context(), k, "attempt", "-1").Err() }},
+		{"owner", func(k string) error { return client.HSet(t.Context(), k, "owner", "short").Err() }},
+		{"leaseUntil", func(k string) error { return client.HDel(t.Context(), k, "leaseUntil").Err() }},
+		{"(key)", func(k string) error {
+			ttl := client.PTTL(t.Context(), k).Val()
+			return client.Set(t.Context(), k, "not a hash", ttl).Err()
+		}},
+	}
+	for _, c := range cases {
+		f := storetest.NewFixture()
+		owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+		own := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
+		key := s.Key(f.Ref)
+		if err := c.corrupt(key); err != nil {
+			t.Fatal(err)
+		}
+		before := client.Dump(t.Context(), key).Val()
+		calls := map[string]func() error{
+			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); return err },
+			"claimstart": func() error { _, err := s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err },
+			"start": func() error {
+				_, err := s.Start(t.Context(), idemstore.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, TTL: f.TTL})
+				return err
+			},
+			"complete": func() error {
+				_, err := s.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, TTL: f.TTL})
+				return err
+			},
+			"renew": func() error {
+				_, err := s.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, TTL: f.TTL})
+				return err
+			},
+			"release": func() error { _, err := s.Release(t.Context(), idemstore.ReleaseRequest{Ownership: own}); return err },
+			"inspect": func() error { _, err := s.Inspect(t.Context(), f.Ref); return err },
+			"resolve": func() error {
+				_, err := s.Resolve(t.Context(), idemstore.ResolveRequest{Ref: f.Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
+				return err
+			},
+		}
+		for name, call := range calls {
+			err := call()
+			var ce *idemstore.CorruptRecordError
+			if !errors.Is(err, idemstore.ErrCorruptRecord) || !errors.As(err, &ce) || ce.Field != c.field {
+				t.Fatalf("%s of a record with a corrupt %s: err = %v", name, c.field, err)
+			}
+		}
+		if after := client.Dump(t.Context(), key).Val(); after != before {
+			t.Fatalf("corrupt %s: the record was changed", c.field)
+		}
+	}
+}
+
+// TestScriptsCarryTheirHeader: every script file starts with #!lua and
+// documents its KEYS, ARGV and replies.
+func TestScriptsCarryTheirHeader(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("lua/*.lua")
+	if err != nil || len(files) != 7 {
+		t.Fatalf("lua files: %v %v", files, err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := string(b)
+		if !strings.HasPrefix(src, "#!lua\n") {
+			t.Errorf("%s does not start with #!lua", name)
+		}
+		if filepath.Base(name) == "record.lua" {
+			continue
+		}
+		for _, want := range []string{"-- KEYS[1]", "-- Replies"} {
+			if !strings.Contains(src, want) {
+				t.Errorf("%s header lacks %q", name, want)
+			}
+		}
+	}
+}

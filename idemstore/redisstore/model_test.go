@@ -1,0 +1,275 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/refmodel"
+)
+
+// universe is the small world one sequence plays in: few refs, owners,
+// operations and nonces, so that sequences collide often.
+type universe struct {
+	refs   []idemstore.Ref
+	owners []idemstore.Owner
+	ops    []idemstore.OperationID
+	fps    []idemstore.Fingerprint
+	nonces []idemstore.Nonce
+	// known is the last ownership each owner was told it has, per ref.
+	known map[idemstore.Ref]map[idemstore.Owner]idemstore.Ownership
+}
+
+func newUniverse() *universe {
+	u := &universe{known: map[idemstore.Ref]map[idemstore.Owner]idemstore.Ownership{}}
+	for range 2 {
+		u.refs = append(u.refs, storetest.NewFixture().Ref)
+	}
+	for range 3 {
+		u.owners = append(u.owners, idemstore.NewOwner())
+	}
+	for range 4 {
+		u.nonces = append(u.nonces, idemstore.NewNonce())
+	}
+	u.ops = []idemstore.OperationID{"op-a", "op-b"}
+	u.fps = []idemstore.Fingerprint{idemstore.FingerprintOf([]byte("a")), idemstore.FingerprintOf([]byte("b"))}
+	return u
+}
+
+// byteSource yields the choices of a sequence: random ones, or a fuzzer's.
+type byteSource interface{ next() byte }
+
+type randSource struct{ r *rand.Rand }
+
+func (s randSource) next() byte { return byte(s.r.UintN(256)) }
+
+type fuzzSource struct {
+	b []byte
+	i int
+}
+
+func (s *fuzzSource) next() byte {
+	if s.i >= len(s.b) {
+		return 0
+	}
+	s.i++
+	return s.b[s.i-1]
+}
+
+func pick[T any](src byteSource, xs []T) T { return xs[int(src.next())%len(xs)] }
+
+// step is one operation: it runs against the store and the model and
+// returns both outcomes.
+type step struct {
+	desc  string
+	store func(ctx context.Context, s *redisstore.Store) (any, error)
+	model func(now time.Time, m *refmodel.Model) any
+}
+
+func (u *universe) genStep(src byteSource) step {
+	ref := pick(src, u.refs)
+	owner := pick(src, u.owners)
+	nonce := pick(src, u.nonces)
+	op := u.ops[0]
+	if src.next()%8 == 0 {
+		op = u.ops[1]
+	}
+	fp := u.fps[0]
+	if src.next()%10 == 0 {
+		fp = u.fps[1]
+	}
+	codec, policy := "json-v2", 2
+	if src.next()%12 == 0 {
+		codec = "proto-v1"
+	}
+	lease := pick(src, []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, time.Hour})
+	const ttl = 2 * time.Hour
+	o, ok := u.known[ref][owner]
+	if !ok {
+		o = idemstore.Ownership{Ref: ref, Operation: op, Owner: owner, Attempt: 1, Rev: 1}
+	}
+	if d := src.next() % 6; d == 0 && o.Rev > 1 {
+		o.Rev--
+	} else if d == 1 {
+		o.Rev++
+	}
+	claim := idemstore.ClaimRequest{Ref: ref, Operation: op, Fingerprint: fp, Owner: owner,
+		Codec: codec, Policy: policy, Lease: lease, TTL: ttl}
+	resp := []byte(fmt.Sprintf("resp-%d", src.next()%3))
+	name := fmt.Sprintf("ref%d owner%s nonce%s", indexOf(u.refs, ref), owner[:4], nonce[:4])
+
+	switch src.next() % 10 {
+	case 0, 1:
+		return step{"claim " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Claim(ctx, claim) },
+			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, "") }}
+	case 2, 3:
+		claim.Nonce = nonce
+		return step{"claim+start " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.ClaimStart(ctx, claim) },
+			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, nonce) }}
+	case 4:
+		req := idemstore.StartRequest{Ownership: o, Nonce: nonce, Lease: lease, TTL: ttl}
+		return step{"start " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Start(ctx, req) },
+			func(now time.Time, m *refmodel.Model) any {
+				return m.Transition(now, o, idemstore.StateExecuting, "CLAIMED", nonce, lease, nil, "")
+			}}
+	case 5:
+		req := idemstore.CompleteRequest{Ownership: o, Nonce: nonce, Response: resp, TTL: ttl}
+		return step{"complete " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Complete(ctx, req) },
+			func(now time.Time, m *refmodel.Model) any {
+				return m.Transition(now, o, idemstore.StateCompleted, "EXECUTING", nonce, 0, resp, "")
+			}}
+	case 6:
+		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateAbandoned})
+		req := idemstore.FailRequest{Ownership: o, Nonce: nonce, Target: target, Reason: "why", TTL: ttl}
+		return step{"fail " + string(target) + " " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Fail(ctx, req) },
+			func(now time.Time, m *refmodel.Model) any {
+				return m.Transition(now, o, target, "CLAIMED,EXECUTING", nonce, 0, nil, "why")
+			}}
+	case 7:
+		req := idemstore.RenewRequest{Ref: ref, Operation: op, Owner: owner, Nonce: nonce, Lease: lease, TTL: ttl}
+		return step{"renew " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Renew(ctx, req) },
+			func(now time.Time, m *refmodel.Model) any { return m.Renew(now, req) }}
+	case 8:
+		return step{"release " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) {
+				return s.Release(ctx, idemstore.ReleaseRequest{Ownership: o})
+			},
+			func(now time.Time, m *refmodel.Model) any { return m.Release(now, o) }}
+	default:
+		if src.next()%2 == 0 {
+			return step{"inspect " + name,
+				func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Inspect(ctx, ref) },
+				func(now time.Time, m *refmodel.Model) any { return m.Inspect(now, ref) }}
+		}
+		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateCompleted})
+		req := idemstore.ResolveRequest{Ref: ref, Attempt: max(o.Attempt, 1), Rev: o.Rev, Target: target,
+			Response: resp, Codec: "json-v2", Policy: 2, Reason: "resolved", TTL: ttl}
+		return step{"resolve " + string(target) + " " + name,
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Resolve(ctx, req) },
+			func(now time.Time, m *refmodel.Model) any { return m.Resolve(now, req) }}
+	}
+}
+
+func indexOf[T comparable](xs []T, x T) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// learn records what an outcome told its owner.
+func (u *universe) learn(out any) {
+	var o idemstore.Ownership
+	switch v := out.(type) {
+	case idemstore.Acquired:
+		o = v.Ownership
+	case idemstore.TakenOver:
+		o = v.Ownership
+	case idemstore.ReplayedAcquire:
+		o = v.Ownership
+	case idemstore.Transitioned:
+		o = v.Ownership
+	default:
+		return
+	}
+	if u.known[o.Ref] == nil {
+		u.known[o.Ref] = map[idemstore.Owner]idemstore.Ownership{}
+	}
+	u.known[o.Ref][o.Owner] = o
+}
+
+// serverTime is the store clock an outcome reports, if it reports one.
+func serverTime(out any) time.Time {
+	if obs, ok := out.(idemstore.Observation); ok {
+		return obs.ServerTime
+	}
+	v := reflect.ValueOf(out)
+	if v.Kind() == reflect.Struct {
+		if f := v.FieldByName("Record"); f.IsValid() {
+			return f.Interface().(idemstore.Record).ServerTime
+		}
+	}
+	return time.Time{}
+}
+
+// normalize drops what the model does not track: the key's TTL.
+func normalize(out any) any {
+	if out == nil {
+		return nil
+	}
+	v := reflect.New(reflect.TypeOf(out)).Elem()
+	v.Set(reflect.ValueOf(out))
+	if v.Kind() == reflect.Struct {
+		if f := v.FieldByName("Record"); f.IsValid() {
+			f.FieldByName("TTL").SetInt(0)
+		}
+	}
+	return v.Interface()
+}
+
+// runSequence applies steps to the store and the model and fails on the
+// first disagreement, printing the sequence so far.
+func runSequence(t *testing.T, s *redisstore.Store, src byteSource, n int) {
+	t.Helper()
+	u, m := newUniverse(), refmodel.New()
+	var trace []string
+	for range n {
+		st := u.genStep(src)
+		trace = append(trace, st.desc)
+		got, err := st.store(context.Background(), s)
+		if err != nil {
+			t.Fatalf("store error: %v\nsequence:\n  %s", err, strings.Join(trace, "\n  "))
+		}
+		want := st.model(serverTime(got), m)
+		if !reflect.DeepEqual(normalize(got), normalize(want)) {
+			t.Fatalf("store and model disagree\nstore: %#v\nmodel: %#v\nsequence:\n  %s",
+				normalize(got), normalize(want), strings.Join(trace, "\n  "))
+		}
+		u.learn(got)
+	}
+}
+
+// TestStoreMatchesReferenceModel runs thousands of random operation
+// sequences against real Redis and the pure-Go reference model.
+func TestStoreMatchesReferenceModel(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, redisstore.Config{})
+	const workers, sequences, length = 4, 500, 12
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d (%d sequences of %d operations)", seed, workers*sequences, length)
+	for w := range workers {
+		t.Run(fmt.Sprint("worker", w), func(t *testing.T) {
+			t.Parallel()
+			for i := range sequences {
+				r := rand.New(rand.NewPCG(seed, uint64(w*sequences+i)))
+				runSequence(t, s, randSource{r}, length)
+			}
+		})
+	}
+}
+
+// FuzzStateMachine drives the same comparison from fuzzer input.
+func FuzzStateMachine(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte("claim-then-start-then-complete-then-replay"))
+	f.Add([]byte{2, 0, 0, 0, 0, 0, 3, 2, 1, 1, 0, 0, 0, 0, 0, 3, 2, 5, 9, 9, 9, 9, 9, 9, 9, 9, 6})
+	s := newStore(f, redisstore.Config{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runSequence(t, s, &fuzzSource{b: data}, 1+len(data)/12)
+	})
+}
