@@ -1,0 +1,713 @@
+package idemstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Executor defaults, from the seed design.
+const (
+	DefaultLease            = 30 * time.Second
+	DefaultReplayTTL        = 24 * time.Hour
+	DefaultFailureRetention = 24 * time.Hour
+	DefaultCodec            = "json-v2"
+	DefaultPolicyRevision   = 2
+)
+
+// ExecutorConfig configures an Executor. The zero value of every field but
+// Store means its default.
+type ExecutorConfig struct {
+	// Store is the record store. Required.
+	Store Store
+	// Lease is the processing lease: how long an owner may go without a
+	// confirmed renewal before another may take over. Default 30s. It must
+	// be at least 3 × RenewInterval and at most ReplayTTL.
+	Lease time.Duration
+	// ReplayTTL is how long a completed response is replayed. Default 24h.
+	ReplayTTL time.Duration
+	// FailureRetention is how long an in-flight, failed or abandoned record
+	// is kept. Default 24h; at least Lease.
+	FailureRetention time.Duration
+	// Codec names the encoding of stored responses. A completed record
+	// stored under another codec is not replayed (ErrCodecMismatch).
+	// Default "json-v2".
+	Codec string
+	// PolicyRevision is the revision of the idempotency policy; like Codec,
+	// a mismatch refuses replay. Default 2.
+	PolicyRevision int
+	// RenewInterval is how often the lease is renewed while the action
+	// runs, unless the Request brings its own ticks. Default Lease / 3.
+	RenewInterval time.Duration
+	// Logger receives takeovers, abandonments and recoveries. Default:
+	// discard.
+	Logger *slog.Logger
+	// TracerProvider traces each Execute. Default: otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+}
+
+func (c *ExecutorConfig) setDefaults() error {
+	if c.Store == nil {
+		return errors.New("idemstore: ExecutorConfig.Store is required")
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.ReplayTTL == 0 {
+		c.ReplayTTL = DefaultReplayTTL
+	}
+	if c.FailureRetention == 0 {
+		c.FailureRetention = DefaultFailureRetention
+	}
+	if c.Codec == "" {
+		c.Codec = DefaultCodec
+	}
+	if c.PolicyRevision == 0 {
+		c.PolicyRevision = DefaultPolicyRevision
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = c.Lease / 3
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	switch {
+	case c.Lease < time.Millisecond:
+		return fmt.Errorf("idemstore: ExecutorConfig.Lease must be at least 1ms, got %v", c.Lease)
+	case c.RenewInterval <= 0:
+		return fmt.Errorf("idemstore: ExecutorConfig.RenewInterval must be positive, got %v", c.RenewInterval)
+	case c.Lease < 3*c.RenewInterval:
+		return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is shorter than 3 renew intervals (3 × %v): raise Lease or lower RenewInterval", c.Lease, c.RenewInterval)
+	case c.Lease > c.ReplayTTL:
+		return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is longer than ReplayTTL (%v): lower Lease or raise ReplayTTL", c.Lease, c.ReplayTTL)
+	case c.FailureRetention < c.Lease:
+		return fmt.Errorf("idemstore: ExecutorConfig.FailureRetention (%v) is shorter than Lease (%v): raise FailureRetention", c.FailureRetention, c.Lease)
+	}
+	return validateCodec(c.Codec, c.PolicyRevision)
+}
+
+// Executor runs actions at most once per operation whenever the store can
+// know, and makes the uncertainty visible when it cannot. It is safe for
+// concurrent use.
+type Executor struct {
+	cfg    ExecutorConfig
+	tracer trace.Tracer
+}
+
+// NewExecutor validates cfg and returns an Executor.
+func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Executor{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/onceflow/onceflow/idemstore")}, nil
+}
+
+// Config returns the executor's configuration with defaults filled in.
+func (e *Executor) Config() ExecutorConfig { return e.cfg }
+
+// Action is the side effect. It returns the response to store and replay,
+// or an error: wrap it with RetryableNoEffect when the effect certainly did
+// not happen, or EffectUnknown when it may have. An unmarked error, and a
+// panic, count as EffectUnknown.
+//
+// The context is cancelled when the caller's is, and when the lease is
+// lost (context.Cause is ErrLeaseLost or ErrLeaseUnconfirmed): stop then.
+type Action func(ctx context.Context) ([]byte, error)
+
+// ReconcileFunc asks the outside world whether the effect of a previous
+// attempt happened, for instance by looking the operation key up at the
+// payment provider. found with a response completes the operation with that
+// response; not found lets the action run.
+type ReconcileFunc func(ctx context.Context, rec Record) (response []byte, found bool, err error)
+
+// Request is one call of Execute.
+type Request struct {
+	Ref         Ref
+	Operation   OperationID
+	Fingerprint Fingerprint
+	// Owner is the retained attempt's owner token. Invocations with the
+	// same owner are the same attempt: only the one whose start the store
+	// confirmed runs the action. Default: a new random owner, that is a
+	// new attempt.
+	Owner Owner
+	// Reconcile is consulted when this attempt takes over a record whose
+	// previous owner's lease expired in EXECUTING. Without it (and without
+	// IdempotentDownstream) that takeover ends in ABANDONED and
+	// ErrEffectUnknown, without running the action.
+	Reconcile ReconcileFunc
+	// IdempotentDownstream declares that the action's effect is itself
+	// idempotent (it passes OperationKey to a provider that deduplicates),
+	// so re-running after an uncertain takeover is safe.
+	IdempotentDownstream bool
+	// BeforeStart, when set, selects the two-step path: CLAIM, then
+	// BeforeStart, then START. If it fails the claim is released (nothing
+	// ran) and Execute returns its error.
+	BeforeStart func(ctx context.Context, o Ownership) error
+	// RenewTicks, when set, drives lease renewal instead of the executor's
+	// own ticker (the Temporal binding ticks it from heartbeats).
+	RenewTicks <-chan time.Time
+}
+
+// Disposition says how Execute produced its response.
+type Disposition string
+
+const (
+	// Ran: this invocation ran the action and recorded its response.
+	Ran Disposition = "RAN"
+	// Replayed: the operation had completed; the stored response is
+	// returned and nothing ran.
+	Replayed Disposition = "REPLAYED"
+	// Reconciled: a previous attempt's effect was found by Reconcile; its
+	// response was recorded and the action did not run.
+	Reconciled Disposition = "RECONCILED"
+)
+
+// Result is a successful Execute.
+type Result struct {
+	Disposition Disposition
+	Response    []byte
+	// Fence is the fencing token of the attempt that produced the response.
+	Fence Fence
+	// TookOver is the state this invocation took the record over from, if
+	// it did.
+	TookOver State
+}
+
+// Execution describes the running action; the action's context carries it.
+type Execution struct {
+	Ref       Ref
+	Operation OperationID
+	Owner     Owner
+	Nonce     Nonce
+	Fence     Fence
+	// Key is the stable operation key: the same for every attempt of the
+	// operation, so it can be the idempotency key of a downstream call.
+	Key string
+}
+
+type executionKey struct{}
+
+// ExecutionFrom returns the execution an action's context carries.
+func ExecutionFrom(ctx context.Context) (Execution, bool) {
+	x, ok := ctx.Value(executionKey{}).(Execution)
+	return x, ok
+}
+
+// OperationKey returns the stable operation key of the running action, or
+// "" outside one.
+func OperationKey(ctx context.Context) string {
+	x, _ := ExecutionFrom(ctx)
+	return x.Key
+}
+
+// Validate checks the request's identity.
+func (r Request) Validate() error {
+	if err := r.Ref.Validate(); err != nil {
+		return err
+	}
+	if err := r.Operation.Validate(); err != nil {
+		return err
+	}
+	if err := r.Fingerprint.Validate(); err != nil {
+		return err
+	}
+	if r.Owner != "" {
+		return r.Owner.Validate()
+	}
+	return nil
+}
+
+// Execute claims the operation, runs action if and only if this invocation
+// confirmed the start, and records the outcome:
+//
+//   - a completed operation is replayed (Disposition Replayed);
+//   - an operation running elsewhere gives an *InProgressError;
+//   - a fingerprint, owner/operation or codec conflict a *ConflictError;
+//   - a takeover of an expired EXECUTING record consults req.Reconcile,
+//     runs only if req.IdempotentDownstream, and otherwise abandons the
+//     record and returns an *EffectUnknownError without running;
+//   - the action's success is completed (Disposition Ran); a
+//     RetryableNoEffect error gives a *RetryableError; any other error or
+//     a panic an *EffectUnknownError;
+//   - a store that cannot be reached gives its *StoreError.
+//
+// Every write whose reply is lost is verified with Inspect; a success that
+// could not be recorded is never reported as one.
+func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res Result, err error) {
+	if err := req.Validate(); err != nil {
+		return Result{}, err
+	}
+	if req.Owner == "" {
+		req.Owner = NewOwner()
+	}
+	ctx, span := e.tracer.Start(ctx, "onceflow.execute", trace.WithAttributes(
+		attribute.String("onceflow.operation_code", string(req.Ref.Code)),
+		attribute.String("onceflow.scope_digest", req.Ref.Digest.String()),
+	))
+	defer func() {
+		span.SetAttributes(attribute.String("onceflow.disposition", string(res.Disposition)))
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	inv := &invocation{e: e, req: req, nonce: NewNonce(), log: e.cfg.Logger.With("ref", req.Ref.String(), "op", string(req.Operation))}
+	return inv.execute(ctx, action)
+}
+
+// invocation is one Execute call.
+type invocation struct {
+	e     *Executor
+	req   Request
+	nonce Nonce
+	log   *slog.Logger
+}
+
+func (v *invocation) store() Store { return v.e.cfg.Store }
+
+func (v *invocation) claimRequest() ClaimRequest {
+	c := v.e.cfg
+	return ClaimRequest{
+		Ref: v.req.Ref, Operation: v.req.Operation, Fingerprint: v.req.Fingerprint, Owner: v.req.Owner,
+		Codec: c.Codec, Policy: c.PolicyRevision, Lease: c.Lease, TTL: c.FailureRetention, Nonce: v.nonce,
+	}
+}
+
+func (v *invocation) fused() bool { return v.req.BeforeStart == nil }
+
+func (v *invocation) claim(ctx context.Context) (ClaimOutcome, error) {
+	if v.fused() {
+		return v.store().ClaimStart(ctx, v.claimRequest())
+	}
+	return v.store().Claim(ctx, v.claimRequest())
+}
+
+func (v *invocation) execute(ctx context.Context, action Action) (Result, error) {
+	out, err := v.claim(ctx)
+	if errors.Is(err, ErrIndeterminate) {
+		out, err = v.reclaim(ctx, err)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return v.onClaim(ctx, out, action)
+}
+
+// reclaim learns what an indeterminate claim did. INSPECT showing the
+// record as ours is not permission to run: onClaim still requires this
+// invocation's nonce. Only when the record shows the claim cannot have
+// applied is the claim sent again.
+func (v *invocation) reclaim(ctx context.Context, claimErr error) (ClaimOutcome, error) {
+	obs, err := v.store().Inspect(ctx, v.req.Ref)
+	if err != nil {
+		return nil, errors.Join(claimErr, err)
+	}
+	if obs.Found {
+		r := obs.Record
+		if r.Owner == v.req.Owner && r.Operation == v.req.Operation {
+			return ReplayedAcquire{Ownership: ownership(v.req.Ref, r), Record: r}, nil
+		}
+		if live := r.State == StateClaimed || r.State == StateExecuting; live && r.LeaseRemaining() > 0 {
+			if r.Owner == v.req.Owner {
+				return OwnerOperationConflict{Record: r}, nil
+			}
+			return InProgress{Record: r}, nil
+		}
+	}
+	// Missing, or a record the claim would have taken over had it run: the
+	// claim did not apply. Sending it again is safe either way.
+	return v.claim(ctx)
+}
+
+func ownership(ref Ref, r Record) Ownership {
+	return Ownership{Ref: ref, Operation: r.Operation, Owner: r.Owner, Attempt: r.Attempt, Rev: r.Rev}
+}
+
+func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Action) (Result, error) {
+	ref := v.req.Ref
+	switch o := out.(type) {
+	case Acquired:
+		return v.acquired(ctx, o.Ownership, o.Record, "", action)
+	case TakenOver:
+		v.log.InfoContext(ctx, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_may_have_happened", o.EffectMayHaveHappened)
+		return v.acquired(ctx, o.Ownership, o.Record, o.From, action)
+	case ReplayedAcquire:
+		r := o.Record
+		switch r.State {
+		case StateExecuting:
+			if r.Nonce == v.nonce { // our own start whose reply was lost
+				return v.started(ctx, o.Ownership, r, "", action)
+			}
+			// The same attempt is running in another invocation: evidence
+			// of work in flight, not permission to run (seed flaw 1).
+			return Result{}, &InProgressError{Ref: ref, RetryAfter: r.LeaseRemaining(), SameOwner: true}
+		case StateClaimed:
+			return v.acquired(ctx, o.Ownership, r, "", action)
+		case StateFailedRetryable:
+			return Result{}, &RetryableError{Ref: ref, Recorded: true, Err: fmt.Errorf("this attempt already failed with no effect: %s", r.Reason)}
+		}
+		return Result{}, fmt.Errorf("%w: replayed acquire in state %s", ErrUnexpectedReply, r.State)
+	case CompletedReplay:
+		v.log.DebugContext(ctx, "onceflow: replayed")
+		return Result{Disposition: Replayed, Response: o.Record.Response, Fence: o.Record.Fence()}, nil
+	case InProgress:
+		return Result{}, &InProgressError{Ref: ref, RetryAfter: o.Record.LeaseRemaining()}
+	case FingerprintMismatch:
+		return Result{}, &ConflictError{Ref: ref, Kind: ErrFingerprintMismatch, Detail: "the key was used for another request; use a new key for a new request"}
+	case OwnerOperationConflict:
+		return Result{}, &ConflictError{Ref: ref, Kind: ErrOwnerOperationConflict, Detail: fmt.Sprintf("the owner holds it for operation %q", o.Record.Operation)}
+	case CodecMismatch:
+		return Result{}, &ConflictError{Ref: ref, Kind: ErrCodecMismatch, Detail: fmt.Sprintf(
+			"stored with codec %q policy %d, this executor uses %q policy %d; deploy a reader for it or wait for the record to expire",
+			o.Record.Codec, o.Record.Policy, v.e.cfg.Codec, v.e.cfg.PolicyRevision)}
+	case RecoveryRequired:
+		r := o.Record
+		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
+			Recorded: true, RecoveryRequired: true, Reason: "the record is ABANDONED: " + r.Reason}
+	}
+	return Result{}, fmt.Errorf("%w: claim outcome %T", ErrUnexpectedReply, out)
+}
+
+// acquired holds a claim (CLAIMED, or EXECUTING after the fused path) and
+// brings it to a confirmed start.
+func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
+	if r.State == StateExecuting && r.Nonce == v.nonce {
+		return v.started(ctx, own, r, from, action)
+	}
+	if v.req.BeforeStart != nil {
+		if err := v.req.BeforeStart(ctx, own); err != nil {
+			if _, rerr := v.store().Release(context.WithoutCancel(ctx), ReleaseRequest{Ownership: own}); rerr != nil {
+				v.log.WarnContext(ctx, "onceflow: release after a failed BeforeStart", "err", rerr)
+			}
+			return Result{}, fmt.Errorf("idemstore: before start (the claim was released, nothing ran): %w", err)
+		}
+	}
+	own, r, err := v.start(ctx, own)
+	if err != nil {
+		return Result{}, err
+	}
+	return v.started(ctx, own, r, from, action)
+}
+
+// start confirms EXECUTING for this invocation's nonce.
+func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Record, error) {
+	c := v.e.cfg
+	req := StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention}
+	for try := 0; ; try++ {
+		out, err := v.store().Start(ctx, req)
+		if err != nil {
+			if !errors.Is(err, ErrIndeterminate) || try > 0 {
+				return Ownership{}, Record{}, err
+			}
+			obs, ierr := v.store().Inspect(ctx, v.req.Ref)
+			if ierr != nil {
+				return Ownership{}, Record{}, errors.Join(err, ierr)
+			}
+			r := obs.Record
+			mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
+			switch {
+			case mine && r.State == StateExecuting && r.Nonce == v.nonce:
+				return ownership(own.Ref, r), r, nil
+			case mine && r.State == StateClaimed:
+				continue // the start did not apply: send it again
+			case obs.Found:
+				return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: r.LeaseRemaining(), SameOwner: r.Owner == own.Owner}
+			}
+			return Ownership{}, Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry: %w", own.Ref, err)
+		}
+		switch o := out.(type) {
+		case Transitioned:
+			return o.Ownership, o.Record, nil
+		case AlreadyTransitioned:
+			if o.Record.Nonce == v.nonce {
+				return ownership(own.Ref, o.Record), o.Record, nil
+			}
+			return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: true}
+		case Refused:
+			return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
+		case Missing:
+			return Ownership{}, Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry", own.Ref)
+		}
+		return Ownership{}, Record{}, fmt.Errorf("%w: start outcome %T", ErrUnexpectedReply, out)
+	}
+}
+
+// started runs with EXECUTING confirmed for this invocation. A record that
+// may carry an earlier attempt's effect is settled first.
+func (v *invocation) started(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
+	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: own.Fence(), Key: own.Ref.String()}
+	xctx := context.WithValue(ctx, executionKey{}, x)
+	if r.Uncertain {
+		switch {
+		case v.req.Reconcile != nil:
+			resp, found, err := v.reconcile(xctx, r)
+			if err != nil {
+				return v.abandon(ctx, own, "reconcile failed after a takeover from an expired EXECUTING record", err)
+			}
+			if found {
+				v.log.InfoContext(ctx, "onceflow: reconciled a previous attempt's effect", "attempt", r.Attempt)
+				res, err := v.complete(ctx, own, resp)
+				if err != nil {
+					return Result{}, err
+				}
+				res.Disposition, res.TookOver = Reconciled, from
+				return res, nil
+			}
+			v.log.InfoContext(ctx, "onceflow: reconcile found no effect; running", "attempt", r.Attempt)
+		case v.req.IdempotentDownstream:
+			v.log.InfoContext(ctx, "onceflow: re-running after an uncertain takeover: downstream is idempotent", "attempt", r.Attempt)
+		default:
+			return v.abandon(ctx, own, "taken over from an expired EXECUTING record: the previous attempt's effect may have happened, and there is no Reconcile hook", nil)
+		}
+	}
+	resp, err := v.run(xctx, own, r, action)
+	if err == nil {
+		res, err := v.complete(ctx, own, resp)
+		if err != nil {
+			return Result{}, err
+		}
+		res.TookOver = from
+		return res, nil
+	}
+	var noEffect *noEffectError
+	if errors.As(err, &noEffect) {
+		return v.failRetryable(ctx, own, noEffect.err)
+	}
+	var unknown *effectUnknownError
+	if errors.As(err, &unknown) {
+		err = unknown.err
+	}
+	return v.abandon(ctx, own, "the action failed and its effect may have happened", err)
+}
+
+func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, found bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("reconcile panicked: %v", p)
+		}
+	}()
+	return v.req.Reconcile(ctx, r)
+}
+
+// run calls the action under a renewed lease. The action's context is
+// cancelled with ErrLeaseLost or ErrLeaseUnconfirmed when the lease cannot
+// be kept.
+func (v *invocation) run(ctx context.Context, own Ownership, r Record, action Action) (resp []byte, err error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := v.renew(actx, cancel, own, r)
+	defer func() {
+		stop()
+		if p := recover(); p != nil {
+			v.log.ErrorContext(ctx, "onceflow: action panicked", "panic", p, "stack", string(debug.Stack()))
+			resp, err = nil, EffectUnknown(fmt.Errorf("action panicked: %v", p))
+		}
+		if cause := context.Cause(actx); isLeaseError(cause) {
+			if err != nil {
+				err = fmt.Errorf("%w (the action was cancelled: %w)", err, cause)
+			} else {
+				// The action ignored the cancellation and returned a
+				// result after the lease was gone: completing it will
+				// tell whether it can still be recorded.
+				v.log.WarnContext(ctx, "onceflow: the action finished after its lease was lost", "cause", cause)
+			}
+		}
+	}()
+	return action(actx)
+}
+
+func isLeaseError(err error) bool {
+	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseUnconfirmed)
+}
+
+// renew keeps the lease while the action runs and returns a function that
+// stops it. It cancels the action when ownership is proven lost, or when no
+// renewal was confirmed before the lease ran out (less a safety margin),
+// so that a zombie does not keep going.
+func (v *invocation) renew(ctx context.Context, cancel context.CancelCauseFunc, own Ownership, r Record) (stop func()) {
+	c := v.e.cfg
+	margin := c.Lease / 10
+	ticks := v.req.RenewTicks
+	var ticker *time.Ticker
+	if ticks == nil {
+		ticker = time.NewTicker(c.RenewInterval)
+		ticks = ticker.C
+	}
+	deadline := time.NewTimer(r.LeaseRemaining() - margin)
+	quit, done := make(chan struct{}), make(chan struct{})
+	req := RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention}
+	go func() {
+		defer close(done)
+		defer deadline.Stop()
+		if ticker != nil {
+			defer ticker.Stop()
+		}
+		for {
+			select {
+			case <-quit:
+				return
+			case <-deadline.C:
+				v.log.WarnContext(ctx, "onceflow: lease not renewed in time; cancelling the action")
+				cancel(fmt.Errorf("%w: no renewal of %s confirmed before the lease ran out", ErrLeaseUnconfirmed, own.Ref))
+				return
+			case <-ticks:
+				sent := time.Now()
+				out, err := v.store().Renew(context.WithoutCancel(ctx), req)
+				if err != nil {
+					v.log.WarnContext(ctx, "onceflow: lease renewal failed; will retry", "err", err)
+					continue
+				}
+				switch o := out.(type) {
+				case Renewed:
+					// Measure the new lease from when the request was sent:
+					// the server's clock may be ahead of ours by the trip.
+					deadline.Reset(time.Until(sent.Add(o.Record.LeaseRemaining() - margin)))
+				case Refused:
+					cancel(fmt.Errorf("%w: renewal of %s refused (%s): owner attempt %d holds it in %s",
+						ErrLeaseLost, own.Ref, o.Reason, o.Record.Attempt, o.Record.State))
+					return
+				default:
+					cancel(fmt.Errorf("%w: renewal of %s: the record is gone", ErrLeaseLost, own.Ref))
+					return
+				}
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// writeCtx is the context for recording an outcome: the caller may have
+// given up, but the outcome must still be written.
+func writeCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
+// complete records the response. A lost reply is verified with INSPECT; a
+// success the store did not confirm is never reported.
+func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (Result, error) {
+	ctx = writeCtx(ctx)
+	req := CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
+	ok := Result{Disposition: Ran, Response: resp, Fence: own.Fence()}
+	recovery := func(reason string, err error) (Result, error) {
+		v.log.ErrorContext(ctx, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
+		return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
+			State: StateExecuting, RecoveryRequired: true, Reason: "the action succeeded but " + reason, Err: err}
+	}
+	for try := 0; try < 2; try++ {
+		out, err := v.store().Complete(ctx, req)
+		if err == nil {
+			switch o := out.(type) {
+			case Transitioned:
+				ok.Fence = o.Ownership.Fence()
+				return ok, nil
+			case AlreadyTransitioned:
+				if o.Record.Nonce == v.nonce {
+					ok.Fence = o.Record.Fence()
+					return ok, nil
+				}
+				return recovery("another invocation completed the record", nil)
+			case Refused:
+				return recovery(fmt.Sprintf("complete was refused (%s; the lease was lost)", o.Reason), nil)
+			case Missing:
+				return recovery("the record is gone", nil)
+			}
+			return recovery("the store answered unexpectedly", fmt.Errorf("%w: %T", ErrUnexpectedReply, out))
+		}
+		if !errors.Is(err, ErrIndeterminate) {
+			return recovery("complete failed", err)
+		}
+		obs, ierr := v.store().Inspect(ctx, own.Ref)
+		if ierr != nil {
+			return recovery("complete was indeterminate and inspect failed", errors.Join(err, ierr))
+		}
+		r := obs.Record
+		mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
+		switch {
+		case mine && r.State == StateCompleted && bytes.Equal(r.Response, resp) && r.Nonce == v.nonce:
+			ok.Fence = r.Fence()
+			return ok, nil
+		case mine && r.State == StateExecuting && r.Nonce == v.nonce:
+			continue // not applied: complete again
+		}
+		return recovery("complete was indeterminate and the record shows another outcome", err)
+	}
+	return recovery("complete stayed indeterminate", nil)
+}
+
+// fail records FAILED_RETRYABLE or ABANDONED and verifies an indeterminate
+// write with INSPECT before returning (seed flaw 6).
+func (v *invocation) fail(ctx context.Context, own Ownership, target State, reason string) (recorded bool, rec Record) {
+	ctx = writeCtx(ctx)
+	req := FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: truncateReason(reason), TTL: v.e.cfg.FailureRetention}
+	for try := 0; try < 2; try++ {
+		out, err := v.store().Fail(ctx, req)
+		if err == nil {
+			switch o := out.(type) {
+			case Transitioned:
+				return true, o.Record
+			case AlreadyTransitioned:
+				return true, o.Record
+			case Refused:
+				return false, o.Record
+			}
+			return false, Record{}
+		}
+		if !errors.Is(err, ErrIndeterminate) {
+			v.log.ErrorContext(ctx, "onceflow: recording the failure failed", "target", target, "err", err)
+			return false, Record{}
+		}
+		obs, ierr := v.store().Inspect(ctx, own.Ref)
+		if ierr != nil {
+			v.log.ErrorContext(ctx, "onceflow: recording the failure was indeterminate and inspect failed", "target", target, "err", errors.Join(err, ierr))
+			return false, Record{}
+		}
+		r := obs.Record
+		mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
+		switch {
+		case mine && r.State == target:
+			return true, r
+		case mine && r.State == StateExecuting && r.Nonce == v.nonce:
+			continue // not applied: send it again
+		}
+		return false, r
+	}
+	return false, Record{}
+}
+
+func (v *invocation) failRetryable(ctx context.Context, own Ownership, cause error) (Result, error) {
+	recorded, _ := v.fail(ctx, own, StateFailedRetryable, cause.Error())
+	return Result{}, &RetryableError{Ref: own.Ref, Recorded: recorded, Err: cause}
+}
+
+func (v *invocation) abandon(ctx context.Context, own Ownership, reason string, cause error) (Result, error) {
+	full := reason
+	if cause != nil {
+		full += ": " + cause.Error()
+	}
+	recorded, r := v.fail(ctx, own, StateAbandoned, full)
+	v.log.WarnContext(ctx, "onceflow: effect unknown; record abandoned", "recorded", recorded, "reason", full)
+	attempt, rev, state := own.Attempt, own.Rev, StateExecuting
+	if recorded {
+		attempt, rev, state = r.Attempt, r.Rev, r.State
+	}
+	return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: attempt, Rev: rev, State: state,
+		Recorded: recorded, Reason: reason, Err: cause}
+}
+
+func truncateReason(s string) string {
+	if len(s) > 1024 {
+		return s[:1021] + "..."
+	}
+	return s
+}

@@ -1,0 +1,554 @@
+package idemstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+type env struct {
+	store  *redisstore.Store
+	faulty *storetest.FaultyStore
+	exec   *idemstore.Executor
+}
+
+func newEnv(t *testing.T, cfg idemstore.ExecutorConfig) env {
+	t.Helper()
+	rs, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), CommandTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	faulty := storetest.NewFaultyStore(rs)
+	cfg.Store = faulty
+	exec, err := idemstore.NewExecutor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env{store: rs, faulty: faulty, exec: exec}
+}
+
+func request(f storetest.Fixture) idemstore.Request {
+	return idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint}
+}
+
+func (e env) inspect(t *testing.T, ref idemstore.Ref) idemstore.Observation {
+	t.Helper()
+	obs, err := e.store.Inspect(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obs
+}
+
+func (e env) wantState(t *testing.T, ref idemstore.Ref, want idemstore.State) idemstore.Record {
+	t.Helper()
+	obs := e.inspect(t, ref)
+	if !obs.Found || obs.Record.State != want {
+		t.Fatalf("record %+v (found %v), want %s", obs.Record, obs.Found, want)
+	}
+	return obs.Record
+}
+
+// counted returns an action that counts its runs and answers resp, err.
+func counted(runs *atomic.Int32, resp string, err error) idemstore.Action {
+	return func(context.Context) ([]byte, error) {
+		runs.Add(1)
+		if err != nil {
+			return nil, err
+		}
+		return []byte(resp), nil
+	}
+}
+
+// expiredExecuting leaves a record whose owner's lease ran out in EXECUTING:
+// a worker that died in the middle of the action.
+func (e env) expiredExecuting(t *testing.T, f storetest.Fixture) idemstore.Record {
+	t.Helper()
+	req := f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())
+	req.Lease = 10 * time.Millisecond
+	if _, err := e.store.ClaimStart(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitLeaseExpired(t, e.store, f.Ref)
+	return e.wantState(t, f.Ref, idemstore.StateExecuting)
+}
+
+func TestExecuteRunsOnceThenReplays(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	var runs atomic.Int32
+	res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ch_1", nil))
+	if err != nil || res.Disposition != idemstore.Ran || string(res.Response) != "ch_1" {
+		t.Fatalf("first: %+v, %v", res, err)
+	}
+	res, err = e.exec.Execute(t.Context(), request(f), counted(&runs, "ch_2", nil))
+	if err != nil || res.Disposition != idemstore.Replayed || string(res.Response) != "ch_1" {
+		t.Fatalf("second: %+v, %v", res, err)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("action ran %d times", runs.Load())
+	}
+	// The fast path: claim+start and complete, two round trips; a replay is one.
+	if c, cs, s := e.faulty.Calls(storetest.MethodComplete), e.faulty.Calls(storetest.MethodClaimStart), e.faulty.Calls(storetest.MethodStart); c != 1 || cs != 2 || s != 0 {
+		t.Fatalf("calls: complete %d, claim+start %d, start %d", c, cs, s)
+	}
+	other := request(f)
+	other.Fingerprint = idemstore.FingerprintOf([]byte("another payload"))
+	if _, err := e.exec.Execute(t.Context(), other, counted(&runs, "x", nil)); !errors.Is(err, idemstore.ErrFingerprintMismatch) {
+		t.Fatalf("other payload: %v, want ErrFingerprintMismatch", err)
+	}
+}
+
+func TestRetryableNoEffectLetsTheNextAttemptTakeOverAtOnce(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	var runs atomic.Int32
+	_, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "", idemstore.RetryableNoEffect(errors.New("card declined"))))
+	var re *idemstore.RetryableError
+	if !errors.As(err, &re) || !re.Recorded || !errors.Is(err, idemstore.ErrRetryable) {
+		t.Fatalf("err = %v, want a recorded RetryableError", err)
+	}
+	e.wantState(t, f.Ref, idemstore.StateFailedRetryable)
+	res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
+	if err != nil || res.TookOver != idemstore.StateFailedRetryable || res.Fence.Attempt != 2 {
+		t.Fatalf("second attempt: %+v, %v", res, err)
+	}
+}
+
+func TestUnclassifiedErrorsAndPanicsAbandon(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, idemstore.ExecutorConfig{})
+	actions := map[string]idemstore.Action{
+		"plain error": func(context.Context) ([]byte, error) { return nil, errors.New("timeout after send") },
+		"marked":      func(context.Context) ([]byte, error) { return nil, idemstore.EffectUnknown(errors.New("502")) },
+		"panic":       func(context.Context) ([]byte, error) { panic("boom") },
+	}
+	for name, action := range actions {
+		f := storetest.NewFixture()
+		_, err := e.exec.Execute(t.Context(), request(f), action)
+		var eu *idemstore.EffectUnknownError
+		if !errors.As(err, &eu) || !eu.Recorded || errors.Is(err, idemstore.ErrRecoveryRequired) {
+			t.Fatalf("%s: err = %v, want a recorded EffectUnknownError", name, err)
+		}
+		r := e.wantState(t, f.Ref, idemstore.StateAbandoned)
+		if eu.Attempt != r.Attempt || eu.Rev != r.Rev {
+			t.Fatalf("%s: error says attempt %d rev %d, record %d %d", name, eu.Attempt, eu.Rev, r.Attempt, r.Rev)
+		}
+		// Every later attempt is told recovery is required, and runs nothing.
+		_, err = e.exec.Execute(t.Context(), request(f), func(context.Context) ([]byte, error) {
+			t.Fatal("ran after abandonment")
+			return nil, nil
+		})
+		if !errors.Is(err, idemstore.ErrRecoveryRequired) {
+			t.Fatalf("%s: later attempt: %v, want ErrRecoveryRequired", name, err)
+		}
+	}
+}
+
+// Seed flaw 1: the same retained attempt, invoked twice while the first
+// invocation's action runs, must not run the action again. The seed's
+// REPLAYED_ACQUIRE → START → ALREADY path ran it twice.
+func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	req := request(f)
+	req.Owner = idemstore.NewOwner() // both invocations are one attempt
+	var runs atomic.Int32
+	running, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.exec.Execute(context.Background(), req, func(context.Context) ([]byte, error) {
+			runs.Add(1)
+			close(running)
+			<-release
+			return []byte("once"), nil
+		})
+		first <- err
+	}()
+	<-running
+	for _, split := range []bool{false, true} {
+		r := req
+		if split { // the two-step path reaches START and gets ALREADY
+			r.BeforeStart = func(context.Context, idemstore.Ownership) error { return nil }
+		}
+		_, err := e.exec.Execute(t.Context(), r, counted(&runs, "twice", nil))
+		var ip *idemstore.InProgressError
+		if !errors.As(err, &ip) || !ip.SameOwner || ip.RetryAfter <= 0 {
+			t.Fatalf("second invocation (split %v): %v, want InProgressError from the same owner", split, err)
+		}
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("the action ran %d times", runs.Load())
+	}
+}
+
+// Seed flaw 2 (and 5): a long action keeps its record. Renewal really
+// extends the lease, so a competing attempt sees in-progress for three
+// whole leases, and then the replay.
+func TestSeedFlaw2RenewalKeepsALongActionsRecord(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	e, f := newEnv(t, idemstore.ExecutorConfig{Lease: lease, RenewInterval: lease / 3}), storetest.NewFixture()
+	var runs, competitorRuns atomic.Int32
+	competitor := func() error {
+		_, err := e.exec.Execute(context.Background(), request(f), counted(&competitorRuns, "stolen", nil))
+		return err
+	}
+	res, err := e.exec.Execute(t.Context(), request(f), func(ctx context.Context) ([]byte, error) {
+		runs.Add(1)
+		start := time.Now()
+		poll := time.NewTicker(lease / 6)
+		defer poll.Stop()
+		checks := 0
+		for time.Since(start) < 3*lease {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("cancelled after %v: %w", time.Since(start), context.Cause(ctx))
+			case <-poll.C:
+			}
+			if err := competitor(); !errors.Is(err, idemstore.ErrInProgress) {
+				return nil, fmt.Errorf("competitor after %v: %v, want in progress", time.Since(start), err)
+			}
+			checks++
+		}
+		return []byte(fmt.Sprint(checks)), nil
+	})
+	if err != nil || res.Disposition != idemstore.Ran {
+		t.Fatalf("long action: %+v, %v", res, err)
+	}
+	if n := e.faulty.Calls(storetest.MethodRenew); n < 6 {
+		t.Fatalf("%d renewals over 3 leases, want at least 6", n)
+	}
+	res, err = e.exec.Execute(t.Context(), request(f), counted(&competitorRuns, "stolen", nil))
+	if err != nil || res.Disposition != idemstore.Replayed || competitorRuns.Load() != 0 || runs.Load() != 1 {
+		t.Fatalf("after: %+v, %v; competitor ran %d times", res, err, competitorRuns.Load())
+	}
+}
+
+// Seed flaw 3: after an indeterminate claim+start, INSPECT showing
+// EXECUTING for this owner and operation is not permission to run: only
+// this invocation's nonce is.
+func TestSeedFlaw3InspectShowingExecutingIsNotPermissionToRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, idemstore.ExecutorConfig{})
+
+	t.Run("another invocation's nonce", func(t *testing.T) {
+		f := storetest.NewFixture()
+		owner := idemstore.NewOwner()
+		// Invocation B of this attempt started and is running.
+		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, idemstore.NewNonce())); err != nil {
+			t.Fatal(err)
+		}
+		// Invocation A's claim+start gets no reply; INSPECT shows EXECUTING.
+		e.faulty.Inject(storetest.MethodClaimStart, storetest.ErrorBeforeApply)
+		req := request(f)
+		req.Owner = owner
+		var runs atomic.Int32
+		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "dup", nil))
+		var ip *idemstore.InProgressError
+		if !errors.As(err, &ip) || !ip.SameOwner || runs.Load() != 0 {
+			t.Fatalf("err = %v, action ran %d times; want in progress and no run", err, runs.Load())
+		}
+	})
+	t.Run("its own nonce", func(t *testing.T) {
+		f := storetest.NewFixture()
+		e.faulty.Inject(storetest.MethodClaimStart, storetest.LoseReplyAfterApply)
+		var runs atomic.Int32
+		res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
+		if err != nil || res.Disposition != idemstore.Ran || runs.Load() != 1 {
+			t.Fatalf("%+v, %v, %d runs", res, err, runs.Load())
+		}
+	})
+}
+
+// Seed flaw 4: a takeover of an expired EXECUTING record never re-runs the
+// action blindly.
+func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, idemstore.ExecutorConfig{})
+	never := func(t *testing.T) idemstore.Action {
+		return func(context.Context) ([]byte, error) { t.Error("the action ran"); return nil, nil }
+	}
+
+	t.Run("no hook: abandoned, effect unknown", func(t *testing.T) {
+		f := storetest.NewFixture()
+		e.expiredExecuting(t, f)
+		_, err := e.exec.Execute(t.Context(), request(f), never(t))
+		var eu *idemstore.EffectUnknownError
+		if !errors.As(err, &eu) || !eu.Recorded {
+			t.Fatalf("err = %v, want a recorded EffectUnknownError", err)
+		}
+		e.wantState(t, f.Ref, idemstore.StateAbandoned)
+	})
+	t.Run("reconcile finds the effect", func(t *testing.T) {
+		f := storetest.NewFixture()
+		prev := e.expiredExecuting(t, f)
+		req := request(f)
+		req.Reconcile = func(ctx context.Context, r idemstore.Record) ([]byte, bool, error) {
+			if r.Attempt != prev.Attempt+1 || idemstore.OperationKey(ctx) != f.Ref.String() {
+				t.Errorf("reconcile saw attempt %d key %q", r.Attempt, idemstore.OperationKey(ctx))
+			}
+			return []byte("ch_found"), true, nil
+		}
+		res, err := e.exec.Execute(t.Context(), req, never(t))
+		if err != nil || res.Disposition != idemstore.Reconciled || string(res.Response) != "ch_found" || res.TookOver != idemstore.StateExecuting {
+			t.Fatalf("%+v, %v", res, err)
+		}
+		res, err = e.exec.Execute(t.Context(), request(f), never(t))
+		if err != nil || res.Disposition != idemstore.Replayed || string(res.Response) != "ch_found" {
+			t.Fatalf("replay after reconcile: %+v, %v", res, err)
+		}
+	})
+	t.Run("reconcile finds nothing: runs", func(t *testing.T) {
+		f := storetest.NewFixture()
+		e.expiredExecuting(t, f)
+		req := request(f)
+		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return nil, false, nil }
+		var runs atomic.Int32
+		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
+		if err != nil || res.Disposition != idemstore.Ran || runs.Load() != 1 {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	})
+	t.Run("reconcile fails: abandoned", func(t *testing.T) {
+		f := storetest.NewFixture()
+		e.expiredExecuting(t, f)
+		req := request(f)
+		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return nil, false, errors.New("provider down") }
+		if _, err := e.exec.Execute(t.Context(), req, never(t)); !errors.Is(err, idemstore.ErrEffectUnknown) {
+			t.Fatalf("err = %v", err)
+		}
+		e.wantState(t, f.Ref, idemstore.StateAbandoned)
+	})
+	t.Run("idempotent downstream: runs", func(t *testing.T) {
+		f := storetest.NewFixture()
+		e.expiredExecuting(t, f)
+		req := request(f)
+		req.IdempotentDownstream = true
+		var runs atomic.Int32
+		if res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil)); err != nil || runs.Load() != 1 || res.TookOver != idemstore.StateExecuting {
+			t.Fatalf("%+v, %v", res, err)
+		}
+	})
+}
+
+// Seed flaw 6: an indeterminate ABANDONED or FAILED_RETRYABLE write is
+// verified with INSPECT before Execute returns, and the error says whether
+// it was recorded.
+func TestSeedFlaw6IndeterminateFailureWritesAreVerified(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, idemstore.ExecutorConfig{})
+	cases := []struct {
+		name     string
+		actErr   error
+		state    idemstore.State
+		faults   []storetest.Fault
+		recorded bool
+	}{
+		{"abandon, reply lost", errors.New("x"), idemstore.StateAbandoned, []storetest.Fault{storetest.LoseReplyAfterApply}, true},
+		{"abandon, not applied", errors.New("x"), idemstore.StateAbandoned, []storetest.Fault{storetest.ErrorBeforeApply}, true},
+		{"abandon, never applied", errors.New("x"), idemstore.StateExecuting, []storetest.Fault{storetest.ErrorBeforeApply, storetest.ErrorBeforeApply}, false},
+		{"retryable, reply lost", idemstore.RetryableNoEffect(errors.New("x")), idemstore.StateFailedRetryable, []storetest.Fault{storetest.LoseReplyAfterApply}, true},
+		{"retryable, never applied", idemstore.RetryableNoEffect(errors.New("x")), idemstore.StateExecuting, []storetest.Fault{storetest.ErrorBeforeApply, storetest.ErrorBeforeApply}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := storetest.NewFixture()
+			req := request(f)
+			req.Owner = idemstore.NewOwner()
+			// Faults are per store; the owner's calls are the only ones here.
+			local := storetest.NewFaultyStore(e.store)
+			exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+			if err != nil {
+				t.Fatal(err)
+			}
+			local.Inject(storetest.MethodFail, c.faults...)
+			var runs atomic.Int32
+			_, err = exec.Execute(t.Context(), req, counted(&runs, "", c.actErr))
+			if local.Calls(storetest.MethodInspect) == 0 {
+				t.Fatal("the indeterminate write was not verified with INSPECT")
+			}
+			var recorded bool
+			var eu *idemstore.EffectUnknownError
+			var re *idemstore.RetryableError
+			switch {
+			case errors.As(err, &eu):
+				recorded = eu.Recorded
+			case errors.As(err, &re):
+				recorded = re.Recorded
+			default:
+				t.Fatalf("err = %v", err)
+			}
+			if recorded != c.recorded {
+				t.Fatalf("recorded = %v, want %v (err %v)", recorded, c.recorded, err)
+			}
+			e.wantState(t, f.Ref, c.state)
+		})
+	}
+}
+
+// Seed flaw 7: a replay whose stored codec or policy differs from the
+// executor's is an error, not bytes the caller cannot decode.
+func TestSeedFlaw7ReplayWithAnotherCodecIsAnError(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	var runs atomic.Int32
+	if _, err := e.exec.Execute(t.Context(), request(f), counted(&runs, `{"v":1}`, nil)); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []idemstore.ExecutorConfig{{Store: e.store, Codec: "proto-v1"}, {Store: e.store, PolicyRevision: 3}} {
+		other, err := idemstore.NewExecutor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = other.Execute(t.Context(), request(f), counted(&runs, "x", nil))
+		var ce *idemstore.ConflictError
+		if !errors.Is(err, idemstore.ErrCodecMismatch) || !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want ErrCodecMismatch", err)
+		}
+	}
+	if runs.Load() != 1 {
+		t.Fatalf("ran %d times", runs.Load())
+	}
+}
+
+// Lost ownership cancels the running action's context within one renewal
+// (fencing): a zombie must not keep going.
+func TestLostOwnershipCancelsTheAction(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	client := redistest.Client(t)
+	ticks := make(chan time.Time)
+	req := request(f)
+	req.RenewTicks = ticks
+	running := make(chan struct{})
+	cause := make(chan error, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.exec.Execute(context.Background(), req, func(ctx context.Context) ([]byte, error) {
+			close(running)
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		done <- err
+	}()
+	<-running
+	ticks <- time.Now() // one renewal, still ours
+	// Another worker takes the record over (as after a long GC pause).
+	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "owner", string(idemstore.NewOwner())).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ticks <- time.Now() // the next renewal proves the loss
+	if err := <-cause; !errors.Is(err, idemstore.ErrLeaseLost) {
+		t.Fatalf("cause = %v, want ErrLeaseLost", err)
+	}
+	if n := e.faulty.Calls(storetest.MethodRenew); n != 2 {
+		t.Fatalf("%d renewals, want the loss seen at the second", n)
+	}
+	err := <-done
+	var eu *idemstore.EffectUnknownError
+	if !errors.As(err, &eu) || eu.Recorded || !errors.Is(err, idemstore.ErrLeaseLost) {
+		t.Fatalf("err = %v, want an unrecorded EffectUnknownError caused by the lost lease", err)
+	}
+}
+
+// A lease whose renewal cannot be confirmed cancels the action before it
+// runs out, so the action stops before another owner may take over.
+func TestUnconfirmedLeaseCancelsBeforeItRunsOut(t *testing.T) {
+	t.Parallel()
+	const lease = 300 * time.Millisecond
+	e, f := newEnv(t, idemstore.ExecutorConfig{Lease: lease}), storetest.NewFixture()
+	e.faulty.InjectAlways(storetest.MethodRenew, storetest.ErrorBeforeApply)
+	var left time.Duration
+	_, err := e.exec.Execute(t.Context(), request(f), func(ctx context.Context) ([]byte, error) {
+		<-ctx.Done()
+		left = e.inspect(t, f.Ref).Record.LeaseRemaining()
+		return nil, context.Cause(ctx)
+	})
+	if !errors.Is(err, idemstore.ErrLeaseUnconfirmed) {
+		t.Fatalf("err = %v, want ErrLeaseUnconfirmed", err)
+	}
+	if left <= 0 {
+		t.Fatal("the action was cancelled only after its lease ran out")
+	}
+	if e.faulty.Calls(storetest.MethodRenew) < 2 {
+		t.Fatalf("renewal was tried %d times", e.faulty.Calls(storetest.MethodRenew))
+	}
+}
+
+func TestCancellingTheCallerCancelsTheAction(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	ctx, cancel := context.WithCancel(t.Context())
+	_, err := e.exec.Execute(ctx, request(f), func(actx context.Context) ([]byte, error) {
+		cancel()
+		<-actx.Done()
+		return nil, idemstore.RetryableNoEffect(actx.Err())
+	})
+	if !errors.Is(err, idemstore.ErrRetryable) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	// The outcome is recorded even though the caller gave up.
+	e.wantState(t, f.Ref, idemstore.StateFailedRetryable)
+}
+
+func TestActionContextCarriesKeyAndFence(t *testing.T) {
+	t.Parallel()
+	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
+	var seen []idemstore.Execution
+	action := func(ctx context.Context) ([]byte, error) {
+		x, ok := idemstore.ExecutionFrom(ctx)
+		if !ok {
+			t.Error("no execution in the action's context")
+		}
+		seen = append(seen, x)
+		return nil, idemstore.RetryableNoEffect(errors.New("again"))
+	}
+	for range 2 {
+		_, _ = e.exec.Execute(t.Context(), request(f), action)
+	}
+	if len(seen) != 2 || seen[0].Key != seen[1].Key || seen[0].Key == "" || !seen[0].Fence.Less(seen[1].Fence) {
+		t.Fatalf("executions %+v: the key must be stable and the fence must grow", seen)
+	}
+}
+
+func TestExecutorConfigValidation(t *testing.T) {
+	t.Parallel()
+	store := storetest.NewFaultyStore(nil)
+	cases := map[string]idemstore.ExecutorConfig{
+		"no store":               {},
+		"lease under 3 renewals": {Store: store, Lease: time.Second, RenewInterval: 400 * time.Millisecond},
+		"lease over replay TTL":  {Store: store, Lease: 2 * time.Hour, ReplayTTL: time.Hour},
+		"retention under lease":  {Store: store, Lease: time.Minute, FailureRetention: time.Second},
+		"bad codec":              {Store: store, Codec: "JSON V2"},
+	}
+	for name, cfg := range cases {
+		if _, err := idemstore.NewExecutor(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Config()
+	if c.Lease != 30*time.Second || c.ReplayTTL != 24*time.Hour || c.FailureRetention != 24*time.Hour ||
+		c.Codec != "json-v2" || c.PolicyRevision != 2 || c.RenewInterval != 10*time.Second {
+		t.Fatalf("defaults = %+v", c)
+	}
+}

@@ -1,0 +1,180 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Method names a Store method, for fault injection.
+type Method string
+
+// The Store methods.
+const (
+	MethodClaim      Method = "claim"
+	MethodClaimStart Method = "claim+start"
+	MethodStart      Method = "start"
+	MethodComplete   Method = "complete"
+	MethodFail       Method = "fail"
+	MethodRenew      Method = "renew"
+	MethodRelease    Method = "release"
+	MethodInspect    Method = "inspect"
+	MethodResolve    Method = "resolve"
+)
+
+// Fault is what a FaultyStore does to one call.
+type Fault int
+
+const (
+	// ErrorBeforeApply fails the call without reaching the store: the
+	// caller gets the error a lost connection gives (Indeterminate for a
+	// mutation, Unavailable for Inspect), and nothing was applied.
+	ErrorBeforeApply Fault = iota + 1
+	// LoseReplyAfterApply applies the call, then throws the reply away and
+	// returns the same error: the caller cannot tell the two apart.
+	LoseReplyAfterApply
+)
+
+// ErrInjected is the transport error of injected faults.
+var ErrInjected = errors.New("storetest: injected fault")
+
+// FaultyStore wraps a Store and injects faults into chosen calls. It is
+// safe for concurrent use.
+type FaultyStore struct {
+	inner idemstore.Store
+	mu    sync.Mutex
+	plan  map[Method][]Fault
+	calls map[Method]int
+	hooks map[Method]func()
+}
+
+var _ idemstore.Store = (*FaultyStore)(nil)
+
+// NewFaultyStore wraps s; without injected faults it passes every call on.
+func NewFaultyStore(s idemstore.Store) *FaultyStore {
+	return &FaultyStore{inner: s, plan: map[Method][]Fault{}, calls: map[Method]int{}, hooks: map[Method]func(){}}
+}
+
+// Inject queues faults for the next calls of m, one fault per call.
+func (f *FaultyStore) Inject(m Method, faults ...Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plan[m] = append(f.plan[m], faults...)
+}
+
+// InjectAlways makes every further call of m fail with fault (until Clear).
+func (f *FaultyStore) InjectAlways(m Method, fault Fault) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plan[m] = []Fault{-fault}
+}
+
+// Clear removes every queued fault.
+func (f *FaultyStore) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.plan = map[Method][]Fault{}
+}
+
+// OnCall runs hook at the start of every call of m (before any fault).
+func (f *FaultyStore) OnCall(m Method, hook func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hooks[m] = hook
+}
+
+// Calls counts the calls of m so far.
+func (f *FaultyStore) Calls(m Method) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[m]
+}
+
+func (f *FaultyStore) next(m Method) Fault {
+	f.mu.Lock()
+	f.calls[m]++
+	hook := f.hooks[m]
+	var fault Fault
+	if q := f.plan[m]; len(q) > 0 {
+		if q[0] < 0 {
+			fault = -q[0]
+		} else {
+			fault, f.plan[m] = q[0], q[1:]
+		}
+	}
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return fault
+}
+
+func injected(m Method, ref idemstore.Ref) error {
+	c := idemstore.Indeterminate
+	if m == MethodInspect {
+		c = idemstore.Unavailable
+	}
+	return &idemstore.StoreError{Op: string(m), Ref: ref, Certainty: c, Err: ErrInjected}
+}
+
+// call applies the fault plan around one call.
+func call[T any](f *FaultyStore, m Method, ref idemstore.Ref, do func() (T, error)) (T, error) {
+	var zero T
+	switch f.next(m) {
+	case ErrorBeforeApply:
+		return zero, injected(m, ref)
+	case LoseReplyAfterApply:
+		if _, err := do(); err != nil {
+			return zero, err
+		}
+		return zero, injected(m, ref)
+	}
+	return do()
+}
+
+// Claim implements idemstore.Store.
+func (f *FaultyStore) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+	return call(f, MethodClaim, req.Ref, func() (idemstore.ClaimOutcome, error) { return f.inner.Claim(ctx, req) })
+}
+
+// ClaimStart implements idemstore.Store.
+func (f *FaultyStore) ClaimStart(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+	return call(f, MethodClaimStart, req.Ref, func() (idemstore.ClaimOutcome, error) { return f.inner.ClaimStart(ctx, req) })
+}
+
+// Start implements idemstore.Store.
+func (f *FaultyStore) Start(ctx context.Context, req idemstore.StartRequest) (idemstore.TransitionOutcome, error) {
+	return call(f, MethodStart, req.Ownership.Ref, func() (idemstore.TransitionOutcome, error) { return f.inner.Start(ctx, req) })
+}
+
+// Complete implements idemstore.Store.
+func (f *FaultyStore) Complete(ctx context.Context, req idemstore.CompleteRequest) (idemstore.TransitionOutcome, error) {
+	return call(f, MethodComplete, req.Ownership.Ref, func() (idemstore.TransitionOutcome, error) { return f.inner.Complete(ctx, req) })
+}
+
+// Fail implements idemstore.Store.
+func (f *FaultyStore) Fail(ctx context.Context, req idemstore.FailRequest) (idemstore.TransitionOutcome, error) {
+	return call(f, MethodFail, req.Ownership.Ref, func() (idemstore.TransitionOutcome, error) { return f.inner.Fail(ctx, req) })
+}
+
+// Renew implements idemstore.Store.
+func (f *FaultyStore) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
+	return call(f, MethodRenew, req.Ref, func() (idemstore.RenewOutcome, error) { return f.inner.Renew(ctx, req) })
+}
+
+// Release implements idemstore.Store.
+func (f *FaultyStore) Release(ctx context.Context, req idemstore.ReleaseRequest) (idemstore.ReleaseOutcome, error) {
+	return call(f, MethodRelease, req.Ownership.Ref, func() (idemstore.ReleaseOutcome, error) { return f.inner.Release(ctx, req) })
+}
+
+// Inspect implements idemstore.Store.
+func (f *FaultyStore) Inspect(ctx context.Context, ref idemstore.Ref) (idemstore.Observation, error) {
+	return call(f, MethodInspect, ref, func() (idemstore.Observation, error) { return f.inner.Inspect(ctx, ref) })
+}
+
+// Resolve implements idemstore.Store.
+func (f *FaultyStore) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idemstore.ResolveOutcome, error) {
+	return call(f, MethodResolve, req.Ref, func() (idemstore.ResolveOutcome, error) { return f.inner.Resolve(ctx, req) })
+}
