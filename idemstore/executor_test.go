@@ -328,7 +328,9 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		f := storetest.NewFixture()
 		e.expiredExecuting(t, f)
 		req := request(f)
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return nil, false, errors.New("provider down") }
+		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) {
+			return nil, false, errors.New("provider down")
+		}
 		if _, err := e.exec.Execute(t.Context(), req, never(t)); !errors.Is(err, idemstore.ErrEffectUnknown) {
 			t.Fatalf("err = %v", err)
 		}
