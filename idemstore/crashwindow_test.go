@@ -1,0 +1,143 @@
+package idemstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+)
+
+// TestCrashWindowMatrix loses the reply of each store call after it was
+// applied, or fails it before it was applied, and checks that the action
+// ran at most once, that Execute told the truth (never a success that was
+// not recorded), and that the record ends where the design says.
+func TestCrashWindowMatrix(t *testing.T) {
+	t.Parallel()
+	type outcome int
+	const (
+		ran outcome = iota
+		retryable
+		effectUnknown
+	)
+	cells := []struct {
+		method storetest.Method
+		split  bool            // use the two-step claim → start path
+		actErr error           // what the action returns
+		want   outcome         // what Execute must report
+		state  idemstore.State // where the record must end
+	}{
+		{storetest.MethodClaim, true, nil, ran, idemstore.StateCompleted},
+		{storetest.MethodClaimStart, false, nil, ran, idemstore.StateCompleted},
+		{storetest.MethodStart, true, nil, ran, idemstore.StateCompleted},
+		{storetest.MethodRenew, false, nil, ran, idemstore.StateCompleted},
+		{storetest.MethodComplete, false, nil, ran, idemstore.StateCompleted},
+		{storetest.MethodFail, false, idemstore.RetryableNoEffect(errors.New("declined")), retryable, idemstore.StateFailedRetryable},
+		{storetest.MethodFail, false, errors.New("timeout after send"), effectUnknown, idemstore.StateAbandoned},
+	}
+	e := newEnv(t, idemstore.ExecutorConfig{})
+	for _, c := range cells {
+		for _, fault := range []storetest.Fault{storetest.LoseReplyAfterApply, storetest.ErrorBeforeApply} {
+			name := fmt.Sprintf("%s/split=%v/%v/fault=%d", c.method, c.split, c.want, fault)
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				f := storetest.NewFixture()
+				local := storetest.NewFaultyStore(e.store)
+				exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+				if err != nil {
+					t.Fatal(err)
+				}
+				local.Inject(c.method, fault)
+				req := request(f)
+				if c.split {
+					req.BeforeStart = func(context.Context, idemstore.Ownership) error { return nil }
+				}
+				ticks := make(chan time.Time)
+				req.RenewTicks = ticks
+				var runs atomic.Int32
+				res, err := exec.Execute(t.Context(), req, func(ctx context.Context) ([]byte, error) {
+					runs.Add(1)
+					// Two renewals: the second send waits until the first
+					// (the faulty one) was handled.
+					ticks <- time.Now()
+					ticks <- time.Now()
+					if ctx.Err() != nil {
+						return nil, context.Cause(ctx)
+					}
+					if c.actErr != nil {
+						return nil, c.actErr
+					}
+					return []byte("resp"), nil
+				})
+				if runs.Load() != 1 {
+					t.Fatalf("the action ran %d times", runs.Load())
+				}
+				switch c.want {
+				case ran:
+					if err != nil || res.Disposition != idemstore.Ran || string(res.Response) != "resp" {
+						t.Fatalf("%+v, %v; want a recorded success", res, err)
+					}
+				case retryable:
+					var re *idemstore.RetryableError
+					if !errors.As(err, &re) || !re.Recorded {
+						t.Fatalf("err = %v, want a recorded RetryableError", err)
+					}
+				case effectUnknown:
+					var eu *idemstore.EffectUnknownError
+					if !errors.As(err, &eu) || !eu.Recorded {
+						t.Fatalf("err = %v, want a recorded EffectUnknownError", err)
+					}
+				}
+				e.wantState(t, f.Ref, c.state)
+				if local.Calls(c.method) < 1 {
+					t.Fatalf("%s was never called", c.method)
+				}
+			})
+		}
+	}
+
+	// When the store stays silent, Execute must still not lie.
+	t.Run("claim+start and inspect both fail: nothing runs", func(t *testing.T) {
+		t.Parallel()
+		f := storetest.NewFixture()
+		local := storetest.NewFaultyStore(e.store)
+		exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+		local.Inject(storetest.MethodClaimStart, storetest.ErrorBeforeApply)
+		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
+		var runs atomic.Int32
+		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
+		if !errors.Is(err, idemstore.ErrIndeterminate) || !errors.Is(err, idemstore.ErrUnavailable) || runs.Load() != 0 {
+			t.Fatalf("err = %v, runs %d; want the store errors and no run", err, runs.Load())
+		}
+	})
+	t.Run("complete and inspect both fail: recovery required, never success", func(t *testing.T) {
+		t.Parallel()
+		f := storetest.NewFixture()
+		local := storetest.NewFaultyStore(e.store)
+		exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+		local.Inject(storetest.MethodComplete, storetest.ErrorBeforeApply)
+		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
+		var runs atomic.Int32
+		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
+		if !errors.Is(err, idemstore.ErrRecoveryRequired) || runs.Load() != 1 {
+			t.Fatalf("err = %v; want ErrRecoveryRequired", err)
+		}
+		e.wantState(t, f.Ref, idemstore.StateExecuting)
+	})
+	t.Run("complete lost and the record moved on: recovery required", func(t *testing.T) {
+		t.Parallel()
+		f := storetest.NewFixture()
+		local := storetest.NewFaultyStore(e.store)
+		exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+		local.InjectAlways(storetest.MethodComplete, storetest.ErrorBeforeApply)
+		var runs atomic.Int32
+		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
+		if !errors.Is(err, idemstore.ErrRecoveryRequired) || local.Calls(storetest.MethodComplete) != 2 {
+			t.Fatalf("err = %v after %d completes; want ErrRecoveryRequired after 2", err, local.Calls(storetest.MethodComplete))
+		}
+	})
+}

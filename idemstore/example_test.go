@@ -1,0 +1,64 @@
+package idemstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// The executor's contract: the action runs once, a retry replays its
+// response, and a payload that does not match the key is refused.
+func ExampleExecutor() {
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: redistest.SharedAddr(), ContextTimeoutEnabled: true})
+	defer client.Close()
+	store, err := redisstore.New(redisstore.Config{Client: client, Namespace: "example-executor"})
+	if err != nil {
+		panic(err)
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store}) // lease 30s, replay 24h, json-v2
+	if err != nil {
+		panic(err)
+	}
+	digester, err := idemstore.NewDigester([]byte("a secret from your secret store"), 1)
+	if err != nil {
+		panic(err)
+	}
+
+	ref := idemstore.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
+	_ = client.Del(ctx, store.Key(ref)) // start afresh on every run
+	req := idemstore.Request{
+		Ref:         ref,
+		Operation:   "order-42/charge",
+		Fingerprint: idemstore.FingerprintOf([]byte(`{"amount":1000}`)),
+	}
+	charge := func(ctx context.Context) ([]byte, error) {
+		// Pass idemstore.OperationKey(ctx) to the provider as its own
+		// idempotency key. Wrap a decline in idemstore.RetryableNoEffect.
+		fmt.Println("charging, provider key", idemstore.OperationKey(ctx) != "")
+		return []byte(`{"charge":"ch_1"}`), nil
+	}
+
+	for range 2 {
+		res, err := exec.Execute(ctx, req, charge)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Disposition, string(res.Response))
+	}
+
+	req.Fingerprint = idemstore.FingerprintOf([]byte(`{"amount":999999}`))
+	_, err = exec.Execute(ctx, req, charge)
+	fmt.Println(errors.Is(err, idemstore.ErrFingerprintMismatch))
+	// Output:
+	// charging, provider key true
+	// RAN {"charge":"ch_1"}
+	// REPLAYED {"charge":"ch_1"}
+	// true
+}
