@@ -1,0 +1,365 @@
+package activity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Stable ApplicationError type strings. Workflows match on them
+// (temporal.ApplicationError.Type()) and may list the non-retryable ones in
+// RetryPolicy.NonRetryableErrorTypes.
+const (
+	// TypeInProgress: another attempt holds the lease. Retryable, with
+	// NextRetryDelay set to the lease it has left.
+	TypeInProgress = "onceflow.InProgress"
+	// TypeFingerprintMismatch: the scope was used with another input.
+	// Non-retryable.
+	TypeFingerprintMismatch = "onceflow.FingerprintMismatch"
+	// TypeOwnerOperationConflict: the owner holds the record for another
+	// operation. Non-retryable.
+	TypeOwnerOperationConflict = "onceflow.OwnerOperationConflict"
+	// TypeCodecMismatch: the stored result was encoded with another codec
+	// or policy revision. Non-retryable.
+	TypeCodecMismatch = "onceflow.CodecMismatch"
+	// TypeEffectUnknown: the effect's fate is unknown (or the record is
+	// ABANDONED). Non-retryable; the details are an EffectUnknownDetails.
+	TypeEffectUnknown = "onceflow.EffectUnknown"
+	// TypeRetryableNoEffect: the activity failed with no effect. Retryable;
+	// the next attempt takes over at once.
+	TypeRetryableNoEffect = "onceflow.RetryableNoEffect"
+	// TypeStoreUnavailable: Redis could not be reached. Retryable.
+	TypeStoreUnavailable = "onceflow.StoreUnavailable"
+	// TypeHeartbeatTimeoutRequired: the activity was scheduled without a
+	// HeartbeatTimeout. Non-retryable: fix the ActivityOptions.
+	TypeHeartbeatTimeoutRequired = "onceflow.HeartbeatTimeoutRequired"
+	// TypeInvalidInput: the input could not be encoded or made an invalid
+	// scope. Non-retryable.
+	TypeInvalidInput = "onceflow.InvalidInput"
+)
+
+// Scope says which runs of an activity share one idempotency record.
+type Scope int
+
+const (
+	// RunScoped (the default) dedupes the retries of one activity in one
+	// workflow run: namespace + workflow ID + run ID + activity ID.
+	// Temporal's own recommendation, and safe across continue-as-new and
+	// reset, which reuse activity IDs with a new meaning.
+	RunScoped Scope = iota
+	// WorkflowScoped dedupes across runs of one workflow ID (workflow
+	// retries, cron): namespace + workflow ID + activity ID. Pitfall: a
+	// continue-as-new run that calls the same activity ID again gets the
+	// first run's result.
+	WorkflowScoped
+	// BusinessScoped dedupes on Options.Key(input) across workflows: the
+	// one to use for payments ("order-42/charge").
+	BusinessScoped
+)
+
+// Checkpoint is what the wrapper heartbeats while the action runs, so the
+// next attempt and the workflow's history know what the last attempt
+// confirmed.
+type Checkpoint struct {
+	Owner   string `json:"owner"`
+	Attempt int64  `json:"attempt"` // the record's claim attempt
+	Rev     int64  `json:"rev"`
+	Phase   string `json:"phase"` // "executing"
+	// TemporalAttempt is the activity attempt that wrote the checkpoint.
+	TemporalAttempt int32 `json:"temporalAttempt"`
+}
+
+// EffectUnknownDetails are the details of a TypeEffectUnknown error.
+type EffectUnknownDetails struct {
+	// RecordKey names the record ("<code>:d<version>:<digest>"); the
+	// operator command and the resolve signal take it.
+	RecordKey     string `json:"recordKey"`
+	OperationCode string `json:"operationCode"`
+	ScopeDigest   string `json:"scopeDigest"`
+	DigestVersion int    `json:"digestVersion"`
+	Operation     string `json:"operation"`
+	Attempt       int64  `json:"attempt"`
+	Rev           int64  `json:"rev"`
+	State         string `json:"state"`
+	// Recorded is true when the store confirmed the record is ABANDONED.
+	Recorded bool   `json:"recorded"`
+	Reason   string `json:"reason"`
+	// Checkpoint is the last checkpoint a previous attempt heartbeated, if
+	// any.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Config configures a Wrapper.
+type Config struct {
+	// Executor runs the idempotent actions. Required.
+	Executor *idemstore.Executor
+	// Digester digests scopes and derives owner tokens. Required.
+	Digester *idemstore.Digester
+	// Logger receives the wrapper's lines. Default: discard.
+	Logger *slog.Logger
+}
+
+// Wrapper turns activity functions into idempotent ones. Build one per
+// worker and pass it to Wrap.
+type Wrapper struct {
+	exec     *idemstore.Executor
+	digester *idemstore.Digester
+	logger   *slog.Logger
+}
+
+// New validates cfg and returns a Wrapper.
+func New(cfg Config) (*Wrapper, error) {
+	if cfg.Executor == nil {
+		return nil, errors.New("activity: Config.Executor is required")
+	}
+	if cfg.Digester == nil {
+		return nil, errors.New("activity: Config.Digester is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Wrapper{exec: cfg.Executor, digester: cfg.Digester, logger: cfg.Logger}, nil
+}
+
+// Options configure one wrapped activity.
+type Options[In, Out any] struct {
+	// Code is the operation code of the use case, [a-z0-9-]{1,64}, such
+	// as "charge-payment". Required.
+	Code idemstore.OperationCode
+	// Scope selects the dedupe key. Default RunScoped.
+	Scope Scope
+	// Key returns the business key for BusinessScoped, such as
+	// "order-42/charge". Required with BusinessScoped.
+	Key func(In) string
+	// Reconcile is consulted when an attempt takes over from an attempt
+	// that died in the middle of the action: found reports that the effect
+	// happened (for instance the provider knows the operation key), with
+	// its result. Without it, and without IdempotentDownstream, such a
+	// takeover fails with TypeEffectUnknown and does not run the action.
+	Reconcile func(ctx context.Context, in In, rec idemstore.Record) (out Out, found bool, err error)
+	// IdempotentDownstream declares the action safe to re-run after such a
+	// takeover (it passes OperationKey to a provider that deduplicates).
+	IdempotentDownstream bool
+}
+
+// Wrap returns fn as an idempotent activity with the same signature:
+// register the result with the Temporal worker as you would fn (give it a
+// name with RegisterActivityWithOptions, since the wrapper is a closure).
+//
+// Every retry of the activity is one operation; the Temporal attempt is
+// the retained attempt. fn runs at most once per scope whenever Redis can
+// know; its result is stored as JSON and replayed to later attempts and,
+// for WorkflowScoped and BusinessScoped, to other workflows. fn's error
+// marks what happened: wrap it with idemstore.RetryableNoEffect when the
+// effect certainly did not happen; any other error means the effect may
+// have happened and fails the workflow's activity with TypeEffectUnknown.
+//
+// The activity must be scheduled with a HeartbeatTimeout: the wrapper
+// heartbeats and renews its lease on a ticker derived from it and from the
+// lease, and the heartbeats deliver cancellation.
+func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	return func(ctx context.Context, in In) (Out, error) {
+		return run(ctx, w, opts, fn, in)
+	}
+}
+
+func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error), in In) (Out, error) {
+	var zero Out
+	info := sdkactivity.GetInfo(ctx)
+	if info.HeartbeatTimeout <= 0 {
+		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: activity %s was scheduled without a HeartbeatTimeout; set ActivityOptions.HeartbeatTimeout "+
+				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
+			TypeHeartbeatTimeoutRequired, nil)
+	}
+	input, err := json.Marshal(in)
+	if err != nil {
+		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), TypeInvalidInput, err)
+	}
+	opID := idemstore.OperationID(info.WorkflowNamespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID)
+	var digest idemstore.ScopeDigest
+	switch opts.Scope {
+	case RunScoped:
+		digest = w.digester.Digest("run", info.WorkflowNamespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
+	case WorkflowScoped:
+		digest = w.digester.Digest("workflow", info.WorkflowNamespace, info.WorkflowExecution.ID, info.ActivityID)
+	case BusinessScoped:
+		if opts.Key == nil {
+			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", TypeInvalidInput, nil)
+		}
+		key := opts.Key(in)
+		if key == "" {
+			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", TypeInvalidInput, nil)
+		}
+		digest = w.digester.Digest("business", info.WorkflowNamespace, key)
+	default:
+		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), TypeInvalidInput, nil)
+	}
+
+	var prev *Checkpoint
+	if sdkactivity.HasHeartbeatDetails(ctx) {
+		var cp Checkpoint
+		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil {
+			prev = &cp
+		}
+	}
+	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	if prev != nil {
+		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", prev.Attempt, "checkpoint_rev", prev.Rev, "phase", prev.Phase)
+	}
+
+	req := idemstore.Request{
+		Ref:                  idemstore.Ref{Code: opts.Code, Digest: digest},
+		Operation:            opID,
+		Fingerprint:          idemstore.FingerprintOf(input),
+		Owner:                w.digester.Owner(opID, int(info.Attempt)),
+		IdempotentDownstream: opts.IdempotentDownstream,
+	}
+	if opts.Reconcile != nil {
+		req.Reconcile = func(ctx context.Context, rec idemstore.Record) ([]byte, bool, error) {
+			out, found, err := opts.Reconcile(ctx, in, rec)
+			if err != nil || !found {
+				return nil, found, err
+			}
+			b, err := json.Marshal(out)
+			return b, err == nil, err
+		}
+	}
+
+	// Heartbeats drive renewal: each tick records a heartbeat (which also
+	// delivers cancellation) and then renews the lease.
+	interval := w.exec.Config().RenewInterval
+	if hb := info.HeartbeatTimeout / 2; hb < interval {
+		interval = hb
+	}
+	ticks := make(chan time.Time)
+	req.RenewTicks = ticks
+	var (
+		mu sync.Mutex
+		cp *Checkpoint
+	)
+	heartbeat := func() {
+		mu.Lock()
+		c := cp
+		mu.Unlock()
+		if c != nil {
+			sdkactivity.RecordHeartbeat(ctx, *c)
+		}
+	}
+	hbCtx, stopHeartbeats := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case now := <-t.C:
+				heartbeat()
+				select {
+				case ticks <- now:
+				case <-hbCtx.Done():
+					return
+				}
+			}
+		}
+	})
+	res, err := w.exec.Execute(ctx, req, func(actx context.Context) ([]byte, error) {
+		if x, ok := idemstore.ExecutionFrom(actx); ok {
+			mu.Lock()
+			cp = &Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Phase: "executing", TemporalAttempt: info.Attempt}
+			mu.Unlock()
+			heartbeat()
+		}
+		out, err := fn(actx, in)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			// The effect happened but its result cannot be stored.
+			return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
+		}
+		return b, nil
+	})
+	stopHeartbeats()
+	wg.Wait()
+	if err != nil {
+		return zero, toTemporal(err, req.Ref, prev)
+	}
+	var out Out
+	if err := json.Unmarshal(res.Response, &out); err != nil {
+		return zero, temporal.NewNonRetryableApplicationError(
+			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), TypeCodecMismatch, err)
+	}
+	if res.Disposition != idemstore.Ran {
+		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
+	}
+	return out, nil
+}
+
+// toTemporal maps an Execute error to an ApplicationError with a stable
+// type.
+func toTemporal(err error, ref idemstore.Ref, prev *Checkpoint) error {
+	var (
+		ip *idemstore.InProgressError
+		ce *idemstore.ConflictError
+		eu *idemstore.EffectUnknownError
+		re *idemstore.RetryableError
+		se *idemstore.StoreError
+		ve *idemstore.ValidationError
+	)
+	switch {
+	case errors.As(err, &ip):
+		delay := ip.RetryAfter
+		if delay < 100*time.Millisecond {
+			delay = 100 * time.Millisecond
+		}
+		return temporal.NewApplicationErrorWithOptions(err.Error(), TypeInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: delay})
+	case errors.As(err, &ce):
+		typ := TypeFingerprintMismatch
+		switch ce.Kind {
+		case idemstore.ErrOwnerOperationConflict:
+			typ = TypeOwnerOperationConflict
+		case idemstore.ErrCodecMismatch:
+			typ = TypeCodecMismatch
+		}
+		return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
+	case errors.As(err, &eu):
+		d := EffectUnknownDetails{
+			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
+			Operation: string(eu.Operation), Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
+			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
+		}
+		return temporal.NewNonRetryableApplicationError(err.Error(), TypeEffectUnknown, nil, d)
+	case errors.As(err, &re):
+		return temporal.NewApplicationErrorWithCause(err.Error(), TypeRetryableNoEffect, re.Err)
+	case errors.As(err, &se):
+		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
+	case errors.As(err, &ve):
+		return temporal.NewNonRetryableApplicationError(err.Error(), TypeInvalidInput, nil)
+	}
+	return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
+}
+
+// OperationKey returns the stable operation key inside a wrapped activity:
+// pass it to a downstream provider as its idempotency key. "" outside one.
+func OperationKey(ctx context.Context) string { return idemstore.OperationKey(ctx) }
+
+// Fence returns the fencing token (attempt, rev) of the running attempt:
+// it grows on every takeover, so a downstream store that keeps the highest
+// token it saw can reject a stale writer.
+func Fence(ctx context.Context) (idemstore.Fence, bool) {
+	x, ok := idemstore.ExecutionFrom(ctx)
+	return x.Fence, ok
+}

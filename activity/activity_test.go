@@ -1,0 +1,224 @@
+package activity_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+type chargeIn struct {
+	Order  string
+	Amount int
+}
+
+type chargeOut struct {
+	ChargeID string
+	Key      string
+}
+
+type fixture struct {
+	store   *redisstore.Store
+	wrapper *onceactivity.Wrapper
+	runs    atomic.Int32
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	store, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store, Lease: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dig, err := idemstore.NewDigester([]byte("test secret"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := onceactivity.New(onceactivity.Config{Executor: exec, Digester: dig})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{store: store, wrapper: w}
+}
+
+// chargeWorkflow runs the "charge" activity with the given options.
+func chargeWorkflow(ctx workflow.Context, in chargeIn, heartbeat time.Duration, maxAttempts int32) (chargeOut, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		HeartbeatTimeout:    heartbeat,
+		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Millisecond, MaximumAttempts: maxAttempts},
+	})
+	var out chargeOut
+	err := workflow.ExecuteActivity(ctx, "charge", in).Get(ctx, &out)
+	return out, err
+}
+
+func (f *fixture) run(t *testing.T, opts onceactivity.Options[chargeIn, chargeOut], fn func(context.Context, chargeIn) (chargeOut, error),
+	in chargeIn, heartbeat time.Duration, maxAttempts int32,
+) (chargeOut, error) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "wf-" + storetest.RandomHex(4)})
+	env.RegisterWorkflow(chargeWorkflow)
+	env.RegisterActivityWithOptions(onceactivity.Wrap(f.wrapper, opts, fn), sdkactivity.RegisterOptions{Name: "charge"})
+	env.ExecuteWorkflow(chargeWorkflow, in, heartbeat, maxAttempts)
+	if !env.IsWorkflowCompleted() {
+		t.Fatal("workflow did not complete")
+	}
+	var out chargeOut
+	err := env.GetWorkflowResult(&out)
+	return out, err
+}
+
+func (f *fixture) charge(ctx context.Context, in chargeIn) (chargeOut, error) {
+	f.runs.Add(1)
+	return chargeOut{ChargeID: "ch_" + in.Order, Key: onceactivity.OperationKey(ctx)}, nil
+}
+
+func businessKey(in chargeIn) string { return in.Order + "/charge" }
+
+func appError(t *testing.T, err error) *temporal.ApplicationError {
+	t.Helper()
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) {
+		t.Fatalf("err = %v, want an ApplicationError", err)
+	}
+	return ae
+}
+
+func TestBusinessScopedRunsOnceAcrossWorkflows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
+	in := chargeIn{Order: "o-" + storetest.RandomHex(4), Amount: 1000}
+	first, err := f.run(t, opts, f.charge, in, 10*time.Second, 3)
+	if err != nil || first.ChargeID != "ch_"+in.Order || first.Key == "" {
+		t.Fatalf("first = %+v, %v", first, err)
+	}
+	second, err := f.run(t, opts, f.charge, in, 10*time.Second, 3)
+	if err != nil || second != first || f.runs.Load() != 1 {
+		t.Fatalf("second = %+v, %v; ran %d times", second, err, f.runs.Load())
+	}
+	// The same key with another amount is refused, without retries.
+	in.Amount = 999999
+	_, err = f.run(t, opts, f.charge, in, 10*time.Second, 3)
+	if ae := appError(t, err); ae.Type() != onceactivity.TypeFingerprintMismatch || !ae.NonRetryable() {
+		t.Fatalf("reused key: %v (type %s)", err, ae.Type())
+	}
+}
+
+func TestRunScopedDedupesOnlyWithinARun(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}
+	in := chargeIn{Order: "o-1", Amount: 1}
+	for range 2 { // two workflow runs: two operations
+		if _, err := f.run(t, opts, f.charge, in, 10*time.Second, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.runs.Load() != 2 {
+		t.Fatalf("ran %d times, want once per run", f.runs.Load())
+	}
+}
+
+func TestMissingHeartbeatTimeoutIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, f.charge, chargeIn{Order: "x"}, 0, 3)
+	ae := appError(t, err)
+	if ae.Type() != onceactivity.TypeHeartbeatTimeoutRequired || !ae.NonRetryable() || f.runs.Load() != 0 {
+		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
+	}
+}
+
+func TestRetryableNoEffectIsRetriedAndTakenOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var attempts []int32
+	fn := func(ctx context.Context, in chargeIn) (chargeOut, error) {
+		attempts = append(attempts, sdkactivity.GetInfo(ctx).Attempt)
+		if len(attempts) == 1 {
+			return chargeOut{}, idemstore.RetryableNoEffect(errors.New("provider said 503 before charging"))
+		}
+		fence, _ := onceactivity.Fence(ctx)
+		return chargeOut{ChargeID: fence.String()}, nil
+	}
+	out, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, fn, chargeIn{Order: "r"}, 10*time.Second, 3)
+	if err != nil || len(attempts) != 2 || attempts[1] != 2 || out.ChargeID != "2.3" {
+		// Fence 2.3: attempt 1 claimed (rev 1) and failed (rev 2); attempt 2 took over (rev 3).
+		t.Fatalf("out %+v, err %v, attempts %v; want attempt 2 to take over (fence 2.3)", out, err, attempts)
+	}
+}
+
+func TestUnknownEffectFailsWithDetails(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	fn := func(context.Context, chargeIn) (chargeOut, error) {
+		f.runs.Add(1)
+		return chargeOut{}, errors.New("read timeout after the request was sent")
+	}
+	_, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, fn, chargeIn{Order: "u"}, 10*time.Second, 5)
+	ae := appError(t, err)
+	if ae.Type() != onceactivity.TypeEffectUnknown || !ae.NonRetryable() || f.runs.Load() != 1 {
+		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
+	}
+	var d onceactivity.EffectUnknownDetails
+	if err := ae.Details(&d); err != nil {
+		t.Fatal(err)
+	}
+	if d.State != string(idemstore.StateAbandoned) || !d.Recorded || d.Attempt != 1 || d.RecordKey == "" || d.OperationCode != "charge-payment" {
+		t.Fatalf("details = %+v", d)
+	}
+}
+
+func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := chargeIn{Order: "p-" + storetest.RandomHex(4)}
+	// Another workflow's attempt holds the business key right now.
+	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
+	held := storetest.NewFixture()
+	held.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
+	input, _ := json.Marshal(in)
+	held.Fingerprint = idemstore.FingerprintOf(input)
+	if _, err := f.store.ClaimStart(t.Context(), held.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+		t.Fatal(err)
+	}
+	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
+	_, err := f.run(t, opts, f.charge, in, 10*time.Second, 1)
+	ae := appError(t, err)
+	if ae.Type() != onceactivity.TypeInProgress || ae.NonRetryable() || f.runs.Load() != 0 {
+		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
+	}
+	if d := ae.NextRetryDelay(); d < 30*time.Second || d > time.Minute {
+		t.Fatalf("NextRetryDelay = %v, want the holder's lease left (about 1m)", d)
+	}
+}
+
+func TestWrapperConfigIsValidated(t *testing.T) {
+	t.Parallel()
+	if _, err := onceactivity.New(onceactivity.Config{}); err == nil {
+		t.Fatal("accepted an empty config")
+	}
+}

@@ -1,0 +1,28 @@
+// Package activity makes Temporal activities idempotent: Wrap turns
+// func(ctx, In) (Out, error) into an activity with the same signature that
+// runs through an idemstore.Executor backed by Redis.
+//
+// Import it beside the SDK's package under another name:
+//
+//	import (
+//		"go.temporal.io/sdk/activity"
+//		onceactivity "github.com/onceflow/onceflow/activity"
+//	)
+//
+// Inside a wrapped activity:
+//
+//   - the operation ID is namespace + workflow ID + run ID + activity ID, so
+//     every retry of one activity in one run is one operation, and the
+//     Temporal attempt is the retained attempt (its owner token is derived
+//     from it);
+//   - the scope (what is deduplicated) is the run by default, the workflow
+//     ID with WorkflowScoped, or a business key with BusinessScoped;
+//   - the fingerprint is the SHA-256 of the JSON-encoded input;
+//   - a ticker derived from the lease and the activity's HeartbeatTimeout
+//     records a heartbeat carrying a Checkpoint and renews the lease; a lost
+//     lease, Temporal cancellation and worker stop cancel fn's context;
+//   - outcomes become ApplicationErrors with the stable Type* strings:
+//     in progress is retryable with NextRetryDelay = the lease left;
+//     mismatches and conflicts are non-retryable; an unknown effect is
+//     non-retryable TypeEffectUnknown with EffectUnknownDetails.
+package activity
