@@ -32,29 +32,47 @@ type script struct {
 	*redis.Script
 }
 
-func newScript(name, body string) script {
-	// Only the first line of the whole script may be a shebang; the body's
-	// own "#!lua" line becomes a comment.
-	body = "--" + strings.TrimPrefix(body, "#!")
-	return script{name: name, Script: redis.NewScript(recordLua + "\n" + body)}
+// scriptSet is every script, built one way.
+type scriptSet struct {
+	claim, transition, renew, release, inspect, resolve script
+}
+
+func (ss *scriptSet) all() []script {
+	return []script{ss.claim, ss.transition, ss.renew, ss.release, ss.inspect, ss.resolve}
+}
+
+// newScriptSet builds the scripts. Only the first line of a script may be
+// a shebang, so the body's own "#!lua" becomes a comment; without shebang
+// (for servers that do not know the Redis 7 header) the first one goes too.
+func newScriptSet(shebang bool) *scriptSet {
+	prelude := recordLua
+	if !shebang {
+		prelude = "--" + strings.TrimPrefix(prelude, "#!")
+	}
+	mk := func(name, body string) script {
+		body = "--" + strings.TrimPrefix(body, "#!")
+		return script{name: name, Script: redis.NewScript(prelude + "\n" + body)}
+	}
+	return &scriptSet{
+		claim:      mk("claim", claimLua),
+		transition: mk("transition", transitionLua),
+		renew:      mk("renew", renewLua),
+		release:    mk("release", releaseLua),
+		inspect:    mk("inspect", inspectLua),
+		resolve:    mk("resolve", resolveLua),
+	}
 }
 
 var (
-	scriptClaim      = newScript("claim", claimLua)
-	scriptTransition = newScript("transition", transitionLua)
-	scriptRenew      = newScript("renew", renewLua)
-	scriptRelease    = newScript("release", releaseLua)
-	scriptInspect    = newScript("inspect", inspectLua)
-	scriptResolve    = newScript("resolve", resolveLua)
+	redis7Scripts = newScriptSet(true)
+	legacyScripts = newScriptSet(false)
 )
-
-var allScripts = []script{scriptClaim, scriptTransition, scriptRenew, scriptRelease, scriptInspect, scriptResolve}
 
 // LoadScripts loads every script into the server's script cache (on every
 // shard of a Cluster). It is optional: a call that finds its script missing
 // loads it then. Call it at startup to surface a misconfigured server early.
 func (s *Store) LoadScripts(ctx context.Context) error {
-	for _, sc := range allScripts {
+	for _, sc := range s.scripts.all() {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {
 			return fmt.Errorf("redisstore: load script %s: %w", sc.name, err)
 		}

@@ -38,6 +38,11 @@ type Config struct {
 	MaxResponseBytes int
 	// Logger receives debug lines (script reloads). Default: discard.
 	Logger *slog.Logger
+	// OmitShebang sends the scripts without their Redis 7 "#!lua" header,
+	// for servers that do not understand it: Redis before 7 and miniredis
+	// (which `cmd/worker -dev` falls back to). The scripts are otherwise
+	// the same.
+	OmitShebang bool
 }
 
 func (c *Config) setDefaults() error {
@@ -77,6 +82,7 @@ type Store struct {
 	maxResp int
 	logger  *slog.Logger
 	reloads atomic.Int64
+	scripts *scriptSet
 }
 
 var _ idemstore.Store = (*Store)(nil)
@@ -86,13 +92,18 @@ func New(cfg Config) (*Store, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Store{
+	st := &Store{
 		client:  cfg.Client,
 		ns:      cfg.Namespace,
 		timeout: cfg.CommandTimeout,
 		maxResp: cfg.MaxResponseBytes,
 		logger:  cfg.Logger,
-	}, nil
+		scripts: redis7Scripts,
+	}
+	if cfg.OmitShebang {
+		st.scripts = legacyScripts
+	}
+	return st, nil
 }
 
 // Key returns the Redis key of a record:
@@ -128,7 +139,7 @@ func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce ide
 	if nonce != "" {
 		op = opClaimStart
 	}
-	out, err := s.call(ctx, op, req.Ref, scriptClaim,
+	out, err := s.call(ctx, op, req.Ref, s.scripts.claim,
 		string(req.Owner), string(req.Operation), string(req.Fingerprint), req.Codec, req.Policy,
 		ms(req.Lease), ms(req.TTL), string(nonce))
 	if err != nil {
@@ -175,7 +186,7 @@ func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership
 	if resp != nil {
 		hasResp = "1"
 	}
-	out, err := s.call(ctx, op, o.Ref, scriptTransition,
+	out, err := s.call(ctx, op, o.Ref, s.scripts.transition,
 		string(o.Owner), string(o.Operation), o.Rev, string(target), sources, string(nonce),
 		lease, ms(ttl), hasResp, resp, reason)
 	if err != nil {
@@ -189,7 +200,7 @@ func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstor
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	out, err := s.call(ctx, opRenew, req.Ref, scriptRenew,
+	out, err := s.call(ctx, opRenew, req.Ref, s.scripts.renew,
 		string(req.Owner), string(req.Operation), string(req.Nonce), ms(req.Lease), ms(req.TTL))
 	if err != nil {
 		return nil, err
@@ -203,7 +214,7 @@ func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idem
 		return nil, err
 	}
 	o := req.Ownership
-	out, err := s.call(ctx, opRelease, o.Ref, scriptRelease, string(o.Owner), string(o.Operation), o.Rev)
+	out, err := s.call(ctx, opRelease, o.Ref, s.scripts.release, string(o.Owner), string(o.Operation), o.Rev)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +226,7 @@ func (s *Store) Inspect(ctx context.Context, ref idemstore.Ref) (idemstore.Obser
 	if err := ref.Validate(); err != nil {
 		return idemstore.Observation{}, err
 	}
-	out, err := s.call(ctx, opInspect, ref, scriptInspect)
+	out, err := s.call(ctx, opInspect, ref, s.scripts.inspect)
 	if err != nil {
 		return idemstore.Observation{}, err
 	}
@@ -231,7 +242,7 @@ func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 	if resp == nil {
 		resp = []byte{}
 	}
-	out, err := s.call(ctx, opResolve, req.Ref, scriptResolve,
+	out, err := s.call(ctx, opResolve, req.Ref, s.scripts.resolve,
 		req.Attempt, req.Rev, string(req.Target), resp, req.Codec, req.Policy, req.Reason, ms(req.TTL))
 	if err != nil {
 		return nil, err
