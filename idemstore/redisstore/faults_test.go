@@ -235,7 +235,9 @@ func TestServerRestartClassifiesCertainty(t *testing.T) {
 	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, idemstore.ErrUnavailable) {
 		t.Fatalf("inspect with Redis down: %v, want ErrUnavailable", err)
 	}
-	srv.Restart(t)
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	// The restarted server is empty (it keeps nothing on disk) and has no
 	// scripts cached.
 	as[idemstore.Acquired](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))

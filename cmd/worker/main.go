@@ -1,0 +1,59 @@
+// Command worker runs a onceflow worker: the example order workflow and
+// its idempotent charge activity, with /healthz and /readyz.
+//
+//	go run ./cmd/worker -dev     # embedded Temporal and Redis, nothing to install
+//	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0
+//
+// Every flag falls back to an environment variable; -h lists them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/internal/devserver"
+	"github.com/onceflow/onceflow/worker"
+)
+
+func main() {
+	if err := run(); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cfg, err := worker.ParseFlags("worker", os.Args[1:], os.Getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	if cfg.Dev {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+		stop, err := devserver.Start(&cfg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	cfg.Logger = log
+	provider := order.NewProvider()
+	cfg.Register = func(r worker.Registry) error { return order.Register(r, provider) }
+	w, err := worker.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	return w.Run(ctx)
+}

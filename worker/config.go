@@ -1,0 +1,222 @@
+package worker
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Defaults.
+const (
+	DefaultTemporalAddress = "localhost:7233"
+	DefaultNamespace       = "default"
+	DefaultTaskQueue       = "onceflow"
+	DefaultRedisURL        = "redis://localhost:6379/0"
+	DefaultHTTPAddr        = "127.0.0.1:8080"
+	DefaultKeyNamespace    = "onceflow"
+)
+
+// Config configures a Worker. Empty fields take their defaults.
+type Config struct {
+	// TemporalAddress is the Temporal frontend, host:port. Default
+	// "localhost:7233".
+	TemporalAddress string
+	// Namespace is the Temporal namespace. Default "default".
+	Namespace string
+	// TaskQueue is the task queue the worker polls. Default "onceflow".
+	TaskQueue string
+	// RedisURL selects Redis: "redis://[user:pass@]host:port/db" or
+	// "rediss://…" for one server, "redis+sentinel://host:26379?master_name=mymaster&addr=host2:26379"
+	// for Sentinel, "redis+cluster://host:7000?addr=host2:7001" for
+	// Cluster. Default "redis://localhost:6379/0".
+	RedisURL string
+	// KeyNamespace prefixes every Redis key. Default "onceflow".
+	KeyNamespace string
+	// Secret keys the scope digests and owner tokens. Required unless Dev;
+	// use at least 32 random bytes and keep it stable: a new secret is a
+	// new set of records (bump SecretVersion when you rotate it).
+	Secret []byte
+	// SecretVersion is the digest version of Secret. Default 1.
+	SecretVersion int
+	// Lease, ReplayTTL and FailureRetention tune the executor; see
+	// idemstore.ExecutorConfig for their defaults (30s, 24h, 24h).
+	Lease            time.Duration
+	ReplayTTL        time.Duration
+	FailureRetention time.Duration
+	// HTTPAddr is where /healthz and /readyz are served. Default
+	// "127.0.0.1:8080"; "off" disables the listener.
+	HTTPAddr string
+	// Dev marks a development worker: an empty Secret is replaced by a
+	// fixed, public one.
+	Dev bool
+	// Logger receives the worker's logs. Default: JSON to stderr.
+	Logger *slog.Logger
+	// Register adds the application's workflows and activities. Optional.
+	Register func(Registry) error
+	// RedisOptions, when set, is used as is instead of RedisURL (tests and
+	// programs that build their own options).
+	RedisOptions *redis.UniversalOptions
+	// RedisOmitShebang sends the scripts without the Redis 7 "#!lua"
+	// header, for Redis before 7 and miniredis (redisstore.Config.OmitShebang).
+	RedisOmitShebang bool
+}
+
+// devSecret is the secret of -dev mode: public, so never for real data.
+const devSecret = "onceflow-dev-secret-not-for-production"
+
+func (c *Config) setDefaults() error {
+	if c.TemporalAddress == "" {
+		c.TemporalAddress = DefaultTemporalAddress
+	}
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	if c.TaskQueue == "" {
+		c.TaskQueue = DefaultTaskQueue
+	}
+	if c.RedisURL == "" {
+		c.RedisURL = DefaultRedisURL
+	}
+	if c.KeyNamespace == "" {
+		c.KeyNamespace = DefaultKeyNamespace
+	}
+	if c.SecretVersion == 0 {
+		c.SecretVersion = 1
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if len(c.Secret) == 0 {
+		if !c.Dev {
+			return errors.New("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least 32 random bytes; only -dev runs without one")
+		}
+		c.Secret = []byte(devSecret)
+	}
+	if c.SecretVersion < 0 {
+		return fmt.Errorf("worker: SecretVersion must be positive, got %d", c.SecretVersion)
+	}
+	if c.RedisOptions == nil {
+		if _, err := ParseRedisURL(c.RedisURL); err != nil {
+			return err
+		}
+	}
+	// The executor validates lease against TTLs and names the setting.
+	_, err := idemstore.NewExecutor(idemstore.ExecutorConfig{
+		Store: noStore{}, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention,
+	})
+	if err != nil {
+		return fmt.Errorf("worker: %w (flags -lease, -replay-ttl, -failure-retention)", err)
+	}
+	return nil
+}
+
+// noStore lets setDefaults validate an executor configuration without a
+// store.
+type noStore struct{ idemstore.Store }
+
+// ParseRedisURL turns a RedisURL into go-redis options for a standalone
+// server, Sentinel or Cluster.
+func ParseRedisURL(raw string) (*redis.UniversalOptions, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("worker: RedisURL %q: %w", raw, err)
+	}
+	bad := func(err error) (*redis.UniversalOptions, error) {
+		return nil, fmt.Errorf("worker: RedisURL %q: %w (want redis://host:port/db, redis+sentinel://host:port?master_name=NAME or redis+cluster://host:port?addr=host2:port)", raw, err)
+	}
+	switch u.Scheme {
+	case "redis", "rediss", "unix":
+		o, err := redis.ParseURL(raw)
+		if err != nil {
+			return bad(err)
+		}
+		return &redis.UniversalOptions{
+			Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+			Protocol: o.Protocol, ClientName: o.ClientName,
+		}, nil
+	case "redis+sentinel", "rediss+sentinel":
+		o, err := redis.ParseFailoverURL(strings.Replace(raw, "+sentinel", "", 1))
+		if err != nil {
+			return bad(err)
+		}
+		if o.MasterName == "" {
+			return bad(errors.New("master_name is required for Sentinel"))
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.SentinelAddrs, MasterName: o.MasterName, SentinelUsername: o.SentinelUsername, SentinelPassword: o.SentinelPassword,
+			Username: o.Username, Password: o.Password, DB: o.DB, TLSConfig: o.TLSConfig,
+		}, nil
+	case "redis+cluster", "rediss+cluster":
+		o, err := redis.ParseClusterURL(strings.Replace(raw, "+cluster", "", 1))
+		if err != nil {
+			return bad(err)
+		}
+		return &redis.UniversalOptions{
+			Addrs: o.Addrs, Username: o.Username, Password: o.Password, TLSConfig: o.TLSConfig, IsClusterMode: true,
+		}, nil
+	}
+	return bad(fmt.Errorf("unknown scheme %q", u.Scheme))
+}
+
+// ParseFlags reads a Config from command-line flags, each of which falls
+// back to an environment variable, and then to its default. getenv is
+// usually os.Getenv.
+func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	env := func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+	var secret, lease, replay, retention, version string
+	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
+		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
+	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+DefaultTemporalAddress+")")
+	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+DefaultNamespace+")")
+	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+DefaultTaskQueue+")")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+DefaultRedisURL+")")
+	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
+	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
+	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
+	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
+	fs.StringVar(&retention, "failure-retention", env("ONCEFLOW_FAILURE_RETENTION", ""), "how long failed and abandoned records are kept (ONCEFLOW_FAILURE_RETENTION; default 24h)")
+	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+DefaultHTTPAddr+")")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("worker: unexpected arguments %q", fs.Args())
+	}
+	c.Secret = []byte(secret)
+	var err error
+	if c.SecretVersion, err = strconv.Atoi(version); err != nil || c.SecretVersion <= 0 {
+		return Config{}, fmt.Errorf("worker: -secret-version / ONCEFLOW_SECRET_VERSION must be a positive integer, got %q", version)
+	}
+	for _, d := range []struct {
+		flag, val string
+		dst       *time.Duration
+	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention}} {
+		if d.val == "" {
+			continue
+		}
+		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst <= 0 {
+			return Config{}, fmt.Errorf("worker: %s must be a positive duration such as 30s, got %q", d.flag, d.val)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,192 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+)
+
+// Registry is what Config.Register gets to add workflows and activities.
+type Registry struct {
+	// Worker is the Temporal worker's registry.
+	Worker sdkworker.Registry
+	// Activities wraps activity functions into idempotent ones
+	// (activity.Wrap).
+	Activities *activity.Wrapper
+	// Executor, Store and Client are there for activities that need them.
+	Executor *idemstore.Executor
+	Store    *redisstore.Store
+	Client   client.Client
+	// HTTP is the worker's HTTP mux, for extra endpoints.
+	HTTP   *http.ServeMux
+	Logger *slog.Logger
+}
+
+// Worker is a onceflow worker: a Temporal worker whose activities are
+// idempotent through Redis, with health endpoints.
+type Worker struct {
+	cfg     Config
+	started chan struct{}
+	mu      sync.Mutex
+	httpLn  net.Listener
+}
+
+// New validates cfg and returns a Worker. It connects to nothing: Run does.
+func New(cfg Config) (*Worker, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	return &Worker{cfg: cfg, started: make(chan struct{})}, nil
+}
+
+// Config returns the configuration with defaults filled in.
+func (w *Worker) Config() Config { return w.cfg }
+
+// Started is closed once Run has connected and the worker polls.
+func (w *Worker) Started() <-chan struct{} { return w.started }
+
+// HTTPAddr is the address /healthz and /readyz are served on, once
+// Started; "" when disabled.
+func (w *Worker) HTTPAddr() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.httpLn == nil {
+		return ""
+	}
+	return w.httpLn.Addr().String()
+}
+
+// Run connects to Redis and Temporal, registers the workflows and
+// activities, serves the health endpoints and polls until ctx is done; then
+// it stops cleanly (in-flight activities get the SDK's stop timeout) and
+// returns nil. Errors at startup say which setting to check.
+func (w *Worker) Run(ctx context.Context) error {
+	c, log := w.cfg, w.cfg.Logger
+	opts := c.RedisOptions
+	if opts == nil {
+		var err error
+		if opts, err = ParseRedisURL(c.RedisURL); err != nil {
+			return err
+		}
+	}
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewUniversalClient(opts)
+	defer rdb.Close()
+	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, Logger: log, OmitShebang: c.RedisOmitShebang})
+	if err != nil {
+		return err
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := store.LoadScripts(startCtx); err != nil {
+		return fmt.Errorf("worker: Redis at %s is not usable (check -redis-url / REDIS_URL): %w", redactURL(c.RedisURL), err)
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{
+		Store: store, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	dig, err := idemstore.NewDigester(c.Secret, c.SecretVersion)
+	if err != nil {
+		return err
+	}
+	wrapper, err := activity.New(activity.Config{Executor: exec, Digester: dig, Logger: log})
+	if err != nil {
+		return err
+	}
+	tc, err := client.DialContext(startCtx, client.Options{
+		HostPort: c.TemporalAddress, Namespace: c.Namespace, Logger: sdklog.NewStructuredLogger(log),
+	})
+	if err != nil {
+		return fmt.Errorf("worker: Temporal at %s is not reachable (check -temporal-address / TEMPORAL_ADDRESS): %w", c.TemporalAddress, err)
+	}
+	defer tc.Close()
+
+	tw := sdkworker.New(tc, c.TaskQueue, sdkworker.Options{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		var errs []error
+		if err := rdb.Ping(ctx).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("redis: %w", err))
+		}
+		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+			errs = append(errs, fmt.Errorf("temporal: %w", err))
+		}
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := errors.Join(errs...); err != nil {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = fmt.Fprintf(rw, "not ready: %v\n", err)
+			return
+		}
+		_, _ = rw.Write([]byte("ready\n"))
+	})
+	if c.Register != nil {
+		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Store: store, Client: tc, HTTP: mux, Logger: log})
+		if err != nil {
+			return fmt.Errorf("worker: register: %w", err)
+		}
+	}
+	if err := tw.Start(); err != nil {
+		return fmt.Errorf("worker: start polling task queue %q: %w", c.TaskQueue, err)
+	}
+	defer tw.Stop()
+
+	var srv *http.Server
+	if c.HTTPAddr != "off" {
+		ln, err := net.Listen("tcp", c.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("worker: listen on %s (check -http / HTTP_ADDR): %w", c.HTTPAddr, err)
+		}
+		w.mu.Lock()
+		w.httpLn = ln
+		w.mu.Unlock()
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("onceflow: http server", "err", err)
+			}
+		}()
+	}
+	log.Info("onceflow: worker started", "temporal", c.TemporalAddress, "namespace", c.Namespace,
+		"task_queue", c.TaskQueue, "redis", redactURL(c.RedisURL), "http", w.HTTPAddr())
+	close(w.started)
+
+	<-ctx.Done()
+	log.Info("onceflow: worker stopping")
+	if srv != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdownCtx)
+	}
+	return nil
+}
+
+// redactURL hides a password in a Redis URL for logs and errors.
+func redactURL(raw string) string {
+	o, err := ParseRedisURL(raw)
+	if err != nil || o.Password == "" {
+		return raw
+	}
+	return "(redacted URL with password) " + fmt.Sprint(o.Addrs)
+}
