@@ -26,10 +26,12 @@ var (
 // loopback port and stopped afterwards. A missing redis-server binary fails
 // the run loudly.
 func Main(m *testing.M) {
-	os.Exit(runMain(m))
+	os.Exit(With(m.Run))
 }
 
-func runMain(m *testing.M) int {
+// With runs run (usually a TestMain's m.Run, after more setup) with the
+// shared Redis up, and returns its exit code.
+func With(run func() int) int {
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
@@ -37,7 +39,7 @@ func runMain(m *testing.M) int {
 			return 2
 		}
 		sharedAddr = opt.Addr
-		return m.Run()
+		return run()
 	}
 	srv, err := redisproc.Start()
 	if err != nil {
@@ -45,7 +47,7 @@ func runMain(m *testing.M) int {
 		return 2
 	}
 	sharedAddr = srv.Addr()
-	code := m.Run()
+	code := run()
 	srv.Close()
 	return code
 }

@@ -1,0 +1,72 @@
+package worker_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/worker"
+)
+
+func TestParseFlagsPrefersFlagsThenEnvironment(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"TEMPORAL_ADDRESS": "temporal:7233", "REDIS_URL": "redis://env:6379/1", "ONCEFLOW_SECRET": "from-env",
+		"HTTP_ADDR": "0.0.0.0:9000", "ONCEFLOW_LEASE": "20s",
+	}
+	cfg, err := worker.ParseFlags("worker", []string{"-redis-url", "redis://flag:6379/2", "-namespace", "payments"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TemporalAddress != "temporal:7233" || cfg.RedisURL != "redis://flag:6379/2" || cfg.Namespace != "payments" ||
+		string(cfg.Secret) != "from-env" || cfg.HTTPAddr != "0.0.0.0:9000" || cfg.Lease != 20*time.Second || cfg.Dev {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+}
+
+func TestConfigValidationNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		cfg  worker.Config
+		want string
+	}{
+		"no secret":     {worker.Config{}, "ONCEFLOW_SECRET"},
+		"bad redis url": {worker.Config{Secret: []byte("s"), RedisURL: "http://x"}, "RedisURL"},
+		"lease":         {worker.Config{Secret: []byte("s"), Lease: 2 * time.Hour, ReplayTTL: time.Hour}, "-lease"},
+	}
+	for name, c := range cases {
+		_, err := worker.New(c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to name %s", name, err, c.want)
+		}
+	}
+	if _, err := worker.ParseFlags("worker", []string{"-lease", "soon"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "-lease") {
+		t.Errorf("bad -lease: %v", err)
+	}
+	w, err := worker.New(worker.Config{Dev: true})
+	if err != nil {
+		t.Fatalf("dev config: %v", err)
+	}
+	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || len(c.Secret) == 0 {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestParseRedisURL(t *testing.T) {
+	t.Parallel()
+	o, err := worker.ParseRedisURL("redis://:pw@h:6379/3")
+	if err != nil || len(o.Addrs) != 1 || o.Addrs[0] != "h:6379" || o.DB != 3 || o.Password != "pw" || o.IsClusterMode || o.MasterName != "" {
+		t.Fatalf("standalone: %+v, %v", o, err)
+	}
+	o, err = worker.ParseRedisURL("redis+sentinel://s1:26379?master_name=main&addr=s2:26379")
+	if err != nil || o.MasterName != "main" || len(o.Addrs) != 2 {
+		t.Fatalf("sentinel: %+v, %v", o, err)
+	}
+	o, err = worker.ParseRedisURL("redis+cluster://c1:7000?addr=c2:7001")
+	if err != nil || !o.IsClusterMode || len(o.Addrs) != 2 {
+		t.Fatalf("cluster: %+v, %v", o, err)
+	}
+	if _, err := worker.ParseRedisURL("redis+sentinel://s1:26379"); err == nil {
+		t.Fatal("sentinel without master_name accepted")
+	}
+}

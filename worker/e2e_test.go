@@ -1,0 +1,422 @@
+package worker_test
+
+// End-to-end tests against a real in-process Temporal server and a real
+// redis-server. Every test that links the Temporal server lives in this
+// package, and they share one server (TestMain).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	enumspb "go.temporal.io/api/enums/v1"
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+	"go.temporal.io/server/temporaltest"
+
+	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/worker"
+)
+
+// The child process (a worker killed with SIGKILL) is this test binary,
+// started again with these variables set.
+const (
+	envChild     = "ONCEFLOW_E2E_CHILD"
+	envTemporal  = "ONCEFLOW_E2E_TEMPORAL"
+	envNamespace = "ONCEFLOW_E2E_NAMESPACE"
+	envQueue     = "ONCEFLOW_E2E_QUEUE"
+	envRedis     = "ONCEFLOW_E2E_REDIS"
+	envKeys      = "ONCEFLOW_E2E_KEYS"
+	envLease     = "ONCEFLOW_E2E_LEASE"
+)
+
+var temporalServer *temporaltest.TestServer
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) != "" {
+		os.Exit(runChild())
+	}
+	os.Exit(redistest.With(func() int {
+		temporalServer = temporaltest.NewServer()
+		defer temporalServer.Stop()
+		return m.Run()
+	}))
+}
+
+// harness is one test's world: its own task queue and key namespace.
+type harness struct {
+	t     *testing.T
+	queue string
+	keys  string
+	lease time.Duration
+	rdb   *redis.Client
+	tc    client.Client
+}
+
+func newHarness(t *testing.T, lease time.Duration) *harness {
+	t.Helper()
+	h := &harness{
+		t: t, queue: "q-" + storetest.RandomHex(6), keys: redistest.Namespace(t), lease: lease,
+		rdb: redistest.Client(t),
+	}
+	h.tc = temporalServer.NewClientWithOptions(client.Options{Logger: quietLogger()})
+	return h
+}
+
+// quietLogger keeps the SDK's client logs out of the test output.
+func quietLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
+
+func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease time.Duration) worker.Config {
+	return worker.Config{
+		TemporalAddress: temporalAddr, Namespace: namespace, TaskQueue: queue,
+		RedisURL: "redis://" + redisAddr + "/0", KeyNamespace: keys,
+		Secret: []byte("e2e secret e2e secret e2e secret"), Lease: lease, HTTPAddr: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// startWorker runs an in-process worker until the test ends.
+func (h *harness) startWorker(register func(worker.Registry) error) *worker.Worker {
+	h.t.Helper()
+	cfg := workerConfig(temporalServer.GetFrontendHostPort(), temporalServer.GetDefaultNamespace(), h.queue, redistest.Addr(h.t), h.keys, h.lease)
+	cfg.Register = register
+	w, err := worker.New(cfg)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("worker.Run: %v", err)
+		}
+	})
+	select {
+	case <-w.Started():
+	case err := <-done:
+		h.t.Fatalf("worker.Run: %v", err)
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("worker did not start")
+	}
+	return w
+}
+
+func (h *harness) start(wf any, id string, args ...any) client.WorkflowRun {
+	h.t.Helper()
+	run, err := h.tc.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: h.queue}, wf, args...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return run
+}
+
+// waitFor polls cond (an outside event this test cannot be signalled of)
+// until it holds.
+func (h *harness) waitFor(what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *harness) get(key string) string {
+	v, err := h.rdb.Get(context.Background(), h.keys+":"+key).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		h.t.Fatal(err)
+	}
+	return v
+}
+
+func (h *harness) counter(key string) int {
+	n, _ := strconv.Atoi(h.get(key))
+	return n
+}
+
+// The effect activity: counts its effects in Redis (so a killed child
+// process's effect is seen), marks it under the operation key for the
+// reconcile hook, then behaves as In.Mode says.
+type effectIn struct {
+	Key  string
+	Mode string // "return", "block" (until cancelled), "retry-once", "sleep:<duration>"
+}
+
+type effectOut struct {
+	Value string
+	Fence string
+}
+
+func registerEffect(r worker.Registry, rdb redis.UniversalClient, keys string) error {
+	k := func(s string) string { return keys + ":" + s }
+	fn := func(ctx context.Context, in effectIn) (effectOut, error) {
+		info := sdkactivity.GetInfo(ctx)
+		if in.Mode == "retry-once" && info.Attempt == 1 {
+			rdb.Set(ctx, k("attempt1-done"), time.Now().UnixMilli(), 0)
+			return effectOut{}, idemstore.RetryableNoEffect(errors.New("declined before charging"))
+		}
+		rdb.Set(ctx, k("attempt-started"), time.Now().UnixMilli(), 0)
+		rdb.Incr(ctx, k("effects"))
+		value := fmt.Sprintf("effect of attempt %d", info.Attempt)
+		rdb.Set(ctx, k("effect:"+onceactivity.OperationKey(ctx)), value, 0)
+		rdb.Set(ctx, k("entered"), "1", 0)
+		fence, _ := onceactivity.Fence(ctx)
+		switch {
+		case in.Mode == "block":
+			<-ctx.Done()
+			rdb.Set(context.Background(), k("cancelled"), context.Cause(ctx).Error(), 0)
+			return effectOut{}, idemstore.RetryableNoEffect(ctx.Err())
+		case strings.HasPrefix(in.Mode, "sleep:"):
+			d, _ := time.ParseDuration(strings.TrimPrefix(in.Mode, "sleep:"))
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return effectOut{}, context.Cause(ctx)
+			}
+		}
+		return effectOut{Value: value, Fence: fence.String()}, nil
+	}
+	reconcile := func(ctx context.Context, _ effectIn, _ idemstore.Record) (effectOut, bool, error) {
+		v, err := rdb.Get(ctx, k("effect:"+onceactivity.OperationKey(ctx))).Result()
+		if errors.Is(err, redis.Nil) {
+			return effectOut{}, false, nil
+		}
+		return effectOut{Value: "reconciled: " + v}, err == nil, err
+	}
+	key := func(in effectIn) string { return in.Key }
+	r.Worker.RegisterWorkflow(effectWorkflow)
+	r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[effectIn, effectOut]{
+		Code: "effect", Scope: onceactivity.BusinessScoped, Key: key, Reconcile: reconcile,
+	}, fn), sdkactivity.RegisterOptions{Name: "effect"})
+	r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[effectIn, effectOut]{
+		Code: "effect-blind", Scope: onceactivity.BusinessScoped, Key: key,
+	}, fn), sdkactivity.RegisterOptions{Name: "effect-blind"})
+	return nil
+}
+
+func effectWorkflow(ctx workflow.Context, activityName string, in effectIn, heartbeat time.Duration) (effectOut, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		HeartbeatTimeout:    heartbeat,
+		WaitForCancellation: true,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: 100 * time.Millisecond, BackoffCoefficient: 1, MaximumAttempts: 20,
+		},
+	})
+	var out effectOut
+	err := workflow.ExecuteActivity(ctx, activityName, in).Get(ctx, &out)
+	return out, err
+}
+
+// runChild is the worker process that the SIGKILL test kills.
+func runChild() int {
+	lease, _ := time.ParseDuration(os.Getenv(envLease))
+	cfg := workerConfig(os.Getenv(envTemporal), os.Getenv(envNamespace), os.Getenv(envQueue), os.Getenv(envRedis), os.Getenv(envKeys), lease)
+	cfg.HTTPAddr = "off"
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
+	cfg.Register = func(r worker.Registry) error { return registerEffect(r, rdb, os.Getenv(envKeys)) }
+	w, err := worker.New(cfg)
+	if err == nil {
+		err = w.Run(context.Background()) // runs until killed
+	}
+	fmt.Fprintln(os.Stderr, "child worker:", err)
+	return 1
+}
+
+// activityAttempt reads the attempt of the workflow's activity from its
+// history: how many attempts it took.
+func (h *harness) activityAttempt(run client.WorkflowRun) int32 {
+	h.t.Helper()
+	it := h.tc.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	var attempt int32
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
+			attempt = a.GetAttempt()
+		}
+	}
+	return attempt
+}
+
+func TestHappyPathRunsOnceAndReplaysAcrossWorkflows(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 0)
+	provider := order.NewProvider()
+	w := h.startWorker(func(r worker.Registry) error { return order.Register(r, provider) })
+	c := order.Charge{OrderID: "order-" + storetest.RandomHex(4), Customer: "c-7", AmountCents: 1000}
+	var receipts [2]order.Receipt
+	for i := range receipts {
+		run := h.start(order.PlaceOrder, fmt.Sprintf("place-%s-%d", c.OrderID, i), c)
+		if err := run.Get(context.Background(), &receipts[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if receipts[0] != receipts[1] || receipts[0].ProviderKey == "" || provider.Charges() != 1 {
+		t.Fatalf("receipts %+v, %d charges; want one charge replayed to the second workflow", receipts, provider.Charges())
+	}
+	for path, want := range map[string]string{"/healthz": "ok\n", "/readyz": "ready\n"} {
+		resp, err := http.Get("http://" + w.HTTPAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(body) != want {
+			t.Fatalf("GET %s = %d %q", path, resp.StatusCode, body)
+		}
+	}
+}
+
+func TestRetryableNoEffectIsTakenOverAtOnce(t *testing.T) {
+	t.Parallel()
+	const lease = 30 * time.Second // a takeover that waited for it would time the test out
+	h := newHarness(t, lease)
+	h.startWorker(func(r worker.Registry) error { return registerEffect(r, h.rdb, h.keys) })
+	run := h.start(effectWorkflow, "retry-"+h.keys, "effect", effectIn{Key: h.keys + "/retry", Mode: "retry-once"}, 10*time.Second)
+	var out effectOut
+	if err := run.Get(context.Background(), &out); err != nil {
+		t.Fatal(err)
+	}
+	failed, _ := strconv.ParseInt(h.get("attempt1-done"), 10, 64)
+	started, _ := strconv.ParseInt(h.get("attempt-started"), 10, 64)
+	if gap := time.Duration(started-failed) * time.Millisecond; gap >= lease/2 {
+		t.Fatalf("attempt 2 started %v after attempt 1 failed: it waited for the lease", gap)
+	}
+	if out.Value != "effect of attempt 2" || out.Fence != "2.3" || h.counter("effects") != 1 || h.activityAttempt(run) != 2 {
+		t.Fatalf("out %+v, %d effects, attempt %d", out, h.counter("effects"), h.activityAttempt(run))
+	}
+}
+
+// TestKilledWorkerIsTakenOver kills a worker process with SIGKILL in the
+// middle of the action. The next attempt waits for the lease (in-progress
+// errors with NextRetryDelay), then takes over the expired EXECUTING record:
+// with a reconcile hook the effect is found and not repeated; without one
+// the workflow gets onceflow.EffectUnknown. The effect happens once.
+func TestKilledWorkerIsTakenOver(t *testing.T) {
+	t.Parallel()
+	for _, withReconcile := range []bool{true, false} {
+		t.Run(fmt.Sprintf("reconcile=%v", withReconcile), func(t *testing.T) {
+			t.Parallel()
+			// The lease must outlast Temporal's detection of the dead
+			// worker (heartbeat timeout 1s) so that attempt 2 finds it live.
+			const lease = 8 * time.Second
+			h := newHarness(t, lease)
+			child := exec.Command(os.Args[0], "-test.run=^$")
+			child.Env = append(os.Environ(), envChild+"=1",
+				envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
+				envQueue+"="+h.queue, envRedis+"="+redistest.Addr(t), envKeys+"="+h.keys, envLease+"="+lease.String())
+			child.Stderr = os.Stderr
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+
+			name := "effect"
+			if !withReconcile {
+				name = "effect-blind"
+			}
+			run := h.start(effectWorkflow, "kill-"+h.keys, name, effectIn{Key: h.keys + "/kill", Mode: "block"}, time.Second)
+			h.waitFor("the child to enter the action", func() bool { return h.get("entered") == "1" })
+			if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			_ = child.Wait()
+			h.startWorker(func(r worker.Registry) error { return registerEffect(r, h.rdb, h.keys) })
+
+			var out effectOut
+			err := run.Get(context.Background(), &out)
+			if n := h.counter("effects"); n != 1 {
+				t.Fatalf("the effect happened %d times", n)
+			}
+			if attempt := h.activityAttempt(run); attempt < 3 {
+				t.Fatalf("took over at attempt %d; want an in-progress attempt between the kill and the takeover", attempt)
+			}
+			if withReconcile {
+				if err != nil || out.Value != "reconciled: effect of attempt 1" {
+					t.Fatalf("out %+v, err %v; want the reconciled effect", out, err)
+				}
+				return
+			}
+			var ae *temporal.ApplicationError
+			if !errors.As(err, &ae) || ae.Type() != onceactivity.TypeEffectUnknown {
+				t.Fatalf("err = %v, want %s", err, onceactivity.TypeEffectUnknown)
+			}
+			var d onceactivity.EffectUnknownDetails
+			if err := ae.Details(&d); err != nil || d.State != "ABANDONED" || d.Checkpoint == nil || d.Checkpoint.Phase != "executing" {
+				t.Fatalf("details %+v (%v); want ABANDONED with the killed attempt's checkpoint", d, err)
+			}
+		})
+	}
+}
+
+// TestLongActivityKeepsOwnershipThroughHeartbeats: an activity running 3×
+// its lease keeps ownership; a duplicate workflow with the same key sees
+// in-progress throughout and then the replay.
+func TestLongActivityKeepsOwnershipThroughHeartbeats(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	h := newHarness(t, lease)
+	h.startWorker(func(r worker.Registry) error { return registerEffect(r, h.rdb, h.keys) })
+	in := effectIn{Key: h.keys + "/long", Mode: "sleep:" + (3 * lease).String()}
+	first := h.start(effectWorkflow, "long-1-"+h.keys, "effect", in, time.Second)
+	h.waitFor("the first activity to start", func() bool { return h.get("entered") == "1" })
+	second := h.start(effectWorkflow, "long-2-"+h.keys, "effect", in, time.Second)
+	var a, b effectOut
+	if err := first.Get(context.Background(), &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Get(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	if a != b || h.counter("effects") != 1 {
+		t.Fatalf("first %+v, second %+v, %d effects; want one effect replayed", a, b, h.counter("effects"))
+	}
+	if h.activityAttempt(first) != 1 {
+		t.Fatalf("the long activity needed %d attempts: it lost its lease", h.activityAttempt(first))
+	}
+	if h.activityAttempt(second) < 2 {
+		t.Fatal("the duplicate never saw in-progress")
+	}
+}
+
+func TestCancellingTheWorkflowCancelsTheAction(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 0)
+	h.startWorker(func(r worker.Registry) error { return registerEffect(r, h.rdb, h.keys) })
+	run := h.start(effectWorkflow, "cancel-"+h.keys, "effect", effectIn{Key: h.keys + "/cancel", Mode: "block"}, time.Second)
+	h.waitFor("the activity to start", func() bool { return h.get("entered") == "1" })
+	if err := h.tc.CancelWorkflow(context.Background(), run.GetID(), run.GetRunID()); err != nil {
+		t.Fatal(err)
+	}
+	err := run.Get(context.Background(), nil)
+	var ce *temporal.CanceledError
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v, want canceled", err)
+	}
+	h.waitFor("the action's context to be cancelled", func() bool { return h.get("cancelled") != "" })
+}
