@@ -77,7 +77,16 @@ func newHarness(t *testing.T, lease time.Duration) *harness {
 		t: t, queue: "q-" + storetest.RandomHex(6), keys: redistest.Namespace(t), lease: lease,
 		rdb: redistest.Client(t),
 	}
-	h.tc = temporalServer.NewClientWithOptions(client.Options{Logger: quietLogger()})
+	// Not temporalServer.NewClientWithOptions: it is not safe for
+	// concurrent use, and these tests run in parallel.
+	tc, err := client.Dial(client.Options{
+		HostPort: temporalServer.GetFrontendHostPort(), Namespace: temporalServer.GetDefaultNamespace(), Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tc.Close)
+	h.tc = tc
 	return h
 }
 
