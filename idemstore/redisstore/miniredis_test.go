@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,12 @@ func TestContractOnMiniredis(t *testing.T) {
 	mr := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	s, err := redisstore.New(redisstore.Config{Client: client, OmitShebang: true})
+	s, err := redisstore.New(redisstore.Config{
+		Client: client, OmitShebang: true,
+		// miniredis interprets Lua in Go, slowly under -race: the suite is
+		// about semantics, not latency.
+		CommandTimeout: 10 * time.Second,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
