@@ -214,13 +214,7 @@ func OperationKey(ctx context.Context) string {
 
 // Validate checks the request's identity.
 func (r Request) Validate() error {
-	if err := r.Ref.Validate(); err != nil {
-		return err
-	}
-	if err := r.Operation.Validate(); err != nil {
-		return err
-	}
-	if err := r.Fingerprint.Validate(); err != nil {
+	if err := validateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
 		return err
 	}
 	if r.Owner != "" {

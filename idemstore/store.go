@@ -131,15 +131,21 @@ type ResolveRequest struct {
 // DefaultMaxResponseBytes is the default limit on a stored response.
 const DefaultMaxResponseBytes = 1 << 20
 
+// validateIdentity checks what names a request: the record, the
+// operation and the request's fingerprint.
+func validateIdentity(ref Ref, op OperationID, fp Fingerprint) error {
+	if err := ref.Validate(); err != nil {
+		return err
+	}
+	if err := op.Validate(); err != nil {
+		return err
+	}
+	return fp.Validate()
+}
+
 // Validate checks a claim request.
 func (r ClaimRequest) Validate() error {
-	if err := r.Ref.Validate(); err != nil {
-		return err
-	}
-	if err := r.Operation.Validate(); err != nil {
-		return err
-	}
-	if err := r.Fingerprint.Validate(); err != nil {
+	if err := validateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
 		return err
 	}
 	if err := r.Owner.Validate(); err != nil {
