@@ -196,7 +196,7 @@ func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
 	}
 }
 
-// Seed flaw 2 (and 5): a long action keeps its record. Renewal really
+// Seed flaw 2 (DESIGN.md's flaws 2 and 5): a long action keeps its record. Renewal really
 // extends the lease, so a competing attempt sees in-progress for three
 // whole leases, and then the replay.
 func TestSeedFlaw2RenewalKeepsALongActionsRecord(t *testing.T) {
@@ -348,10 +348,10 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 	})
 }
 
-// Seed flaw 6: an indeterminate ABANDONED or FAILED_RETRYABLE write is
-// verified with INSPECT before Execute returns, and the error says whether
-// it was recorded.
-func TestSeedFlaw6IndeterminateFailureWritesAreVerified(t *testing.T) {
+// Seed flaw 5 (DESIGN.md's flaw 6): an indeterminate ABANDONED or
+// FAILED_RETRYABLE write is verified with INSPECT before Execute returns,
+// and the error says whether it was recorded.
+func TestSeedFlaw5IndeterminateFailureWritesAreVerified(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
 	cases := []struct {
@@ -403,9 +403,10 @@ func TestSeedFlaw6IndeterminateFailureWritesAreVerified(t *testing.T) {
 	}
 }
 
-// Seed flaw 7: a replay whose stored codec or policy differs from the
-// executor's is an error, not bytes the caller cannot decode.
-func TestSeedFlaw7ReplayWithAnotherCodecIsAnError(t *testing.T) {
+// Seed flaw 6 (DESIGN.md's flaw 7): a replay whose stored codec or policy
+// differs from the executor's is an error, not bytes the caller cannot
+// decode.
+func TestSeedFlaw6ReplayWithAnotherCodecIsAnError(t *testing.T) {
 	t.Parallel()
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
 	var runs atomic.Int32
@@ -428,9 +429,10 @@ func TestSeedFlaw7ReplayWithAnotherCodecIsAnError(t *testing.T) {
 	}
 }
 
-// Lost ownership cancels the running action's context within one renewal
-// (fencing): a zombie must not keep going.
-func TestLostOwnershipCancelsTheAction(t *testing.T) {
+// Seed flaw 7 (DESIGN.md's rule 3): lost ownership cancels the running
+// action's context within one renewal (fencing): a zombie must not keep
+// going.
+func TestSeedFlaw7LostOwnershipCancelsTheAction(t *testing.T) {
 	t.Parallel()
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
 	client := redistest.Client(t)
