@@ -45,6 +45,9 @@ const (
 	// TypeInvalidInput: the input could not be encoded or made an invalid
 	// scope. Non-retryable.
 	TypeInvalidInput = "onceflow.InvalidInput"
+	// TypeCorruptRecord: the Redis record does not decode; an operator
+	// must repair or delete it. Non-retryable.
+	TypeCorruptRecord = "onceflow.CorruptRecord"
 )
 
 // Scope says which runs of an activity share one idempotency record.
@@ -149,7 +152,32 @@ type Options[In, Out any] struct {
 	// IdempotentDownstream declares the action safe to re-run after such a
 	// takeover (it passes OperationKey to a provider that deduplicates).
 	IdempotentDownstream bool
+	// Codec encodes the result for storage and replay. Default JSONCodec
+	// ("json-v2"). A result stored under another codec ID is not replayed:
+	// the activity fails with TypeCodecMismatch.
+	Codec Codec
 }
+
+// Codec encodes activity results for storage and replay.
+type Codec interface {
+	// ID names the encoding, [a-z0-9.-]{1,32}, such as "json-v2". Change
+	// it whenever old results can no longer be decoded.
+	ID() string
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// JSONCodec is the default Codec: encoding/json, ID "json-v2".
+type JSONCodec struct{}
+
+// ID returns "json-v2".
+func (JSONCodec) ID() string { return idemstore.DefaultCodec }
+
+// Marshal encodes v with encoding/json.
+func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// Unmarshal decodes data with encoding/json.
+func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
 
 // Wrap returns fn as an idempotent activity with the same signature:
 // register the result with the Temporal worker as you would fn (give it a
@@ -217,7 +245,12 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", prev.Attempt, "checkpoint_rev", prev.Rev, "phase", prev.Phase)
 	}
 
+	codec := opts.Codec
+	if codec == nil {
+		codec = JSONCodec{}
+	}
 	req := idemstore.Request{
+		Codec:                codec.ID(),
 		Ref:                  idemstore.Ref{Code: opts.Code, Digest: digest},
 		Operation:            opID,
 		Fingerprint:          idemstore.FingerprintOf(input),
@@ -230,7 +263,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 			if err != nil || !found {
 				return nil, found, err
 			}
-			b, err := json.Marshal(out)
+			b, err := codec.Marshal(out)
 			return b, err == nil, err
 		}
 	}
@@ -266,10 +299,11 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 				return
 			case now := <-t.C:
 				heartbeat()
+				// Renew on the same beat, unless renewal has stopped (lease
+				// lost): heartbeats must go on to deliver cancellation.
 				select {
 				case ticks <- now:
-				case <-hbCtx.Done():
-					return
+				default:
 				}
 			}
 		}
@@ -285,7 +319,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		if err != nil {
 			return nil, err
 		}
-		b, err := json.Marshal(out)
+		b, err := codec.Marshal(out)
 		if err != nil {
 			// The effect happened but its result cannot be stored.
 			return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
@@ -298,7 +332,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, toTemporal(err, req.Ref, prev)
 	}
 	var out Out
-	if err := json.Unmarshal(res.Response, &out); err != nil {
+	if err := codec.Unmarshal(res.Response, &out); err != nil {
 		return zero, temporal.NewNonRetryableApplicationError(
 			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), TypeCodecMismatch, err)
 	}
@@ -318,8 +352,20 @@ func toTemporal(err error, ref idemstore.Ref, prev *Checkpoint) error {
 		re *idemstore.RetryableError
 		se *idemstore.StoreError
 		ve *idemstore.ValidationError
+		cr *idemstore.CorruptRecordError
 	)
+	// The executor's own verdicts first: an action's error may wrap
+	// anything, and it is the verdict on the record that counts.
 	switch {
+	case errors.As(err, &eu):
+		d := EffectUnknownDetails{
+			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
+			Operation: string(eu.Operation), Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
+			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
+		}
+		return temporal.NewNonRetryableApplicationError(err.Error(), TypeEffectUnknown, eu.Err, d)
+	case errors.As(err, &re):
+		return temporal.NewApplicationErrorWithCause(err.Error(), TypeRetryableNoEffect, re.Err)
 	case errors.As(err, &ip):
 		delay := ip.RetryAfter
 		if delay < 100*time.Millisecond {
@@ -335,19 +381,12 @@ func toTemporal(err error, ref idemstore.Ref, prev *Checkpoint) error {
 			typ = TypeCodecMismatch
 		}
 		return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
-	case errors.As(err, &eu):
-		d := EffectUnknownDetails{
-			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
-			Operation: string(eu.Operation), Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
-			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
-		}
-		return temporal.NewNonRetryableApplicationError(err.Error(), TypeEffectUnknown, nil, d)
-	case errors.As(err, &re):
-		return temporal.NewApplicationErrorWithCause(err.Error(), TypeRetryableNoEffect, re.Err)
-	case errors.As(err, &se):
-		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
+	case errors.As(err, &cr), errors.Is(err, idemstore.ErrUnexpectedReply):
+		return temporal.NewNonRetryableApplicationError(err.Error(), TypeCorruptRecord, nil)
 	case errors.As(err, &ve):
 		return temporal.NewNonRetryableApplicationError(err.Error(), TypeInvalidInput, nil)
+	case errors.As(err, &se):
+		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
 	}
 	return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -213,6 +214,40 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 	}
 	if d := ae.NextRetryDelay(); d < 30*time.Second || d > time.Minute {
 		t.Fatalf("NextRetryDelay = %v, want the holder's lease left (about 1m)", d)
+	}
+}
+
+// textCodec stores results as "id|key" under another codec ID.
+type textCodec struct{}
+
+func (textCodec) ID() string { return "text-v1" }
+func (textCodec) Marshal(v any) ([]byte, error) {
+	o := v.(chargeOut)
+	return []byte(o.ChargeID + "|" + o.Key), nil
+}
+func (textCodec) Unmarshal(b []byte, v any) error {
+	id, key, _ := strings.Cut(string(b), "|")
+	*v.(*chargeOut) = chargeOut{ChargeID: id, Key: key}
+	return nil
+}
+
+func TestCodecIsPerActivityAndAMismatchIsNotReplayed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := chargeIn{Order: "c-" + storetest.RandomHex(4)}
+	text := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey, Codec: textCodec{}}
+	first, err := f.run(t, text, f.charge, in, 10*time.Second, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := f.run(t, text, f.charge, in, 10*time.Second, 3); err != nil || again != first || f.runs.Load() != 1 {
+		t.Fatalf("replay with the same codec: %+v, %v", again, err)
+	}
+	jsonOpts := text
+	jsonOpts.Codec = nil // JSONCodec: "json-v2"
+	_, err = f.run(t, jsonOpts, f.charge, in, 10*time.Second, 3)
+	if ae := appError(t, err); ae.Type() != onceactivity.TypeCodecMismatch || !ae.NonRetryable() || f.runs.Load() != 1 {
+		t.Fatalf("replay under another codec: %v (type %s)", err, ae.Type())
 	}
 }
 

@@ -63,8 +63,12 @@ func TestCrashWindowMatrix(t *testing.T) {
 					runs.Add(1)
 					// Two renewals: the second send waits until the first
 					// (the faulty one) was handled.
-					ticks <- time.Now()
-					ticks <- time.Now()
+					for range 2 {
+						select {
+						case ticks <- time.Now():
+						case <-ctx.Done():
+						}
+					}
 					if ctx.Err() != nil {
 						return nil, context.Cause(ctx)
 					}

@@ -158,6 +158,10 @@ type Request struct {
 	// RenewTicks, when set, drives lease renewal instead of the executor's
 	// own ticker (the Temporal binding ticks it from heartbeats).
 	RenewTicks <-chan time.Time
+	// Codec names the encoding of this operation's response when it is
+	// not ExecutorConfig.Codec. A completed record stored under another
+	// codec is not replayed (ErrCodecMismatch).
+	Codec string
 }
 
 // Disposition says how Execute produced its response.
@@ -217,6 +221,11 @@ func (r Request) Validate() error {
 	if err := validateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
 		return err
 	}
+	if r.Codec != "" {
+		if err := validateCodec(r.Codec, 1); err != nil {
+			return err
+		}
+	}
 	if r.Owner != "" {
 		return r.Owner.Validate()
 	}
@@ -268,21 +277,29 @@ type invocation struct {
 	req   Request
 	nonce Nonce
 	log   *slog.Logger
+	// sent is when the request that last confirmed the lease was sent:
+	// the lease a reply reports is measured from no later than that.
+	sent time.Time
 }
 
 func (v *invocation) store() Store { return v.e.cfg.Store }
 
 func (v *invocation) claimRequest() ClaimRequest {
 	c := v.e.cfg
+	codec := c.Codec
+	if v.req.Codec != "" {
+		codec = v.req.Codec
+	}
 	return ClaimRequest{
 		Ref: v.req.Ref, Operation: v.req.Operation, Fingerprint: v.req.Fingerprint, Owner: v.req.Owner,
-		Codec: c.Codec, Policy: c.PolicyRevision, Lease: c.Lease, TTL: c.FailureRetention, Nonce: v.nonce,
+		Codec: codec, Policy: c.PolicyRevision, Lease: c.Lease, TTL: c.FailureRetention, Nonce: v.nonce,
 	}
 }
 
 func (v *invocation) fused() bool { return v.req.BeforeStart == nil }
 
 func (v *invocation) claim(ctx context.Context) (ClaimOutcome, error) {
+	v.sent = time.Now()
 	if v.fused() {
 		return v.store().ClaimStart(ctx, v.claimRequest())
 	}
@@ -311,7 +328,8 @@ func (v *invocation) reclaim(ctx context.Context, claimErr error) (ClaimOutcome,
 	}
 	if obs.Found {
 		r := obs.Record
-		if r.Owner == v.req.Owner && r.Operation == v.req.Operation {
+		mine := r.Owner == v.req.Owner && r.Operation == v.req.Operation
+		if mine && (r.State == StateClaimed || r.State == StateExecuting || r.State == StateFailedRetryable) {
 			return ReplayedAcquire{Ownership: ownership(v.req.Ref, r), Record: r}, nil
 		}
 		if live := r.State == StateClaimed || r.State == StateExecuting; live && r.LeaseRemaining() > 0 {
@@ -321,8 +339,9 @@ func (v *invocation) reclaim(ctx context.Context, claimErr error) (ClaimOutcome,
 			return InProgress{Record: r}, nil
 		}
 	}
-	// Missing, or a record the claim would have taken over had it run: the
-	// claim did not apply. Sending it again is safe either way.
+	// Missing, a record the claim would have taken over had it run, or one
+	// that moved on (COMPLETED, ABANDONED): sending the claim again is safe
+	// and gives the script's own answer.
 	return v.claim(ctx)
 }
 
@@ -365,8 +384,8 @@ func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Actio
 		return Result{}, &ConflictError{Ref: ref, Kind: ErrOwnerOperationConflict, Detail: fmt.Sprintf("the owner holds it for operation %q", o.Record.Operation)}
 	case CodecMismatch:
 		return Result{}, &ConflictError{Ref: ref, Kind: ErrCodecMismatch, Detail: fmt.Sprintf(
-			"stored with codec %q policy %d, this executor uses %q policy %d; deploy a reader for it or wait for the record to expire",
-			o.Record.Codec, o.Record.Policy, v.e.cfg.Codec, v.e.cfg.PolicyRevision)}
+			"stored with codec %q policy %d, this caller uses %q policy %d; deploy a reader for it or wait for the record to expire",
+			o.Record.Codec, o.Record.Policy, v.claimRequest().Codec, v.e.cfg.PolicyRevision)}
 	case RecoveryRequired:
 		r := o.Record
 		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
@@ -401,6 +420,7 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 	c := v.e.cfg
 	req := StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention}
 	for try := 0; ; try++ {
+		v.sent = time.Now()
 		out, err := v.store().Start(ctx, req)
 		if err != nil {
 			if !errors.Is(err, ErrIndeterminate) || try > 0 {
@@ -442,6 +462,17 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 // started runs with EXECUTING confirmed for this invocation. A record that
 // may carry an earlier attempt's effect is settled first.
 func (v *invocation) started(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		err = fmt.Errorf("cancelled before the action ran: %w", context.Cause(ctx))
+		if r.Uncertain {
+			// An earlier attempt's effect is unsettled: leave the record
+			// as it is, for the next takeover to settle.
+			return Result{}, fmt.Errorf("idemstore: %s: %w", own.Ref, err)
+		}
+		// EXECUTING is ours and nothing happened, so the next attempt
+		// may take over at once.
+		return v.failRetryable(ctx, own, err)
+	}
 	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: own.Fence(), Key: own.Ref.String()}
 	xctx := context.WithValue(ctx, executionKey{}, x)
 	if r.Uncertain {
@@ -466,6 +497,12 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 		default:
 			return v.abandon(ctx, own, "taken over from an expired EXECUTING record: the previous attempt's effect may have happened, and there is no Reconcile hook", nil)
 		}
+		// Reconcile may have outlasted the lease: confirm it is still ours
+		// before running, so two attempts never run side by side.
+		var err error
+		if r, err = v.confirmLease(ctx, own); err != nil {
+			return Result{}, err
+		}
 	}
 	resp, err := v.run(xctx, own, r, action)
 	if err == nil {
@@ -485,6 +522,24 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 		err = unknown.err
 	}
 	return v.abandon(ctx, own, "the action failed and its effect may have happened", err)
+}
+
+// confirmLease renews the lease once, synchronously, and refuses to go on
+// unless the store confirms it.
+func (v *invocation) confirmLease(ctx context.Context, own Ownership) (Record, error) {
+	c := v.e.cfg
+	v.sent = time.Now()
+	out, err := v.store().Renew(ctx, RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention})
+	if err != nil {
+		return Record{}, fmt.Errorf("idemstore: confirm the lease of %s before running: %w", own.Ref, err)
+	}
+	switch o := out.(type) {
+	case Renewed:
+		return o.Record, nil
+	case Refused:
+		return Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
+	}
+	return Record{}, fmt.Errorf("idemstore: %s vanished before it ran; retry", own.Ref)
 }
 
 func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, found bool, err error) {
@@ -540,7 +595,7 @@ func (v *invocation) renew(ctx context.Context, cancel context.CancelCauseFunc, 
 		ticker = time.NewTicker(c.RenewInterval)
 		ticks = ticker.C
 	}
-	deadline := time.NewTimer(r.LeaseRemaining() - margin)
+	deadline := time.NewTimer(time.Until(v.sent.Add(r.LeaseRemaining() - margin)))
 	quit, done := make(chan struct{}), make(chan struct{})
 	req := RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention}
 	go func() {

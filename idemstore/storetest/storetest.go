@@ -695,6 +695,13 @@ func testResolve(t *testing.T, h Harness) {
 	}
 	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), req))))
 	as[idemstore.AlreadyTransitioned](t, must(t, res(s.Resolve(ctx(t), req))))
+	// A concurrent resolver that saw the same attempt and rev but decided
+	// on another response is not told it succeeded.
+	other := req
+	other.Response = []byte("another decision")
+	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), other)))); r.Reason != idemstore.RefusedStaleRev {
+		t.Fatalf("resolve with another response refused %s", r.Reason)
+	}
 	rep := as[idemstore.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
 	if string(rep.Record.Response) != "found at provider" {
 		t.Fatalf("replay after resolve = %q", rep.Record.Response)

@@ -211,7 +211,8 @@ func (m *Model) Resolve(now time.Time, req idemstore.ResolveRequest) idemstore.R
 	if r == nil {
 		return idemstore.Missing{}
 	}
-	if r.state == req.Target && r.attempt == req.Attempt && r.rev == req.Rev+1 {
+	if r.state == req.Target && r.attempt == req.Attempt && r.rev == req.Rev+1 &&
+		(req.Target != idemstore.StateCompleted || string(r.resp) == string(req.Response)) {
 		return idemstore.AlreadyTransitioned{Record: r.snapshot(now, false)}
 	}
 	var why idemstore.Refusal

@@ -13,6 +13,7 @@
 --   NOT_FOUND      no record
 --   CORRUPT        the stored record does not decode
 --   ALREADY        already resolved to the target from exactly this attempt/rev
+--                  (and, for COMPLETED, with this very response)
 --   STALE_ATTEMPT  the attempt moved on
 --   STALE_REV      the revision moved on
 --   WRONG_STATE    not ABANDONED
@@ -26,7 +27,8 @@ local now = now_ms()
 local r, bad = load(key)
 if bad then return corrupt(key, now, bad) end
 if not r then return reply('NOT_FOUND', key, now) end
-if r.state == target and r.attempt == attempt and r.rev == rev + 1 then
+if r.state == target and r.attempt == attempt and r.rev == rev + 1 and
+    (target ~= 'COMPLETED' or redis.call('HGET', key, 'resp') == ARGV[4]) then
   return reply('ALREADY', key, now)
 end
 if r.attempt ~= attempt then return reply('STALE_ATTEMPT', key, now) end
