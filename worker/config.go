@@ -24,6 +24,7 @@ const (
 	DefaultRedisURL        = "redis://localhost:6379/0"
 	DefaultHTTPAddr        = "127.0.0.1:8080"
 	DefaultKeyNamespace    = "onceflow"
+	DefaultStopTimeout     = 30 * time.Second
 )
 
 // Config configures a Worker. Empty fields take their defaults.
@@ -53,6 +54,10 @@ type Config struct {
 	Lease            time.Duration
 	ReplayTTL        time.Duration
 	FailureRetention time.Duration
+	// StopTimeout is how long in-flight activities may run on after a stop
+	// before their contexts are cancelled (an activity cancelled mid-action
+	// ends ABANDONED). Default 30s.
+	StopTimeout time.Duration
 	// HTTPAddr is where /healthz and /readyz are served. Default
 	// "127.0.0.1:8080"; "off" disables the listener.
 	HTTPAddr string
@@ -95,6 +100,12 @@ func (c *Config) setDefaults() error {
 	}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = DefaultStopTimeout
+	}
+	if c.StopTimeout < 0 {
+		return fmt.Errorf("worker: StopTimeout (-stop-timeout) must be positive, got %v", c.StopTimeout)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -183,7 +194,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		}
 		return def
 	}
-	var secret, lease, replay, retention, version string
+	var secret, lease, replay, retention, stop, version string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
 	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+DefaultTemporalAddress+")")
@@ -195,6 +206,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
 	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
 	fs.StringVar(&retention, "failure-retention", env("ONCEFLOW_FAILURE_RETENTION", ""), "how long failed and abandoned records are kept (ONCEFLOW_FAILURE_RETENTION; default 24h)")
+	fs.StringVar(&stop, "stop-timeout", env("ONCEFLOW_STOP_TIMEOUT", ""), "how long in-flight activities may finish after SIGTERM (ONCEFLOW_STOP_TIMEOUT; default 30s)")
 	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+DefaultHTTPAddr+")")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -210,7 +222,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	for _, d := range []struct {
 		flag, val string
 		dst       *time.Duration
-	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention}} {
+	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention},
+		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}} {
 		if d.val == "" {
 			continue
 		}

@@ -97,7 +97,7 @@ func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease 
 	return worker.Config{
 		TemporalAddress: temporalAddr, Namespace: namespace, TaskQueue: queue,
 		RedisURL: "redis://" + redisAddr + "/0", KeyNamespace: keys,
-		Secret: []byte("e2e secret e2e secret e2e secret"), Lease: lease, HTTPAddr: "127.0.0.1:0",
+		Secret: []byte("e2e secret e2e secret e2e secret"), Lease: lease, HTTPAddr: "127.0.0.1:0", StopTimeout: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }

@@ -76,15 +76,18 @@ func (w *Worker) HTTPAddr() string {
 // returns nil. Errors at startup say which setting to check.
 func (w *Worker) Run(ctx context.Context) error {
 	c, log := w.cfg, w.cfg.Logger
-	opts := c.RedisOptions
-	if opts == nil {
-		var err error
-		if opts, err = ParseRedisURL(c.RedisURL); err != nil {
+	var opts redis.UniversalOptions
+	if c.RedisOptions != nil {
+		opts = *c.RedisOptions
+	} else {
+		parsed, err := ParseRedisURL(c.RedisURL)
+		if err != nil {
 			return err
 		}
+		opts = *parsed
 	}
 	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewUniversalClient(opts)
+	rdb := redis.NewUniversalClient(&opts)
 	defer rdb.Close()
 	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, Logger: log, OmitShebang: c.RedisOmitShebang})
 	if err != nil {
@@ -117,7 +120,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	defer tc.Close()
 
-	tw := sdkworker.New(tc, c.TaskQueue, sdkworker.Options{})
+	tw := sdkworker.New(tc, c.TaskQueue, sdkworker.Options{WorkerStopTimeout: c.StopTimeout})
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -147,11 +150,6 @@ func (w *Worker) Run(ctx context.Context) error {
 			return fmt.Errorf("worker: register: %w", err)
 		}
 	}
-	if err := tw.Start(); err != nil {
-		return fmt.Errorf("worker: start polling task queue %q: %w", c.TaskQueue, err)
-	}
-	defer tw.Stop()
-
 	var srv *http.Server
 	if c.HTTPAddr != "off" {
 		ln, err := net.Listen("tcp", c.HTTPAddr)
@@ -162,8 +160,16 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.httpLn = ln
 		w.mu.Unlock()
 		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		defer ln.Close()
+	}
+	if err := tw.Start(); err != nil {
+		return fmt.Errorf("worker: start polling task queue %q: %w", c.TaskQueue, err)
+	}
+	defer tw.Stop()
+
+	if srv != nil {
 		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(w.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("onceflow: http server", "err", err)
 			}
 		}()
