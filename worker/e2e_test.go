@@ -5,7 +5,9 @@ package worker_test
 // package, and they share one server (TestMain).
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,9 +34,11 @@ import (
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
+	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // The child process (a worker killed with SIGKILL) is this test binary,
@@ -428,4 +433,66 @@ func TestCancellingTheWorkflowCancelsTheAction(t *testing.T) {
 		t.Fatalf("err = %v, want canceled", err)
 	}
 	h.waitFor("the action's context to be cancelled", func() bool { return h.get("cancelled") != "" })
+}
+
+func recoverWorkflow(ctx workflow.Context, in string) (string, error) {
+	r, err := idemwf.NewRecovery(ctx)
+	if err != nil {
+		return "", err
+	}
+	return idemwf.Execute[string](ctx, r, idemwf.Options{Activity: workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute, HeartbeatTimeout: 5 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 3},
+	}}, "flaky", in)
+}
+
+// TestOperatorResolvesAnUnknownEffect: an activity whose effect is unknown
+// leaves the workflow waiting; the operator commands list it and decide
+// "retry"; the record becomes FAILED_RETRYABLE and the activity runs again.
+func TestOperatorResolvesAnUnknownEffect(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 0)
+	var calls atomic.Int32
+	w := h.startWorker(func(r worker.Registry) error {
+		r.Worker.RegisterWorkflow(recoverWorkflow)
+		r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[string, string]{Code: "flaky"},
+			func(_ context.Context, in string) (string, error) {
+				if calls.Add(1) == 1 {
+					return "", errors.New("read timeout after the request was sent")
+				}
+				return "done: " + in, nil
+			}), sdkactivity.RegisterOptions{Name: "flaky"})
+		return nil
+	})
+	run := h.start(recoverWorkflow, "recover-"+h.keys, "x")
+	noenv := func(string) string { return "" }
+	opArgs := []string{"-temporal-address", temporalServer.GetFrontendHostPort(), "-namespace", temporalServer.GetDefaultNamespace(), "-workflow-id", run.GetID()}
+	var pending []idemwf.PendingRecovery
+	h.waitFor("the workflow to wait for a decision", func() bool {
+		var buf bytes.Buffer
+		if err := worker.RunOperator(context.Background(), "pending", opArgs, noenv, &buf); err != nil {
+			return false
+		}
+		return json.Unmarshal(buf.Bytes(), &pending) == nil && len(pending) == 1
+	})
+	d := pending[0].Details
+	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: w.Config().KeyNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := idemstore.Ref{Code: idemstore.OperationCode(d.OperationCode), Digest: idemstore.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
+	if obs, err := store.Inspect(context.Background(), ref); err != nil || obs.Record.State != idemstore.StateAbandoned {
+		t.Fatalf("record before the decision: %+v, %v", obs.Record, err)
+	}
+	resolve := append(opArgs, "-record", pending[0].RecordKey, "-decision", "retry", "-reason", "the provider shows no charge")
+	if err := worker.RunOperator(context.Background(), "resolve", resolve, noenv, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var out string
+	if err := run.Get(context.Background(), &out); err != nil || out != "done: x" || calls.Load() != 2 {
+		t.Fatalf("out %q, err %v, calls %d", out, err, calls.Load())
+	}
+	if obs, err := store.Inspect(context.Background(), ref); err != nil || obs.Record.State != idemstore.StateFailedRetryable || obs.Record.Reason != "the provider shows no charge" {
+		t.Fatalf("record after the decision: %+v, %v", obs.Record, err)
+	}
 }

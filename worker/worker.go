@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -144,6 +145,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		_, _ = rw.Write([]byte("ready\n"))
 	})
+	tw.RegisterActivityWithOptions(wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: activity.ResolveRecordActivity})
 	if c.Register != nil {
 		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Store: store, Client: tc, HTTP: mux, Logger: log})
 		if err != nil {

@@ -3,6 +3,8 @@
 //
 //	go run ./cmd/worker -dev     # embedded Temporal and Redis, nothing to install
 //	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0
+//	go run ./cmd/worker pending -workflow-id ID          # operations waiting for a recovery decision
+//	go run ./cmd/worker resolve -workflow-id ID -record KEY -decision retry
 //
 // Every flag falls back to an environment variable; -h lists them.
 package main
@@ -33,6 +35,11 @@ func main() {
 }
 
 func run() error {
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if len(os.Args) > 1 && (os.Args[1] == "pending" || os.Args[1] == "resolve") {
+		return worker.RunOperator(ctx, os.Args[1], os.Args[2:], os.Getenv, os.Stdout)
+	}
 	cfg, err := worker.ParseFlags("worker", os.Args[1:], os.Getenv)
 	if err != nil {
 		return err
@@ -53,7 +60,5 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
 	return w.Run(ctx)
 }

@@ -1,0 +1,65 @@
+package activity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// ResolveRecordActivity is the registered name of Wrapper.ResolveRecord;
+// the worker registers it and onceflow's workflow package calls it.
+const ResolveRecordActivity = "onceflow.ResolveRecord"
+
+// TypeResolveRefused: the record moved on since the decision was taken
+// (another resolver, or a new attempt). Non-retryable.
+const TypeResolveRefused = "onceflow.ResolveRefused"
+
+// ResolveRecordInput settles an ABANDONED record.
+type ResolveRecordInput struct {
+	// Details identify the record and the attempt and rev the decision
+	// was taken on.
+	Details EffectUnknownDetails `json:"details"`
+	// Target is "COMPLETED" (Response is replayed from now on) or
+	// "FAILED_RETRYABLE" (the next claim takes over).
+	Target   string `json:"target"`
+	Response []byte `json:"response,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// ResolveRecord is an activity that settles an ABANDONED record with a
+// decision taken in a workflow (compare-and-set on its attempt and rev).
+// A record that is gone (expired) is nothing to settle; the decision stands
+// in the workflow's history.
+func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) error {
+	cfg := w.exec.Config()
+	d := in.Details
+	ref := idemstore.Ref{Code: idemstore.OperationCode(d.OperationCode), Digest: idemstore.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
+	req := idemstore.ResolveRequest{
+		Ref: ref, Attempt: d.Attempt, Rev: d.Rev, Target: idemstore.State(in.Target), Reason: in.Reason,
+		TTL: cfg.FailureRetention,
+	}
+	if req.Target == idemstore.StateCompleted {
+		req.Response, req.Codec, req.Policy, req.TTL = in.Response, cfg.Codec, cfg.PolicyRevision, cfg.ReplayTTL
+	}
+	out, err := cfg.Store.Resolve(ctx, req)
+	if err != nil {
+		var ve *idemstore.ValidationError
+		if errors.As(err, &ve) {
+			return temporal.NewNonRetryableApplicationError(err.Error(), TypeInvalidInput, err)
+		}
+		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
+	}
+	switch o := out.(type) {
+	case idemstore.Transitioned, idemstore.AlreadyTransitioned, idemstore.Missing:
+		return nil
+	case idemstore.Refused:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: resolving %s refused (%s): the record is now attempt %d rev %d in %s",
+			d.RecordKey, o.Reason, o.Record.Attempt, o.Record.Rev, o.Record.State), TypeResolveRefused, nil)
+	}
+	return fmt.Errorf("onceflow: resolve %s: unexpected outcome %T", d.RecordKey, out)
+}
