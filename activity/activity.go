@@ -280,12 +280,21 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		mu sync.Mutex
 		cp *Checkpoint
 	)
+	// Before the action starts (claiming, waiting on Reconcile) the
+	// heartbeat carries the previous attempt's checkpoint on, so it is not
+	// lost if this attempt dies too; from the start of the action, this
+	// attempt's own.
 	heartbeat := func() {
 		mu.Lock()
 		c := cp
 		mu.Unlock()
-		if c != nil {
+		switch {
+		case c != nil:
 			sdkactivity.RecordHeartbeat(ctx, *c)
+		case prev != nil:
+			sdkactivity.RecordHeartbeat(ctx, *prev)
+		default:
+			sdkactivity.RecordHeartbeat(ctx)
 		}
 	}
 	hbCtx, stopHeartbeats := context.WithCancel(ctx)

@@ -251,6 +251,40 @@ func TestCodecIsPerActivityAndAMismatchIsNotReplayed(t *testing.T) {
 	}
 }
 
+// A Reconcile slower than the HeartbeatTimeout keeps its attempt alive:
+// the wrapper heartbeats before the action starts too.
+func TestSlowReconcileKeepsHeartbeating(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := chargeIn{Order: "h-" + storetest.RandomHex(4)}
+	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
+	dead := storetest.NewFixture()
+	dead.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
+	input, _ := json.Marshal(in)
+	dead.Fingerprint = idemstore.FingerprintOf(input)
+	dead.Lease = 10 * time.Millisecond
+	// An attempt of another workflow died mid-charge.
+	if _, err := f.store.ClaimStart(t.Context(), dead.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+		t.Fatal(err)
+	}
+	storetest.WaitLeaseExpired(t, f.store, dead.Ref)
+	opts := onceactivity.Options[chargeIn, chargeOut]{
+		Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey,
+		Reconcile: func(ctx context.Context, in chargeIn, _ idemstore.Record) (chargeOut, bool, error) {
+			select { // three heartbeat timeouts
+			case <-time.After(1500 * time.Millisecond):
+			case <-ctx.Done():
+				return chargeOut{}, false, ctx.Err()
+			}
+			return chargeOut{ChargeID: "found"}, true, nil
+		},
+	}
+	out, err := f.run(t, opts, f.charge, in, 500*time.Millisecond, 1)
+	if err != nil || out.ChargeID != "found" || f.runs.Load() != 0 {
+		t.Fatalf("out %+v, err %v, runs %d", out, err, f.runs.Load())
+	}
+}
+
 func TestWrapperConfigIsValidated(t *testing.T) {
 	t.Parallel()
 	if _, err := onceactivity.New(onceactivity.Config{}); err == nil {
