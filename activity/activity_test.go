@@ -98,6 +98,22 @@ func (f *fixture) charge(ctx context.Context, in chargeIn) (chargeOut, error) {
 
 func businessKey(in chargeIn) string { return in.Order + "/charge" }
 
+// holdBusinessKey makes another workflow's attempt hold in's business key
+// in EXECUTING for lease, as the wrapper would have.
+func (f *fixture) holdBusinessKey(t *testing.T, in chargeIn, lease time.Duration) idemstore.Ref {
+	t.Helper()
+	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
+	held := storetest.NewFixture()
+	held.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
+	input, _ := json.Marshal(in)
+	held.Fingerprint = idemstore.FingerprintOf(input)
+	held.Lease = lease
+	if _, err := f.store.ClaimStart(t.Context(), held.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+		t.Fatal(err)
+	}
+	return held.Ref
+}
+
 func appError(t *testing.T, err error) *temporal.ApplicationError {
 	t.Helper()
 	var ae *temporal.ApplicationError
@@ -198,14 +214,7 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 	f := newFixture(t)
 	in := chargeIn{Order: "p-" + storetest.RandomHex(4)}
 	// Another workflow's attempt holds the business key right now.
-	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
-	held := storetest.NewFixture()
-	held.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
-	input, _ := json.Marshal(in)
-	held.Fingerprint = idemstore.FingerprintOf(input)
-	if _, err := f.store.ClaimStart(t.Context(), held.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
-		t.Fatal(err)
-	}
+	f.holdBusinessKey(t, in, time.Minute)
 	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
 	_, err := f.run(t, opts, f.charge, in, 10*time.Second, 1)
 	ae := appError(t, err)
@@ -257,17 +266,8 @@ func TestSlowReconcileKeepsHeartbeating(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	in := chargeIn{Order: "h-" + storetest.RandomHex(4)}
-	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
-	dead := storetest.NewFixture()
-	dead.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
-	input, _ := json.Marshal(in)
-	dead.Fingerprint = idemstore.FingerprintOf(input)
-	dead.Lease = 10 * time.Millisecond
 	// An attempt of another workflow died mid-charge.
-	if _, err := f.store.ClaimStart(t.Context(), dead.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
-		t.Fatal(err)
-	}
-	storetest.WaitLeaseExpired(t, f.store, dead.Ref)
+	storetest.WaitLeaseExpired(t, f.store, f.holdBusinessKey(t, in, 10*time.Millisecond))
 	opts := onceactivity.Options[chargeIn, chargeOut]{
 		Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey,
 		Reconcile: func(ctx context.Context, in chargeIn, _ idemstore.Record) (chargeOut, bool, error) {
