@@ -46,11 +46,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				f := storetest.NewFixture()
-				local := storetest.NewFaultyStore(e.store)
-				exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
-				if err != nil {
-					t.Fatal(err)
-				}
+				local, exec := e.isolated(t)
 				local.Inject(c.method, fault)
 				req := request(f)
 				if c.split {
@@ -108,8 +104,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 	t.Run("claim+start and inspect both fail: nothing runs", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
-		local := storetest.NewFaultyStore(e.store)
-		exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+		local, exec := e.isolated(t)
 		local.Inject(storetest.MethodClaimStart, storetest.ErrorBeforeApply)
 		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
@@ -121,8 +116,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 	t.Run("complete and inspect both fail: recovery required, never success", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
-		local := storetest.NewFaultyStore(e.store)
-		exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+		local, exec := e.isolated(t)
 		local.Inject(storetest.MethodComplete, storetest.ErrorBeforeApply)
 		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
@@ -135,8 +129,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 	t.Run("complete lost and the record moved on: recovery required", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
-		local := storetest.NewFaultyStore(e.store)
-		exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+		local, exec := e.isolated(t)
 		local.InjectAlways(storetest.MethodComplete, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))

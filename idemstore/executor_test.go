@@ -37,6 +37,18 @@ func newEnv(t *testing.T, cfg idemstore.ExecutorConfig) env {
 	return env{store: rs, faulty: faulty, exec: exec}
 }
 
+// isolated returns an executor over a FaultyStore of its own on the same
+// Redis, so a test's injected faults hit only its own calls.
+func (e env) isolated(t *testing.T) (*storetest.FaultyStore, *idemstore.Executor) {
+	t.Helper()
+	local := storetest.NewFaultyStore(e.store)
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return local, exec
+}
+
 func request(f storetest.Fixture) idemstore.Request {
 	return idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint}
 }
@@ -394,15 +406,10 @@ func TestSeedFlaw5IndeterminateFailureWritesAreVerified(t *testing.T) {
 			f := storetest.NewFixture()
 			req := request(f)
 			req.Owner = idemstore.NewOwner()
-			// Faults are per store; the owner's calls are the only ones here.
-			local := storetest.NewFaultyStore(e.store)
-			exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
-			if err != nil {
-				t.Fatal(err)
-			}
+			local, exec := e.isolated(t)
 			local.Inject(storetest.MethodFail, c.faults...)
 			var runs atomic.Int32
-			_, err = exec.Execute(t.Context(), req, counted(&runs, "", c.actErr))
+			_, err := exec.Execute(t.Context(), req, counted(&runs, "", c.actErr))
 			if local.Calls(storetest.MethodInspect) == 0 {
 				t.Fatal("the indeterminate write was not verified with INSPECT")
 			}
