@@ -89,10 +89,12 @@ type EffectUnknownDetails struct {
 	OperationCode string `json:"operationCode"`
 	ScopeDigest   string `json:"scopeDigest"`
 	DigestVersion int    `json:"digestVersion"`
-	Operation     string `json:"operation"`
-	Attempt       int64  `json:"attempt"`
-	Rev           int64  `json:"rev"`
-	State         string `json:"state"`
+	// Operation is the raw operation identity: namespace/workflow ID/run
+	// ID/activity ID (Redis holds only a keyed digest of it).
+	Operation string `json:"operation"`
+	Attempt   int64  `json:"attempt"`
+	Rev       int64  `json:"rev"`
+	State     string `json:"state"`
 	// Recorded is true when the store confirmed the record is ABANDONED.
 	Recorded bool   `json:"recorded"`
 	Reason   string `json:"reason"`
@@ -213,7 +215,8 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	if err != nil {
 		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), TypeInvalidInput, err)
 	}
-	opID := idemstore.OperationID(info.WorkflowNamespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID)
+	rawOp := info.WorkflowNamespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	opID := w.digester.Operation(rawOp)
 	var digest idemstore.ScopeDigest
 	switch opts.Scope {
 	case RunScoped:
@@ -338,7 +341,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	stopHeartbeats()
 	wg.Wait()
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, prev)
+		return zero, toTemporal(err, req.Ref, rawOp, prev)
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
@@ -353,7 +356,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type.
-func toTemporal(err error, ref idemstore.Ref, prev *Checkpoint) error {
+func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) error {
 	var (
 		ip *idemstore.InProgressError
 		ce *idemstore.ConflictError
@@ -369,7 +372,7 @@ func toTemporal(err error, ref idemstore.Ref, prev *Checkpoint) error {
 	case errors.As(err, &eu):
 		d := EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
-			Operation: string(eu.Operation), Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
+			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
 			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
 		}
 		return temporal.NewNonRetryableApplicationError(err.Error(), TypeEffectUnknown, eu.Err, d)

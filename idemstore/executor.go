@@ -35,8 +35,12 @@ type ExecutorConfig struct {
 	Lease time.Duration
 	// ReplayTTL is how long a completed response is replayed. Default 24h.
 	ReplayTTL time.Duration
-	// FailureRetention is how long an in-flight, failed or abandoned record
-	// is kept. Default 24h; at least Lease.
+	// FailureRetention is how long a failed or abandoned record is kept,
+	// and how long an in-flight (CLAIMED or EXECUTING) record outlives its
+	// lease: its time to live is always the lease left plus
+	// FailureRetention, so the evidence of an attempt that died mid-action
+	// outlives its lease whatever the settings. Default 24h; at least
+	// Lease.
 	FailureRetention time.Duration
 	// Codec names the encoding of stored responses. A completed record
 	// stored under another codec is not replayed (ErrCodecMismatch).
@@ -48,6 +52,16 @@ type ExecutorConfig struct {
 	// RenewInterval is how often the lease is renewed while the action
 	// runs, unless the Request brings its own ticks. Default Lease / 3.
 	RenewInterval time.Duration
+	// SafetyMargin is how long before the lease runs out the action's
+	// context is cancelled when no renewal has confirmed it: the deadline
+	// is measured on the local monotonic clock from when the confirming
+	// request was sent, and fires whatever the store does. The margin must
+	// cover the time the action takes to stop and the outcome to be
+	// written, so it must be well above (at least twice) the store's
+	// CommandTimeout when the store reports one (see TimeBounded), and at
+	// most Lease / 3. Default Lease / 10, raised to twice the store's
+	// CommandTimeout when that is more.
+	SafetyMargin time.Duration
 	// Logger receives takeovers, abandonments and recoveries. Default:
 	// discard.
 	Logger *slog.Logger
@@ -77,6 +91,13 @@ func (c *ExecutorConfig) setDefaults() error {
 	if c.RenewInterval == 0 {
 		c.RenewInterval = c.Lease / 3
 	}
+	var storeTimeout time.Duration
+	if tb, ok := c.Store.(TimeBounded); ok {
+		storeTimeout = tb.CommandTimeout()
+	}
+	if c.SafetyMargin == 0 {
+		c.SafetyMargin = max(c.Lease/10, 2*storeTimeout)
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -94,8 +115,29 @@ func (c *ExecutorConfig) setDefaults() error {
 		return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is longer than ReplayTTL (%v): lower Lease or raise ReplayTTL", c.Lease, c.ReplayTTL)
 	case c.FailureRetention < c.Lease:
 		return fmt.Errorf("idemstore: ExecutorConfig.FailureRetention (%v) is shorter than Lease (%v): raise FailureRetention", c.FailureRetention, c.Lease)
+	case c.SafetyMargin <= 0:
+		return fmt.Errorf("idemstore: ExecutorConfig.SafetyMargin must be positive, got %v", c.SafetyMargin)
+	case c.SafetyMargin > c.Lease/3:
+		if storeTimeout > 0 && 2*storeTimeout > c.Lease/3 {
+			return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is too short for the store's CommandTimeout (%v): "+
+				"the safety margin must be at least twice the command timeout and at most a third of the lease; raise Lease to at least %v or lower the store's CommandTimeout",
+				c.Lease, storeTimeout, 6*storeTimeout)
+		}
+		return fmt.Errorf("idemstore: ExecutorConfig.SafetyMargin (%v) is more than a third of Lease (%v), which leaves too little time to renew: lower SafetyMargin or raise Lease", c.SafetyMargin, c.Lease)
+	case storeTimeout > 0 && c.SafetyMargin < 2*storeTimeout:
+		return fmt.Errorf("idemstore: ExecutorConfig.SafetyMargin (%v) is not well above the store's CommandTimeout (%v): "+
+			"a store call may outlast the margin, so the outcome of a cancelled action could not be written before the lease runs out; raise SafetyMargin to at least %v or lower the store's CommandTimeout",
+			c.SafetyMargin, storeTimeout, 2*storeTimeout)
 	}
 	return validateCodec(c.Codec, c.PolicyRevision)
+}
+
+// TimeBounded is implemented by a Store that bounds how long each call may
+// wait (redisstore.Store does): NewExecutor checks
+// ExecutorConfig.SafetyMargin against it.
+type TimeBounded interface {
+	// CommandTimeout is the longest one store call waits.
+	CommandTimeout() time.Duration
 }
 
 // Executor runs actions at most once per operation whenever the store can
@@ -280,6 +322,9 @@ type invocation struct {
 	// sent is when the request that last confirmed the lease was sent:
 	// the lease a reply reports is measured from no later than that.
 	sent time.Time
+	// leaseEnd is the local time by which the lease confirmed at sent runs
+	// out, at the earliest.
+	leaseEnd time.Time
 }
 
 func (v *invocation) store() Store { return v.e.cfg.Store }
@@ -292,7 +337,7 @@ func (v *invocation) claimRequest() ClaimRequest {
 	}
 	return ClaimRequest{
 		Ref: v.req.Ref, Operation: v.req.Operation, Fingerprint: v.req.Fingerprint, Owner: v.req.Owner,
-		Codec: codec, Policy: c.PolicyRevision, Lease: c.Lease, TTL: c.FailureRetention, Nonce: v.nonce,
+		Codec: codec, Policy: c.PolicyRevision, Lease: c.Lease, Retention: c.FailureRetention, Nonce: v.nonce,
 	}
 }
 
@@ -418,7 +463,7 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 // start confirms EXECUTING for this invocation's nonce.
 func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Record, error) {
 	c := v.e.cfg
-	req := StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention}
+	req := StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
 	for try := 0; ; try++ {
 		v.sent = time.Now()
 		out, err := v.store().Start(ctx, req)
@@ -459,11 +504,12 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 	}
 }
 
-// started runs with EXECUTING confirmed for this invocation. A record that
-// may carry an earlier attempt's effect is settled first.
+// started runs with EXECUTING confirmed for this invocation: r is the
+// record as the request sent at v.sent confirmed it. A record that may carry
+// an earlier attempt's effect is settled first.
 func (v *invocation) started(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
-	if err := ctx.Err(); err != nil {
-		err = fmt.Errorf("cancelled before the action ran: %w", context.Cause(ctx))
+	v.leaseEnd = v.sent.Add(r.LeaseRemaining())
+	if err := v.runnable(ctx); err != nil {
 		if r.Uncertain {
 			// An earlier attempt's effect is unsettled: leave the record
 			// as it is, for the next takeover to settle.
@@ -499,12 +545,14 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 		}
 		// Reconcile may have outlasted the lease: confirm it is still ours
 		// before running, so two attempts never run side by side.
-		var err error
-		if r, err = v.confirmLease(ctx, own); err != nil {
+		if err := v.confirmLease(ctx, own); err != nil {
 			return Result{}, err
 		}
+		if err := v.runnable(ctx); err != nil {
+			return Result{}, fmt.Errorf("idemstore: %s: %w", own.Ref, err)
+		}
 	}
-	resp, err := v.run(xctx, own, r, action)
+	resp, err := v.run(xctx, own, action)
 	if err == nil {
 		res, err := v.complete(ctx, own, resp)
 		if err != nil {
@@ -524,22 +572,48 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 	return v.abandon(ctx, own, "the action failed and its effect may have happened", err)
 }
 
-// confirmLease renews the lease once, synchronously, and refuses to go on
-// unless the store confirms it.
-func (v *invocation) confirmLease(ctx context.Context, own Ownership) (Record, error) {
+// runnable says whether the action may still start: the caller has not
+// given up, and the lease has more than the safety margin left.
+func (v *invocation) runnable(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("cancelled before the action ran: %w", context.Cause(ctx))
+	}
+	if left := time.Until(v.leaseEnd) - v.e.cfg.SafetyMargin; left <= 0 {
+		return fmt.Errorf("%w: the lease had %v left, less than the safety margin, before the action ran", ErrLeaseUnconfirmed, left+v.e.cfg.SafetyMargin)
+	}
+	return nil
+}
+
+// renewRequest is the RENEW of this invocation's lease.
+func (v *invocation) renewRequest(own Ownership) RenewRequest {
 	c := v.e.cfg
-	v.sent = time.Now()
-	out, err := v.store().Renew(ctx, RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention})
+	return RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
+}
+
+// confirmLease renews the lease once, synchronously, before the action
+// runs, and refuses to go on unless the store confirms it. While the lease
+// lasts, the renewal must come back before it ends; once it has run out
+// (a slow Reconcile), the store still renews it if nobody took the record
+// over, and refuses if somebody did.
+func (v *invocation) confirmLease(ctx context.Context, own Ownership) error {
+	sent := time.Now()
+	if sent.Before(v.leaseEnd) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, v.leaseEnd)
+		defer cancel()
+	}
+	out, err := v.store().Renew(ctx, v.renewRequest(own))
 	if err != nil {
-		return Record{}, fmt.Errorf("idemstore: confirm the lease of %s before running: %w", own.Ref, err)
+		return fmt.Errorf("idemstore: confirm the lease of %s before running: %w", own.Ref, err)
 	}
 	switch o := out.(type) {
 	case Renewed:
-		return o.Record, nil
+		v.sent, v.leaseEnd = sent, sent.Add(o.Record.LeaseRemaining())
+		return nil
 	case Refused:
-		return Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
+		return &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
 	}
-	return Record{}, fmt.Errorf("idemstore: %s vanished before it ran; retry", own.Ref)
+	return fmt.Errorf("idemstore: %s vanished before it ran; retry", own.Ref)
 }
 
 func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, found bool, err error) {
@@ -551,15 +625,15 @@ func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, foun
 	return v.req.Reconcile(ctx, r)
 }
 
-// run calls the action under a renewed lease. The action's context is
-// cancelled with ErrLeaseLost or ErrLeaseUnconfirmed when the lease cannot
-// be kept.
-func (v *invocation) run(ctx context.Context, own Ownership, r Record, action Action) (resp []byte, err error) {
+// run calls the action under a kept lease (see lease). The action's
+// context is cancelled with ErrLeaseLost or ErrLeaseUnconfirmed when the
+// lease cannot be kept.
+func (v *invocation) run(ctx context.Context, own Ownership, action Action) (resp []byte, err error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := v.renew(actx, cancel, own, r)
+	l := v.keepLease(actx, cancel, own)
 	defer func() {
-		stop()
+		l.stop()
 		if p := recover(); p != nil {
 			v.log.ErrorContext(ctx, "onceflow: action panicked", "panic", p, "stack", string(debug.Stack()))
 			resp, err = nil, EffectUnknown(fmt.Errorf("action panicked: %v", p))
@@ -580,62 +654,6 @@ func (v *invocation) run(ctx context.Context, own Ownership, r Record, action Ac
 
 func isLeaseError(err error) bool {
 	return errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseUnconfirmed)
-}
-
-// renew keeps the lease while the action runs and returns a function that
-// stops it. It cancels the action when ownership is proven lost, or when no
-// renewal was confirmed before the lease ran out (less a safety margin),
-// so that a zombie does not keep going.
-func (v *invocation) renew(ctx context.Context, cancel context.CancelCauseFunc, own Ownership, r Record) (stop func()) {
-	c := v.e.cfg
-	margin := c.Lease / 10
-	ticks := v.req.RenewTicks
-	var ticker *time.Ticker
-	if ticks == nil {
-		ticker = time.NewTicker(c.RenewInterval)
-		ticks = ticker.C
-	}
-	deadline := time.NewTimer(time.Until(v.sent.Add(r.LeaseRemaining() - margin)))
-	quit, done := make(chan struct{}), make(chan struct{})
-	req := RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, TTL: c.FailureRetention}
-	go func() {
-		defer close(done)
-		defer deadline.Stop()
-		if ticker != nil {
-			defer ticker.Stop()
-		}
-		for {
-			select {
-			case <-quit:
-				return
-			case <-deadline.C:
-				v.log.WarnContext(ctx, "onceflow: lease not renewed in time; cancelling the action")
-				cancel(fmt.Errorf("%w: no renewal of %s confirmed before the lease ran out", ErrLeaseUnconfirmed, own.Ref))
-				return
-			case <-ticks:
-				sent := time.Now()
-				out, err := v.store().Renew(context.WithoutCancel(ctx), req)
-				if err != nil {
-					v.log.WarnContext(ctx, "onceflow: lease renewal failed; will retry", "err", err)
-					continue
-				}
-				switch o := out.(type) {
-				case Renewed:
-					// Measure the new lease from when the request was sent:
-					// the server's clock may be ahead of ours by the trip.
-					deadline.Reset(time.Until(sent.Add(o.Record.LeaseRemaining() - margin)))
-				case Refused:
-					cancel(fmt.Errorf("%w: renewal of %s refused (%s): owner attempt %d holds it in %s",
-						ErrLeaseLost, own.Ref, o.Reason, o.Record.Attempt, o.Record.State))
-					return
-				default:
-					cancel(fmt.Errorf("%w: renewal of %s: the record is gone", ErrLeaseLost, own.Ref))
-					return
-				}
-			}
-		}
-	}()
-	return func() { close(quit); <-done }
 }
 
 // writeCtx is the context for recording an outcome: the caller may have

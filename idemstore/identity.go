@@ -75,6 +75,15 @@ func (g *Digester) Digest(parts ...string) ScopeDigest {
 	return ScopeDigest{Version: g.version, Hex: g.mac("scope", parts)}
 }
 
+// Operation returns the OperationID to store for a raw operation identity
+// that may name a workflow, a customer or an order ("namespace/workflow
+// ID/run ID/activity ID"): 32 lowercase hex characters, a keyed digest, so
+// the raw identity never reaches the store. The same raw identity always
+// gives the same OperationID under one secret.
+func (g *Digester) Operation(raw string) OperationID {
+	return OperationID(g.mac("operation", []string{raw})[:32])
+}
+
 // Owner derives the owner token of one retained attempt of an operation: the
 // same operation and attempt always give the same owner, so a re-sent claim
 // of that attempt is recognised as its own, and another attempt is another
@@ -123,10 +132,12 @@ func (c OperationCode) Validate() error {
 	return nil
 }
 
-// OperationID is the caller's identity of one logical operation, such as
-// "namespace/workflowID/runID/activityID". Every retry of the operation uses
-// the same OperationID; a claim by the same owner with another OperationID is
-// an OWNER_OPERATION_CONFLICT.
+// OperationID is the caller's identity of one logical operation: every retry
+// of the operation uses the same OperationID; a claim by the same owner with
+// another OperationID is an OWNER_OPERATION_CONFLICT. The store keeps it as
+// given (the record's "op" field), so when the raw identity names a
+// workflow, a customer or an order, pass Digester.Operation of it instead,
+// as the Temporal binding does.
 type OperationID string
 
 // Validate reports whether id is non-empty and at most MaxOperationIDLen bytes.

@@ -62,8 +62,11 @@ type ClaimRequest struct {
 	Policy int
 	// Lease is the processing lease granted on success.
 	Lease time.Duration
-	// TTL is the key's time to live while in flight; at least Lease.
-	TTL time.Duration
+	// Retention is how long the record outlives its lease: while CLAIMED
+	// or EXECUTING, the record's time to live is always the lease left
+	// plus Retention, so the evidence of an attempt that died outlives its
+	// lease.
+	Retention time.Duration
 	// Nonce is the invocation's nonce; ClaimStart records it, Claim
 	// ignores it.
 	Nonce Nonce
@@ -74,7 +77,9 @@ type StartRequest struct {
 	Ownership Ownership
 	Nonce     Nonce
 	Lease     time.Duration
-	TTL       time.Duration
+	// Retention is how long the record outlives its lease (see
+	// ClaimRequest.Retention).
+	Retention time.Duration
 }
 
 // CompleteRequest stores the response and moves EXECUTING to COMPLETED.
@@ -106,7 +111,9 @@ type RenewRequest struct {
 	Owner     Owner
 	Nonce     Nonce
 	Lease     time.Duration
-	TTL       time.Duration
+	// Retention is how long the record outlives its lease (see
+	// ClaimRequest.Retention).
+	Retention time.Duration
 }
 
 // ReleaseRequest deletes a CLAIMED record.
@@ -154,7 +161,7 @@ func (r ClaimRequest) Validate() error {
 	if err := validateCodec(r.Codec, r.Policy); err != nil {
 		return err
 	}
-	return validateLease(r.Lease, r.TTL)
+	return validateLease(r.Lease, r.Retention)
 }
 
 // Validate checks a start request.
@@ -165,7 +172,7 @@ func (r StartRequest) Validate() error {
 	if err := r.Nonce.Validate(); err != nil {
 		return err
 	}
-	return validateLease(r.Lease, r.TTL)
+	return validateLease(r.Lease, r.Retention)
 }
 
 // Validate checks a complete request against a response size limit.
@@ -215,7 +222,7 @@ func (r RenewRequest) Validate() error {
 	if err := r.Nonce.Validate(); err != nil {
 		return err
 	}
-	return validateLease(r.Lease, r.TTL)
+	return validateLease(r.Lease, r.Retention)
 }
 
 // Validate checks a release request.
@@ -291,17 +298,11 @@ func validateCodec(codec string, policy int) error {
 	return nil
 }
 
-func validateLease(lease, ttl time.Duration) error {
+func validateLease(lease, retention time.Duration) error {
 	if lease < time.Millisecond {
 		return invalid("Lease", "must be at least 1ms, got %v", lease)
 	}
-	if err := validateTTL("TTL", ttl); err != nil {
-		return err
-	}
-	if ttl < lease {
-		return invalid("TTL", "must be at least the lease (%v), got %v", lease, ttl)
-	}
-	return nil
+	return validateTTL("Retention", retention)
 }
 
 func validateTTL(field string, ttl time.Duration) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
 )
 
 // Defaults.
@@ -41,6 +42,12 @@ type Config struct {
 	// for Sentinel, "redis+cluster://host:7000?addr=host2:7001" for
 	// Cluster. Default "redis://localhost:6379/0".
 	RedisURL string
+	// RedisCommandTimeout bounds each Redis call of the idempotency store
+	// (redisstore.Config.CommandTimeout). Default 200ms. The lease's
+	// safety margin must be at least twice it (see
+	// idemstore.ExecutorConfig.SafetyMargin), so a short Lease needs a
+	// short timeout.
+	RedisCommandTimeout time.Duration
 	// KeyNamespace prefixes every Redis key. Default "onceflow".
 	KeyNamespace string
 	// Secret keys the scope digests and owner tokens. Required unless Dev;
@@ -104,6 +111,12 @@ func (c *Config) setDefaults() error {
 	if c.StopTimeout == 0 {
 		c.StopTimeout = DefaultStopTimeout
 	}
+	if c.RedisCommandTimeout == 0 {
+		c.RedisCommandTimeout = redisstore.DefaultCommandTimeout
+	}
+	if c.RedisCommandTimeout < 0 {
+		return fmt.Errorf("worker: RedisCommandTimeout (-redis-timeout) must be positive, got %v", c.RedisCommandTimeout)
+	}
 	if c.StopTimeout < 0 {
 		return fmt.Errorf("worker: StopTimeout (-stop-timeout) must be positive, got %v", c.StopTimeout)
 	}
@@ -124,19 +137,25 @@ func (c *Config) setDefaults() error {
 			return err
 		}
 	}
-	// The executor validates lease against TTLs and names the setting.
+	// The executor validates the lease against the TTLs and the store's
+	// command timeout, and names the setting.
 	_, err := idemstore.NewExecutor(idemstore.ExecutorConfig{
-		Store: noStore{}, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention,
+		Store: noStore{timeout: c.RedisCommandTimeout}, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention,
 	})
 	if err != nil {
-		return fmt.Errorf("worker: %w (flags -lease, -replay-ttl, -failure-retention)", err)
+		return fmt.Errorf("worker: %w (flags -lease, -replay-ttl, -failure-retention, -redis-timeout)", err)
 	}
 	return nil
 }
 
 // noStore lets setDefaults validate an executor configuration without a
-// store.
-type noStore struct{ idemstore.Store }
+// store: it has the command timeout the real one will have.
+type noStore struct {
+	idemstore.Store
+	timeout time.Duration
+}
+
+func (s noStore) CommandTimeout() time.Duration { return s.timeout }
 
 // ParseRedisURL turns a RedisURL into go-redis options for a standalone
 // server, Sentinel or Cluster.
@@ -194,13 +213,14 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		}
 		return def
 	}
-	var secret, lease, replay, retention, stop, version string
+	var secret, lease, replay, retention, stop, version, redisTimeout string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
 	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+DefaultTemporalAddress+")")
 	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+DefaultNamespace+")")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+DefaultTaskQueue+")")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+DefaultRedisURL+")")
+	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
 	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
 	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
 	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
@@ -223,7 +243,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		flag, val string
 		dst       *time.Duration
 	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention},
-		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}} {
+		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}, {"-redis-timeout / REDIS_TIMEOUT", redisTimeout, &c.RedisCommandTimeout}} {
 		if d.val == "" {
 			continue
 		}

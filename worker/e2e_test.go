@@ -103,6 +103,7 @@ func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease 
 		TemporalAddress: temporalAddr, Namespace: namespace, TaskQueue: queue,
 		RedisURL: "redis://" + redisAddr + "/0", KeyNamespace: keys,
 		Secret: []byte("e2e secret e2e secret e2e secret"), Lease: lease, HTTPAddr: "127.0.0.1:0", StopTimeout: 2 * time.Second,
+		RedisCommandTimeout: min(redisstore.DefaultCommandTimeout, lease/8),
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
@@ -117,18 +118,20 @@ func (h *harness) startWorker(register func(worker.Registry) error) *worker.Work
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	done := make(chan struct{})
+	var runErr error
+	go func() { runErr = w.Run(ctx); close(done) }()
 	h.t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			h.t.Errorf("worker.Run: %v", err)
+		<-done
+		if runErr != nil {
+			h.t.Errorf("worker.Run: %v", runErr)
 		}
 	})
 	select {
 	case <-w.Started():
-	case err := <-done:
-		h.t.Fatalf("worker.Run: %v", err)
+	case <-done:
+		h.t.Fatalf("worker.Run returned before it started")
 	case <-time.After(30 * time.Second):
 		h.t.Fatal("worker did not start")
 	}

@@ -90,7 +90,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewUniversalClient(&opts)
 	defer rdb.Close()
-	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, Logger: log, OmitShebang: c.RedisOmitShebang})
+	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
+		Logger: log, OmitShebang: c.RedisOmitShebang})
 	if err != nil {
 		return err
 	}

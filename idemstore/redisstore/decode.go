@@ -1,8 +1,11 @@
 package redisstore
 
 import (
+	"encoding/hex"
 	"fmt"
+	"hash/crc32"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
@@ -23,10 +26,14 @@ const (
 
 // reply is the common shape of every script's reply (see lua/record.lua).
 type reply struct {
-	status string
-	now    time.Time
-	pttl   time.Duration
-	fields map[string]string
+	code    replyCode
+	now     time.Time // zero when the script did not read the clock
+	pttl    time.Duration
+	rec     string
+	hasRec  bool
+	resp    string
+	hasResp bool
+	extra   string
 }
 
 // decode turns a script's raw reply into the typed outcome of op. It is the
@@ -38,19 +45,15 @@ func decode(op string, ref idemstore.Ref, raw any) (any, error) {
 		return nil, fmt.Errorf("%w: %s %s: %v", idemstore.ErrUnexpectedReply, op, ref, err)
 	}
 	unexpected := func() (any, error) {
-		return nil, fmt.Errorf("%w: %s %s: status %q", idemstore.ErrUnexpectedReply, op, ref, rp.status)
+		return nil, fmt.Errorf("%w: %s %s: %s", idemstore.ErrUnexpectedReply, op, ref, rp.code)
 	}
-	if rp.status == "CORRUPT" {
-		field := rp.fields["_corrupt"]
-		if _, err := decodeRecord(ref, rp); err != nil {
-			return nil, err
+	switch rp.code {
+	case codeCorrupt:
+		if rp.extra == "" {
+			return unexpected()
 		}
-		return nil, &idemstore.CorruptRecordError{Ref: ref, Field: field, Reason: "is missing or malformed"}
-	}
-	// Replies that describe no record.
-	switch {
-	case rp.status == "NOT_FOUND" && op != opClaim && op != opClaimStart && op != opInspect,
-		rp.status == "RELEASED" && op == opRelease:
+		return nil, &idemstore.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
+	case codeNotFound:
 		switch op {
 		case opStart, opComplete, opFail:
 			return idemstore.TransitionOutcome(idemstore.Missing{}), nil
@@ -59,15 +62,20 @@ func decode(op string, ref idemstore.Ref, raw any) (any, error) {
 		case opResolve:
 			return idemstore.ResolveOutcome(idemstore.Missing{}), nil
 		case opRelease:
-			if rp.status == "RELEASED" {
-				return idemstore.ReleaseOutcome(idemstore.Released{}), nil
-			}
 			return idemstore.ReleaseOutcome(idemstore.Missing{}), nil
+		case opInspect:
+			return idemstore.Observation{ServerTime: rp.now}, nil
 		}
-	case rp.status == "MISSING" && op == opInspect:
-		return idemstore.Observation{ServerTime: rp.now}, nil
+		return unexpected()
+	case codeReleased:
+		if op != opRelease {
+			return unexpected()
+		}
+		return idemstore.ReleaseOutcome(idemstore.Released{}), nil
 	}
-
+	if !rp.hasRec {
+		return unexpected()
+	}
 	rec, err := decodeRecord(ref, rp)
 	if err != nil {
 		return nil, err
@@ -77,204 +85,257 @@ func decode(op string, ref idemstore.Ref, raw any) (any, error) {
 	switch op {
 	case opClaim, opClaimStart:
 		var out idemstore.ClaimOutcome
-		switch rp.status {
-		case "ACQUIRED":
+		switch rp.code {
+		case codeAcquired:
 			out = idemstore.Acquired{Ownership: own, Record: rec}
-		case "TAKEN_OVER":
-			from := idemstore.State(rp.fields["_from"])
+		case codeTakenOver:
+			from := idemstore.State(rp.extra)
 			if !from.Valid() {
 				return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", idemstore.ErrUnexpectedReply, op, ref, from)
 			}
 			out = idemstore.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}
-		case "REPLAYED_ACQUIRE":
+		case codeReplayedAcquire:
 			out = idemstore.ReplayedAcquire{Ownership: own, Record: rec}
-		case "COMPLETED_REPLAY":
+		case codeCompletedReplay:
 			out = idemstore.CompletedReplay{Record: rec}
-		case "IN_PROGRESS":
+		case codeInProgress:
 			out = idemstore.InProgress{Record: rec}
-		case "FINGERPRINT_MISMATCH":
+		case codeFingerprintMismatch:
 			out = idemstore.FingerprintMismatch{Record: rec}
-		case "RECOVERY_REQUIRED":
+		case codeRecoveryRequired:
 			out = idemstore.RecoveryRequired{Record: rec}
-		case "OWNER_OPERATION_CONFLICT":
+		case codeOwnerOperationConflict:
 			out = idemstore.OwnerOperationConflict{Record: rec}
-		case "CODEC_MISMATCH":
+		case codeCodecMismatch:
 			out = idemstore.CodecMismatch{Record: rec}
 		default:
 			return unexpected()
 		}
 		return out, nil
 	case opStart, opComplete, opFail:
-		switch rp.status {
-		case "TRANSITIONED":
+		switch rp.code {
+		case codeTransitioned:
 			return idemstore.TransitionOutcome(idemstore.Transitioned{Ownership: own, Record: rec}), nil
-		case "ALREADY":
+		case codeAlready:
 			return idemstore.TransitionOutcome(idemstore.AlreadyTransitioned{Record: rec}), nil
 		}
-		if r, ok := refusal(rp.status, idemstore.RefusedNotOwner, idemstore.RefusedOperation,
-			idemstore.RefusedStaleRev, idemstore.RefusedState, idemstore.RefusedNonce); ok {
+		if r, ok := refusal(rp.code, codeNotOwner, codeOpConflict, codeStaleRev, codeWrongState, codeNonceMismatch); ok {
 			return idemstore.TransitionOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
 		}
 	case opRenew:
-		if rp.status == "RENEWED" {
+		if rp.code == codeRenewed {
 			return idemstore.RenewOutcome(idemstore.Renewed{Record: rec}), nil
 		}
-		if r, ok := refusal(rp.status, idemstore.RefusedNotOwner, idemstore.RefusedOperation,
-			idemstore.RefusedState, idemstore.RefusedNonce); ok {
+		if r, ok := refusal(rp.code, codeNotOwner, codeOpConflict, codeWrongState, codeNonceMismatch); ok {
 			return idemstore.RenewOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
 		}
 	case opRelease:
-		if r, ok := refusal(rp.status, idemstore.RefusedNotOwner, idemstore.RefusedOperation,
-			idemstore.RefusedState, idemstore.RefusedStaleRev); ok {
+		if r, ok := refusal(rp.code, codeNotOwner, codeOpConflict, codeWrongState, codeStaleRev); ok {
 			return idemstore.ReleaseOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
 		}
 	case opInspect:
-		if rp.status == "FOUND" {
+		if rp.code == codeFound {
 			return idemstore.Observation{Found: true, Record: rec, ServerTime: rp.now}, nil
 		}
 	case opResolve:
-		switch rp.status {
-		case "RESOLVED":
+		switch rp.code {
+		case codeResolved:
 			return idemstore.ResolveOutcome(idemstore.Transitioned{Ownership: own, Record: rec}), nil
-		case "ALREADY":
+		case codeAlready:
 			return idemstore.ResolveOutcome(idemstore.AlreadyTransitioned{Record: rec}), nil
 		}
-		if r, ok := refusal(rp.status, idemstore.RefusedAttempt, idemstore.RefusedStaleRev, idemstore.RefusedState); ok {
+		if r, ok := refusal(rp.code, codeStaleAttempt, codeStaleRev, codeWrongState); ok {
 			return idemstore.ResolveOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
 		}
 	}
 	return unexpected()
 }
 
-func refusal(status string, allowed ...idemstore.Refusal) (idemstore.Refusal, bool) {
-	for _, r := range allowed {
-		if string(r) == status {
-			return r, true
+var refusals = map[replyCode]idemstore.Refusal{
+	codeNotOwner:      idemstore.RefusedNotOwner,
+	codeOpConflict:    idemstore.RefusedOperation,
+	codeStaleRev:      idemstore.RefusedStaleRev,
+	codeWrongState:    idemstore.RefusedState,
+	codeNonceMismatch: idemstore.RefusedNonce,
+	codeStaleAttempt:  idemstore.RefusedAttempt,
+}
+
+func refusal(code replyCode, allowed ...replyCode) (idemstore.Refusal, bool) {
+	for _, a := range allowed {
+		if a == code {
+			return refusals[code], true
 		}
 	}
 	return "", false
 }
 
-// parseReply checks the common shape: status, now, pttl, then pairs.
+// parseReply checks the common shape: code, now, pttl, record, resp, extra.
 func parseReply(raw any) (reply, error) {
 	arr, ok := raw.([]any)
 	if !ok {
 		return reply{}, fmt.Errorf("reply is %T, not an array", raw)
 	}
-	if len(arr) < 3 || len(arr)%2 != 1 {
-		return reply{}, fmt.Errorf("reply has %d elements, want 3 + pairs", len(arr))
+	if len(arr) != 6 {
+		return reply{}, fmt.Errorf("reply has %d elements, want 6", len(arr))
 	}
-	strs := make([]string, len(arr))
-	for i, v := range arr {
-		s, ok := v.(string)
-		if !ok {
-			return reply{}, fmt.Errorf("element %d is %T, not a string", i, v)
-		}
-		strs[i] = s
+	var rp reply
+	code, ok := arr[0].(int64)
+	if !ok || code <= 0 {
+		return reply{}, fmt.Errorf("reply code %v is not a positive integer", arr[0])
 	}
-	nowMs, err := strconv.ParseInt(strs[1], 10, 64)
-	if err != nil || nowMs <= 0 {
-		return reply{}, fmt.Errorf("server time %q is not a positive integer", strs[1])
+	rp.code = replyCode(code)
+	now, ok := arr[1].(int64)
+	if !ok || now < 0 {
+		return reply{}, fmt.Errorf("server time %v is not a non-negative integer", arr[1])
 	}
-	pttl, err := strconv.ParseInt(strs[2], 10, 64)
-	if err != nil {
-		return reply{}, fmt.Errorf("pttl %q is not an integer", strs[2])
+	if now > 0 {
+		rp.now = time.UnixMilli(now)
 	}
-	rp := reply{status: strs[0], now: time.UnixMilli(nowMs), fields: make(map[string]string, (len(strs)-3)/2)}
+	pttl, ok := arr[2].(int64)
+	if !ok {
+		return reply{}, fmt.Errorf("pttl %v is not an integer", arr[2])
+	}
 	if pttl > 0 {
 		rp.pttl = time.Duration(pttl) * time.Millisecond
 	}
-	for i := 3; i < len(strs); i += 2 {
-		rp.fields[strs[i]] = strs[i+1]
+	for i, dst := range []struct {
+		s   *string
+		has *bool
+	}{{&rp.rec, &rp.hasRec}, {&rp.resp, &rp.hasResp}, {&rp.extra, nil}} {
+		switch v := arr[3+i].(type) {
+		case nil:
+		case string:
+			*dst.s = v
+			if dst.has != nil {
+				*dst.has = true
+			}
+		default:
+			return reply{}, fmt.Errorf("element %d is %T, not a string or nil", 3+i, v)
+		}
 	}
 	return rp, nil
 }
 
-// decodeRecord validates and converts the record fields of a reply.
+// unpack splits a packed record (see lua/record.lua) into its fields.
+func unpack(s string) (vals [numFields]string, present [numFields]bool, err error) {
+	for i := range numFields {
+		if s == "" {
+			return vals, present, fmt.Errorf("packed record ends before field %s", fieldRules[i].name)
+		}
+		if s[0] == '-' {
+			s = s[1:]
+			continue
+		}
+		colon := strings.IndexByte(s, ':')
+		if colon <= 0 {
+			return vals, present, fmt.Errorf("packed field %s has no length", fieldRules[i].name)
+		}
+		n, perr := strconv.Atoi(s[:colon])
+		if perr != nil || n < 0 || n > len(s)-colon-1 {
+			return vals, present, fmt.Errorf("packed field %s has a bad length %q", fieldRules[i].name, s[:colon])
+		}
+		vals[i], present[i] = s[colon+1:colon+1+n], true
+		s = s[colon+1+n:]
+	}
+	if s != "" {
+		return vals, present, fmt.Errorf("packed record has %d bytes past its last field", len(s))
+	}
+	return vals, present, nil
+}
+
+// replayFields are the fields a replay reply carries (claim.lua's fast
+// path); the others are not read and not checked.
+var replayFields = [numFields]bool{fState: true, fAttempt: true, fRev: true, fCodec: true, fPolicy: true, fSum: true}
+
+// decodeRecord validates a reply's record against fieldRules and the
+// cross-field rules, the same ones the scripts check, and converts it. A
+// response is checked against its stored checksum.
 func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
-	f := rp.fields
+	vals, present, err := unpack(rp.rec)
+	if err != nil {
+		return idemstore.Record{}, fmt.Errorf("%w: %s: %v", idemstore.ErrUnexpectedReply, ref, err)
+	}
 	bad := func(field, reason string) (idemstore.Record, error) {
 		return idemstore.Record{}, &idemstore.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
 	}
-	rec := idemstore.Record{ServerTime: rp.now, TTL: rp.pttl}
-	rec.State = idemstore.State(f["state"])
-	if !rec.State.Valid() {
-		return bad("state", fmt.Sprintf("is %q, not a known state", f["state"]))
+	partial := rp.code == codeCompletedReplay
+	for i, rule := range fieldRules {
+		required := rule.required
+		if partial {
+			required = replayFields[i]
+		}
+		switch {
+		case !present[i]:
+			if required {
+				return bad(rule.name, "is missing")
+			}
+		case !rule.kind.valid(vals[i]):
+			return bad(rule.name, fmt.Sprintf("is %q, not a valid %s", truncate(vals[i]), rule.kind))
+		}
 	}
-	rec.Owner = idemstore.Owner(f["owner"])
-	if rec.Owner.Validate() != nil {
-		return bad("owner", "is not 64 lowercase hex characters")
+	rec := idemstore.Record{
+		State: idemstore.State(vals[fState]), Owner: idemstore.Owner(vals[fOwner]),
+		Operation: idemstore.OperationID(vals[fOp]), Fingerprint: idemstore.Fingerprint(vals[fFp]),
+		Codec: vals[fCodec], Nonce: idemstore.Nonce(vals[fNonce]), Reason: vals[fReason],
+		Uncertain: vals[fUncertain] == "1", ServerTime: rp.now, TTL: rp.pttl,
 	}
-	var err error
-	if rec.Attempt, err = positive(f, "attempt"); err != nil {
-		return bad("attempt", err.Error())
-	}
-	if rec.Rev, err = positive(f, "rev"); err != nil {
-		return bad("rev", err.Error())
-	}
-	policy, err := positive(f, "policy")
-	if err != nil {
-		return bad("policy", err.Error())
-	}
+	rec.Attempt, _ = parseInteger(vals[fAttempt])
+	rec.Rev, _ = parseInteger(vals[fRev])
+	policy, _ := parseInteger(vals[fPolicy])
 	rec.Policy = int(policy)
-	leaseUntil, err := nonNegative(f, "leaseUntil")
-	if err != nil {
-		return bad("leaseUntil", err.Error())
-	}
-	rec.LeaseUntil = time.UnixMilli(leaseUntil)
-	rec.Operation = idemstore.OperationID(f["op"])
-	if rec.Operation == "" {
-		return bad("op", "is missing")
-	}
-	rec.Fingerprint = idemstore.Fingerprint(f["fp"])
-	if rec.Fingerprint == "" {
-		return bad("fp", "is missing")
-	}
-	rec.Codec = f["codec"]
-	rec.Nonce = idemstore.Nonce(f["nonce"])
-	rec.Reason = f["reason"]
-	switch f["uncertain"] {
-	case "", "0":
-	case "1":
-		rec.Uncertain = true
-	default:
-		return bad("uncertain", fmt.Sprintf("is %q, not 0 or 1", f["uncertain"]))
-	}
-	for _, tf := range []struct {
-		name string
-		dst  *time.Time
-	}{{"createdAt", &rec.CreatedAt}, {"updatedAt", &rec.UpdatedAt}} {
-		if _, ok := f[tf.name]; !ok {
-			continue
+	for _, t := range []struct {
+		i   int
+		dst *time.Time
+	}{{fLeaseUntil, &rec.LeaseUntil}, {fCreatedAt, &rec.CreatedAt}, {fUpdatedAt, &rec.UpdatedAt}} {
+		if present[t.i] {
+			ms, _ := parseInteger(vals[t.i])
+			*t.dst = time.UnixMilli(ms)
 		}
-		v, err := nonNegative(f, tf.name)
-		if err != nil {
-			return bad(tf.name, err.Error())
-		}
-		*tf.dst = time.UnixMilli(v)
 	}
-	if resp, ok := f["resp"]; ok {
-		rec.Response = []byte(resp)
+	if !partial {
+		switch {
+		case (rec.State == idemstore.StateClaimed || rec.State == idemstore.StateExecuting) && !present[fLeaseUntil]:
+			return bad("leaseUntil", "is missing from a "+string(rec.State)+" record")
+		case rec.State == idemstore.StateExecuting && !present[fNonce]:
+			return bad("nonce", "is missing from an EXECUTING record")
+		case rec.State == idemstore.StateCompleted && !present[fSum]:
+			return bad("sum", "is missing from a COMPLETED record")
+		}
+	}
+	if rp.hasResp {
+		if !present[fSum] {
+			return bad("sum", "is missing: the response cannot be checked")
+		}
+		if !checksumMatches(rp.resp, vals[fSum]) {
+			return bad("resp", "does not match its checksum (sum)")
+		}
+		rec.Response = []byte(rp.resp)
 	}
 	return rec, nil
 }
 
-func positive(f map[string]string, name string) (int64, error) {
-	v, err := nonNegative(f, name)
-	if err == nil && v == 0 {
-		err = fmt.Errorf("is 0, must be positive")
-	}
-	return v, err
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checksum is the stored checksum of a response: its CRC-32C, 8 hex.
+func checksum(resp []byte) string {
+	var sum [4]byte
+	c := crc32.Checksum(resp, castagnoli)
+	sum[0], sum[1], sum[2], sum[3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
+	return hex.EncodeToString(sum[:])
 }
 
-func nonNegative(f map[string]string, name string) (int64, error) {
-	s, ok := f[name]
-	if !ok {
-		return 0, fmt.Errorf("is missing")
+func checksumMatches(resp, sum string) bool {
+	var want [4]byte
+	if n, err := hex.Decode(want[:], []byte(sum)); err != nil || n != 4 {
+		return false
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("is %q, not a non-negative integer", s)
+	c := crc32.Update(0, castagnoli, []byte(resp))
+	return c == uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3])
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
 	}
-	return v, nil
+	return s
 }

@@ -37,7 +37,7 @@ func ExampleStore() {
 		Codec:       "json-v2",
 		Policy:      2,
 		Lease:       30 * time.Second,
-		TTL:         24 * time.Hour,
+		Retention:   24 * time.Hour,
 		Nonce:       idemstore.NewNonce(),
 	}
 

@@ -98,7 +98,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 	own := ra.Ownership
 
 	lost("renew", func() error {
-		_, err := viaProxy.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, TTL: f.TTL})
+		_, err := viaProxy.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 		return err
 	})
 	if r2 := inspect(t, direct, f.Ref); r2.Rev != r.Rev || r2.State != idemstore.StateExecuting {
@@ -131,7 +131,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 	}
 	as[idemstore.Acquired](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
 	lost("start", func() error {
-		_, err := viaProxy.Start(t.Context(), idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: g.Lease, TTL: g.TTL})
+		_, err := viaProxy.Start(t.Context(), idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: g.Lease, Retention: g.TTL})
 		return err
 	})
 	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateExecuting || r.Rev != 2 || r.Nonce != nonce {
@@ -291,7 +291,8 @@ func TestKeyLayout(t *testing.T) {
 	for k := range fields {
 		names = append(names, k)
 	}
-	wantFields := "attempt codec createdAt fp leaseUntil nonce op owner policy rev state uncertain updatedAt"
+	// uncertain, reason, resp and sum are there only when they say something.
+	wantFields := "attempt codec createdAt fp leaseUntil nonce op owner policy rev state updatedAt"
 	if got := strings.Join(sorted(names), " "); got != wantFields {
 		t.Fatalf("fields = %s\nwant     %s", got, wantFields)
 	}
@@ -346,7 +347,7 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); return err },
 			"claimstart": func() error { _, err := s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err },
 			"start": func() error {
-				_, err := s.Start(t.Context(), idemstore.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, TTL: f.TTL})
+				_, err := s.Start(t.Context(), idemstore.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 				return err
 			},
 			"complete": func() error {
@@ -354,7 +355,7 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 				return err
 			},
 			"renew": func() error {
-				_, err := s.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, TTL: f.TTL})
+				_, err := s.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 				return err
 			},
 			"release": func() error { _, err := s.Release(t.Context(), idemstore.ReleaseRequest{Ownership: own}); return err },
@@ -391,7 +392,7 @@ func TestScriptsCarryTheirHeader(t *testing.T) {
 			t.Fatal(err)
 		}
 		src := string(b)
-		if !strings.HasPrefix(src, "#!lua\n") {
+		if first, _, _ := strings.Cut(src, "\n"); first != "#!lua" && !strings.HasPrefix(first, "#!lua flags=") {
 			t.Errorf("%s does not start with #!lua", name)
 		}
 		if filepath.Base(name) == "record.lua" {

@@ -101,7 +101,7 @@ func (u *universe) genStep(src byteSource) step {
 		o.Rev++
 	}
 	claim := idemstore.ClaimRequest{Ref: ref, Operation: op, Fingerprint: fp, Owner: owner,
-		Codec: codec, Policy: policy, Lease: lease, TTL: ttl}
+		Codec: codec, Policy: policy, Lease: lease, Retention: ttl}
 	resp := []byte(fmt.Sprintf("resp-%d", src.next()%3))
 	name := fmt.Sprintf("ref%d owner%s nonce%s", indexOf(u.refs, ref), owner[:4], nonce[:4])
 
@@ -116,7 +116,7 @@ func (u *universe) genStep(src byteSource) step {
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.ClaimStart(ctx, claim) },
 			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, nonce) }}
 	case 4:
-		req := idemstore.StartRequest{Ownership: o, Nonce: nonce, Lease: lease, TTL: ttl}
+		req := idemstore.StartRequest{Ownership: o, Nonce: nonce, Lease: lease, Retention: ttl}
 		return step{"start " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Start(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
@@ -138,7 +138,7 @@ func (u *universe) genStep(src byteSource) step {
 				return m.Transition(now, o, target, "CLAIMED,EXECUTING", nonce, 0, nil, "why")
 			}}
 	case 7:
-		req := idemstore.RenewRequest{Ref: ref, Operation: op, Owner: owner, Nonce: nonce, Lease: lease, TTL: ttl}
+		req := idemstore.RenewRequest{Ref: ref, Operation: op, Owner: owner, Nonce: nonce, Lease: lease, Retention: ttl}
 		return step{"renew " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Renew(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any { return m.Renew(now, req) }}

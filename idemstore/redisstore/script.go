@@ -41,17 +41,20 @@ func (ss *scriptSet) all() []script {
 	return []script{ss.claim, ss.transition, ss.renew, ss.release, ss.inspect, ss.resolve}
 }
 
-// newScriptSet builds the scripts. Only the first line of a script may be
-// a shebang, so the body's own "#!lua" becomes a comment; without shebang
-// (for servers that do not know the Redis 7 header) the first one goes too.
+// newScriptSet builds the scripts: each is its body's shebang line (the
+// Redis 7 "#!lua" header, with its flags), then the generated schema, the
+// shared helpers of record.lua and the body. Without shebang (for servers
+// that do not know the Redis 7 header) the shebang line is left out.
 func newScriptSet(shebang bool) *scriptSet {
-	prelude := recordLua
-	if !shebang {
-		prelude = "--" + strings.TrimPrefix(prelude, "#!")
-	}
+	_, helpers := splitShebang(recordLua)
+	prelude := luaSchema() + helpers
 	mk := func(name, body string) script {
-		body = "--" + strings.TrimPrefix(body, "#!")
-		return script{name: name, Script: redis.NewScript(prelude + "\n" + body)}
+		line, rest := splitShebang(body)
+		src := prelude + "\n" + rest
+		if shebang {
+			src = line + "\n" + src
+		}
+		return script{name: name, Script: redis.NewScript(src)}
 	}
 	return &scriptSet{
 		claim:      mk("claim", claimLua),
@@ -61,6 +64,16 @@ func newScriptSet(shebang bool) *scriptSet {
 		inspect:    mk("inspect", inspectLua),
 		resolve:    mk("resolve", resolveLua),
 	}
+}
+
+// splitShebang returns a script's "#!lua…" first line and the script with
+// that line turned into a comment.
+func splitShebang(src string) (line, rest string) {
+	line, body, _ := strings.Cut(src, "\n")
+	if !strings.HasPrefix(line, "#!") {
+		return "", src
+	}
+	return line, "-- " + line + "\n" + body
 }
 
 var (

@@ -24,9 +24,17 @@ const KeyLayoutVersion = 1
 // Config configures a Store.
 type Config struct {
 	// Client is the Redis client: *redis.Client, *redis.ClusterClient,
-	// *redis.Ring or a Sentinel failover client all work. Required. Set
-	// ContextTimeoutEnabled on it so CommandTimeout bounds the socket reads
-	// too. The store does not close it.
+	// *redis.Ring or a Sentinel failover client all work. Required. The
+	// store does not close it.
+	//
+	// Build it with ContextTimeoutEnabled: then go-redis itself stops
+	// reading at the call's deadline. A client without it (go-redis'
+	// default) would wait for its ReadTimeout, 3 s by default, whatever
+	// the context says; the store does not let it: it runs each call of
+	// such a client (or of a client whose options it cannot read) in a
+	// goroutine of its own and stops waiting at the deadline, reporting
+	// the call indeterminate, at the cost of that goroutine and a
+	// connection that stays busy until go-redis gives up.
 	Client redis.UniversalClient
 	// Namespace prefixes every key: "<Namespace>:idem:v1:…". Default
 	// "onceflow". It must not contain '{' or '}'.
@@ -83,6 +91,10 @@ type Store struct {
 	logger  *slog.Logger
 	reloads atomic.Int64
 	scripts *scriptSet
+	// guarded is set when the client does not bound its reads by the
+	// context: each call then runs in a goroutine the store stops waiting
+	// for at the deadline.
+	guarded bool
 }
 
 var _ idemstore.Store = (*Store)(nil)
@@ -99,12 +111,31 @@ func New(cfg Config) (*Store, error) {
 		maxResp: cfg.MaxResponseBytes,
 		logger:  cfg.Logger,
 		scripts: redis7Scripts,
+		guarded: !contextTimeoutEnabled(cfg.Client),
 	}
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
 	return st, nil
 }
+
+// contextTimeoutEnabled reports whether go-redis bounds the client's socket
+// reads by the context's deadline. Unknown clients count as not.
+func contextTimeoutEnabled(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// CommandTimeout is the longest one store call waits (Config.CommandTimeout).
+// idemstore.NewExecutor checks the lease's safety margin against it.
+func (s *Store) CommandTimeout() time.Duration { return s.timeout }
 
 // Key returns the Redis key of a record:
 // "<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}".
@@ -141,7 +172,7 @@ func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce ide
 	}
 	out, err := s.call(ctx, op, req.Ref, s.scripts.claim,
 		string(req.Owner), string(req.Operation), string(req.Fingerprint), req.Codec, req.Policy,
-		ms(req.Lease), ms(req.TTL), string(nonce))
+		ms(req.Lease), ms(req.Retention), string(nonce))
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +185,7 @@ func (s *Store) Start(ctx context.Context, req idemstore.StartRequest) (idemstor
 		return nil, err
 	}
 	return s.transition(ctx, opStart, req.Ownership, idemstore.StateExecuting, "CLAIMED",
-		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.TTL, nil, "")
+		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.Retention, nil, "")
 }
 
 // Complete implements idemstore.Store.
@@ -179,16 +210,18 @@ func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) (idemstore.
 		req.Nonce, "", req.TTL, nil, req.Reason)
 }
 
+// transition sends TRANSITION. With a lease (START), ttl is the retention
+// after the lease; without, the key's TTL.
 func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership, target idemstore.State,
 	sources string, nonce idemstore.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
 ) (idemstore.TransitionOutcome, error) {
-	hasResp := "0"
+	hasResp, sum := "0", ""
 	if resp != nil {
-		hasResp = "1"
+		hasResp, sum = "1", checksum(resp)
 	}
 	out, err := s.call(ctx, op, o.Ref, s.scripts.transition,
 		string(o.Owner), string(o.Operation), o.Rev, string(target), sources, string(nonce),
-		lease, ms(ttl), hasResp, resp, reason)
+		lease, ms(ttl), hasResp, resp, sum, reason)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +234,7 @@ func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstor
 		return nil, err
 	}
 	out, err := s.call(ctx, opRenew, req.Ref, s.scripts.renew,
-		string(req.Owner), string(req.Operation), string(req.Nonce), ms(req.Lease), ms(req.TTL))
+		string(req.Owner), string(req.Operation), string(req.Nonce), ms(req.Lease), ms(req.Retention))
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +276,7 @@ func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 		resp = []byte{}
 	}
 	out, err := s.call(ctx, opResolve, req.Ref, s.scripts.resolve,
-		req.Attempt, req.Rev, string(req.Target), resp, req.Codec, req.Policy, req.Reason, ms(req.TTL))
+		req.Attempt, req.Rev, string(req.Target), resp, checksum(resp), req.Codec, req.Policy, req.Reason, ms(req.TTL))
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +289,13 @@ func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc script, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v, err := s.run(ctx, sc, s.Key(ref), args...)
+	var v any
+	var err error
+	if s.guarded {
+		v, err = s.runGuarded(ctx, sc, s.Key(ref), args...)
+	} else {
+		v, err = s.run(ctx, sc, s.Key(ref), args...)
+	}
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
 			return nil, &idemstore.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
@@ -268,6 +307,27 @@ func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc scrip
 		return nil, &idemstore.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
 	}
 	return decode(op, ref, v)
+}
+
+// runGuarded is run for a client that does not stop at the context's
+// deadline: the call goes on in its own goroutine, and the store stops
+// waiting for it at the deadline.
+func (s *Store) runGuarded(ctx context.Context, sc script, key string, args ...any) (any, error) {
+	type result struct {
+		v   any
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := s.run(ctx, sc, key, args...)
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("redisstore: no reply by the deadline (the client lacks ContextTimeoutEnabled): %w", context.Cause(ctx))
+	}
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }

@@ -80,7 +80,9 @@ type Fixture struct {
 	Codec       string
 	Policy      int
 	Lease       time.Duration
-	TTL         time.Duration
+	// TTL is the retention of in-flight records (ClaimRequest.Retention)
+	// and the TTL of completed and failed ones.
+	TTL time.Duration
 }
 
 // NewFixture returns a fixture for a record no one else uses.
@@ -100,7 +102,7 @@ func NewFixture() Fixture {
 func (f Fixture) Claim(owner idemstore.Owner) idemstore.ClaimRequest {
 	return idemstore.ClaimRequest{
 		Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint, Owner: owner,
-		Codec: f.Codec, Policy: f.Policy, Lease: f.Lease, TTL: f.TTL,
+		Codec: f.Codec, Policy: f.Policy, Lease: f.Lease, Retention: f.TTL,
 	}
 }
 
@@ -225,8 +227,9 @@ func testClaimAcquires(t *testing.T, h Harness) {
 	if got := r.LeaseRemaining(); got <= f.Lease-5*time.Second || got > f.Lease {
 		t.Fatalf("lease remaining = %v, want about %v", got, f.Lease)
 	}
-	if r.TTL <= f.TTL-5*time.Second || r.TTL > f.TTL {
-		t.Fatalf("TTL = %v, want about %v", r.TTL, f.TTL)
+	// In flight, the key lives for the lease left plus the retention.
+	if want := f.Lease + f.TTL; r.TTL <= want-5*time.Second || r.TTL > want {
+		t.Fatalf("TTL = %v, want about %v (lease + retention)", r.TTL, want)
 	}
 	if acq.Ownership != (idemstore.Ownership{Ref: f.Ref, Operation: f.Operation, Owner: owner, Attempt: 1, Rev: 1}) {
 		t.Fatalf("ownership = %+v", acq.Ownership)
@@ -486,7 +489,7 @@ func testTransitionAlready(t *testing.T, h Harness) {
 	owner := idemstore.NewOwner()
 	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	nonce := idemstore.NewNonce()
-	start := idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, TTL: f.TTL}
+	start := idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL}
 	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), start))))
 	if st.Record.State != idemstore.StateExecuting || st.Record.Nonce != nonce || st.Ownership.Rev != 2 {
 		t.Fatalf("start = %+v", st.Record)
@@ -518,7 +521,7 @@ func testTransitionRefusals(t *testing.T, h Harness) {
 	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	nonce := idemstore.NewNonce()
 	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
-		Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, TTL: f.TTL,
+		Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL,
 	}))))
 	cur := st.Ownership
 	before := inspect(t, s, f.Ref)
@@ -576,7 +579,7 @@ func testRenewExtends(t *testing.T, h Harness) {
 	own, nonce := executing(t, s, f)
 	before := inspect(t, s, f.Ref).Record
 	rn := as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
-		Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, TTL: time.Hour,
+		Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour,
 	}))))
 	after := inspect(t, s, f.Ref).Record
 	if !after.LeaseUntil.After(before.LeaseUntil.Add(50*time.Second)) || after.LeaseUntil != rn.Record.LeaseUntil {
@@ -600,7 +603,7 @@ func testRenewExtends(t *testing.T, h Harness) {
 	own, nonce = executing(t, s, g)
 	WaitLeaseExpired(t, s, g.Ref)
 	as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
-		Ref: g.Ref, Operation: g.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, TTL: time.Hour,
+		Ref: g.Ref, Operation: g.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour,
 	}))))
 	as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
 }
@@ -608,7 +611,7 @@ func testRenewExtends(t *testing.T, h Harness) {
 func testRenewRefusals(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	own, nonce := executing(t, s, f)
-	ok := idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, TTL: 2 * time.Hour}
+	ok := idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour}
 	before := inspect(t, s, f.Ref)
 	cases := map[idemstore.Refusal]func(r *idemstore.RenewRequest){
 		idemstore.RefusedNotOwner:  func(r *idemstore.RenewRequest) { r.Owner = idemstore.NewOwner() },
@@ -629,7 +632,7 @@ func testRenewRefusals(t *testing.T, h Harness) {
 	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(own.Owner)))))
 	before = inspect(t, s, g.Ref)
 	ref := as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
-		Ref: g.Ref, Operation: g.Operation, Owner: acq.Ownership.Owner, Nonce: nonce, Lease: time.Hour, TTL: 2 * time.Hour,
+		Ref: g.Ref, Operation: g.Operation, Owner: acq.Ownership.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour,
 	}))))
 	if ref.Reason != idemstore.RefusedState {
 		t.Fatalf("renew of CLAIMED refused %s, want %s", ref.Reason, idemstore.RefusedState)
@@ -640,14 +643,14 @@ func testRenewRefusals(t *testing.T, h Harness) {
 	before = inspect(t, s, c.Ref)
 	obs := before.Record
 	ref = as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
-		Ref: c.Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: obs.Nonce, Lease: time.Hour, TTL: 2 * time.Hour,
+		Ref: c.Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: obs.Nonce, Lease: time.Hour, Retention: 2 * time.Hour,
 	}))))
 	if ref.Reason != idemstore.RefusedState {
 		t.Fatalf("renew of COMPLETED refused %s, want %s", ref.Reason, idemstore.RefusedState)
 	}
 	sameRecord(t, before, inspect(t, s, c.Ref))
 	as[idemstore.Missing](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
-		Ref: NewFixture().Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: nonce, Lease: time.Hour, TTL: 2 * time.Hour,
+		Ref: NewFixture().Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour,
 	}))))
 }
 
@@ -669,7 +672,7 @@ func testRelease(t *testing.T, h Harness) {
 	g := NewFixture()
 	acq = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
 	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
-		Ownership: acq.Ownership, Nonce: idemstore.NewNonce(), Lease: g.Lease, TTL: g.TTL,
+		Ownership: acq.Ownership, Nonce: idemstore.NewNonce(), Lease: g.Lease, Retention: g.TTL,
 	}))))
 	before := inspect(t, s, g.Ref)
 	for _, o := range []idemstore.Ownership{acq.Ownership, st.Ownership} {
@@ -749,8 +752,7 @@ func testInvalidInput(t *testing.T, h Harness) {
 		"invalid code":          func(r *idemstore.ClaimRequest) { r.Ref.Code = "Charge_Payment" },
 		"zero lease":            func(r *idemstore.ClaimRequest) { r.Lease = 0 },
 		"negative lease":        func(r *idemstore.ClaimRequest) { r.Lease = -time.Second },
-		"zero ttl":              func(r *idemstore.ClaimRequest) { r.TTL = 0 },
-		"ttl under lease":       func(r *idemstore.ClaimRequest) { r.TTL = r.Lease / 2 },
+		"zero retention":        func(r *idemstore.ClaimRequest) { r.Retention = 0 },
 		"short owner":           func(r *idemstore.ClaimRequest) { r.Owner = r.Owner[:62] },
 		"empty operation":       func(r *idemstore.ClaimRequest) { r.Operation = "" },
 		"bad fingerprint":       func(r *idemstore.ClaimRequest) { r.Fingerprint = "abc" },
@@ -779,7 +781,7 @@ func testInvalidInput(t *testing.T, h Harness) {
 	if !errors.Is(err, idemstore.ErrInvalidInput) {
 		t.Fatalf("oversized response: err = %v, want ErrInvalidInput", err)
 	}
-	_, err = s.Renew(ctx(t), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, TTL: f.TTL})
+	_, err = s.Renew(ctx(t), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, Retention: f.TTL})
 	if !errors.Is(err, idemstore.ErrInvalidInput) {
 		t.Fatalf("zero renew lease: err = %v, want ErrInvalidInput", err)
 	}

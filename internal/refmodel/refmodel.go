@@ -21,6 +21,7 @@ type rec struct {
 	codec                string
 	policy               int
 	leaseUntil           int64
+	hasLease             bool // terminal states drop leaseUntil
 	nonce                idemstore.Nonce
 	reason               string
 	uncertain            bool
@@ -41,14 +42,24 @@ func New() *Model { return &Model{recs: map[idemstore.Ref]*rec{}} }
 func (r *rec) snapshot(now time.Time, withResp bool) idemstore.Record {
 	out := idemstore.Record{
 		State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev, Operation: r.op,
-		Fingerprint: r.fp, Codec: r.codec, Policy: r.policy, LeaseUntil: time.UnixMilli(r.leaseUntil),
+		Fingerprint: r.fp, Codec: r.codec, Policy: r.policy,
 		Nonce: r.nonce, Reason: r.reason, Uncertain: r.uncertain,
 		CreatedAt: time.UnixMilli(r.createdAt), UpdatedAt: time.UnixMilli(r.updatedAt), ServerTime: now,
+	}
+	if r.hasLease {
+		out.LeaseUntil = time.UnixMilli(r.leaseUntil)
 	}
 	if withResp && r.hasResp {
 		out.Response = append([]byte{}, r.resp...)
 	}
 	return out
+}
+
+// replay is what a replay reports: the fields a replay reads, and the
+// response; not the clock.
+func (r *rec) replay() idemstore.Record {
+	return idemstore.Record{State: r.state, Attempt: r.attempt, Rev: r.rev, Codec: r.codec, Policy: r.policy,
+		Response: append([]byte{}, r.resp...)}
 }
 
 func own(ref idemstore.Ref, r *rec) idemstore.Ownership {
@@ -66,7 +77,7 @@ func (m *Model) Claim(now time.Time, req idemstore.ClaimRequest, nonce idemstore
 	if r == nil {
 		r = &rec{
 			state: target, owner: req.Owner, attempt: 1, rev: 1, op: req.Operation, fp: req.Fingerprint,
-			codec: req.Codec, policy: req.Policy, leaseUntil: nowMs + req.Lease.Milliseconds(),
+			codec: req.Codec, policy: req.Policy, leaseUntil: nowMs + req.Lease.Milliseconds(), hasLease: true,
 			nonce: nonce, createdAt: nowMs, updatedAt: nowMs,
 		}
 		m.recs[req.Ref] = r
@@ -79,29 +90,44 @@ func (m *Model) Claim(now time.Time, req idemstore.ClaimRequest, nonce idemstore
 		if r.codec != req.Codec || r.policy != req.Policy {
 			return idemstore.CodecMismatch{Record: r.snapshot(now, false)}
 		}
-		return idemstore.CompletedReplay{Record: r.snapshot(now, true)}
+		return idemstore.CompletedReplay{Record: r.replay()}
 	}
 	if r.state == idemstore.StateAbandoned {
 		return idemstore.RecoveryRequired{Record: r.snapshot(now, false)}
 	}
-	if r.owner == req.Owner {
-		if r.op == req.Operation {
+	expired := r.state == idemstore.StateFailedRetryable || r.leaseUntil <= nowMs
+	same := r.owner == req.Owner
+	if same {
+		switch {
+		case r.op != req.Operation:
+			return idemstore.OwnerOperationConflict{Record: r.snapshot(now, false)}
+		case r.state == idemstore.StateFailedRetryable:
+			return idemstore.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+		case r.state == idemstore.StateExecuting && nonce != "" && r.nonce == nonce:
+			// The invocation's own claim+start, re-sent: the lease is
+			// refreshed.
+			r.leaseUntil = max(r.leaseUntil, nowMs+req.Lease.Milliseconds())
+			r.updatedAt = nowMs
+			return idemstore.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+		case !expired:
 			return idemstore.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
 		}
-		return idemstore.OwnerOperationConflict{Record: r.snapshot(now, false)}
 	}
-	if r.state == idemstore.StateFailedRetryable || r.leaseUntil <= nowMs {
+	if expired {
 		from := r.state
 		r.uncertain = from == idemstore.StateExecuting || r.uncertain
-		r.state, r.owner, r.attempt, r.rev, r.op = target, req.Owner, r.attempt+1, r.rev+1, req.Operation
-		r.codec, r.policy, r.leaseUntil, r.updatedAt = req.Codec, req.Policy, nowMs+req.Lease.Milliseconds(), nowMs
+		if !same {
+			r.attempt++
+		}
+		r.state, r.owner, r.rev, r.op = target, req.Owner, r.rev+1, req.Operation
+		r.codec, r.policy, r.leaseUntil, r.hasLease, r.updatedAt = req.Codec, req.Policy, nowMs+req.Lease.Milliseconds(), true, nowMs
 		r.reason, r.resp, r.hasResp, r.nonce = "", nil, false, nonce
 		return idemstore.TakenOver{Ownership: own(req.Ref, r), Record: r.snapshot(now, false), From: from, EffectMayHaveHappened: r.uncertain}
 	}
 	return idemstore.InProgress{Record: r.snapshot(now, false)}
 }
 
-// Transition models TRANSITION. lease is 0 to leave leaseUntil alone.
+// Transition models TRANSITION. lease is the lease of a START.
 func (m *Model) Transition(now time.Time, o idemstore.Ownership, target idemstore.State, sources string,
 	nonce idemstore.Nonce, lease time.Duration, resp []byte, reason string,
 ) idemstore.TransitionOutcome {
@@ -130,9 +156,9 @@ func (m *Model) Transition(now time.Time, o idemstore.Ownership, target idemstor
 	r.state, r.rev, r.updatedAt = target, r.rev+1, nowMs
 	if target == idemstore.StateExecuting {
 		r.nonce = nonce
-	}
-	if lease > 0 {
-		r.leaseUntil = nowMs + lease.Milliseconds()
+		r.leaseUntil, r.hasLease = nowMs+lease.Milliseconds(), true
+	} else {
+		r.hasLease = false
 	}
 	if resp != nil {
 		r.resp, r.hasResp = append([]byte{}, resp...), true
@@ -228,6 +254,7 @@ func (m *Model) Resolve(now time.Time, req idemstore.ResolveRequest) idemstore.R
 		return idemstore.Refused{Reason: why, Record: r.snapshot(now, false)}
 	}
 	r.state, r.rev, r.uncertain, r.reason, r.updatedAt = req.Target, r.rev+1, false, req.Reason, now.UnixMilli()
+	r.hasLease = false
 	if req.Target == idemstore.StateCompleted {
 		resp := req.Response
 		if resp == nil {

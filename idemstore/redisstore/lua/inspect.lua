@@ -1,16 +1,17 @@
-#!lua
--- inspect.lua: INSPECT, read only.
+#!lua flags=no-writes
+-- inspect.lua: INSPECT, read only: it runs on replicas, under CLIENT PAUSE
+-- WRITE and when Redis is out of memory.
 --
 -- KEYS[1]  record key
 -- (no ARGV)
 --
 -- Replies:
---   MISSING  no record
---   CORRUPT  the stored record does not decode
---   FOUND    the record, with resp
+--   CORRUPT    the stored record breaks the schema
+--   NOT_FOUND  no record
+--   FOUND      the record, with resp
 local key = KEYS[1]
 local now = now_ms()
-local r, bad = load(key)
+local r, resp, bad = load(key)
 if bad then return corrupt(key, now, bad) end
-if not r then return reply('MISSING', key, now) end
-return reply('FOUND', key, now, true)
+if not r then return not_found(now) end
+return reply(R.FOUND, key, now, r, nil, resp)

@@ -7,8 +7,8 @@
 -- ARGV[3]  expected rev
 --
 -- Replies:
+--   CORRUPT      the stored record breaks the schema; nothing changed
 --   NOT_FOUND    no record (or released already)
---   CORRUPT      the stored record does not decode
 --   NOT_OWNER    another owner holds the record
 --   OP_CONFLICT  same owner, another operation
 --   WRONG_STATE  not CLAIMED
@@ -18,12 +18,12 @@ local key = KEYS[1]
 local owner, op, rev = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local now = now_ms()
-local r, bad = load(key)
+local r, resp, bad = load(key)
 if bad then return corrupt(key, now, bad) end
-if not r then return reply('NOT_FOUND', key, now) end
-if r.owner ~= owner then return reply('NOT_OWNER', key, now) end
-if r.op ~= op then return reply('OP_CONFLICT', key, now) end
-if r.state ~= 'CLAIMED' then return reply('WRONG_STATE', key, now) end
-if r.rev ~= rev then return reply('STALE_REV', key, now) end
+if not r then return not_found(now) end
+if r.owner ~= owner then return reply(R.NOT_OWNER, key, now, r) end
+if r.op ~= op then return reply(R.OP_CONFLICT, key, now, r) end
+if r.state ~= 'CLAIMED' then return reply(R.WRONG_STATE, key, now, r) end
+if tonumber(r.rev) ~= rev then return reply(R.STALE_REV, key, now, r) end
 redis.call('DEL', key)
-return reply('RELEASED', key, now)
+return {R.RELEASED, now, -2, false, false, false}

@@ -5,40 +5,45 @@
 -- KEYS[1]  record key
 -- ARGV[1]  expected attempt        ARGV[2]  expected rev
 -- ARGV[3]  target: COMPLETED or FAILED_RETRYABLE
--- ARGV[4]  response (COMPLETED)    ARGV[5]  codec (COMPLETED)
--- ARGV[6]  policy (COMPLETED)      ARGV[7]  reason
--- ARGV[8]  key TTL in ms
+-- ARGV[4]  response (COMPLETED)    ARGV[5]  its CRC-32C, 8 hex (COMPLETED)
+-- ARGV[6]  codec (COMPLETED)       ARGV[7]  policy (COMPLETED)
+-- ARGV[8]  reason                  ARGV[9]  key TTL in ms
 --
 -- Replies:
+--   CORRUPT        the stored record breaks the schema; nothing changed
 --   NOT_FOUND      no record
---   CORRUPT        the stored record does not decode
 --   ALREADY        already resolved to the target from exactly this attempt/rev
 --                  (and, for COMPLETED, with this very response)
 --   STALE_ATTEMPT  the attempt moved on
 --   STALE_REV      the revision moved on
 --   WRONG_STATE    not ABANDONED
---   RESOLVED       applied: state, rev+1, reason, uncertain=0 (and resp,
---                  codec, policy for COMPLETED); PEXPIRE
+--   RESOLVED       applied: state, rev+1, reason; uncertain and leaseUntil
+--                  dropped (and resp, sum, codec, policy for COMPLETED); PEXPIRE
 local key = KEYS[1]
 local attempt, rev, target = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local ttl = tonumber(ARGV[8])
+local ttl = tonumber(ARGV[9])
 
 local now = now_ms()
-local r, bad = load(key)
+local r, resp, bad = load(key)
 if bad then return corrupt(key, now, bad) end
-if not r then return reply('NOT_FOUND', key, now) end
-if r.state == target and r.attempt == attempt and r.rev == rev + 1 and
-    (target ~= 'COMPLETED' or redis.call('HGET', key, 'resp') == ARGV[4]) then
-  return reply('ALREADY', key, now)
+if not r then return not_found(now) end
+if r.state == target and tonumber(r.attempt) == attempt and tonumber(r.rev) == rev + 1 and
+    (target ~= 'COMPLETED' or (r.sum == ARGV[5] and resp == ARGV[4])) then
+  return reply(R.ALREADY, key, now, r)
 end
-if r.attempt ~= attempt then return reply('STALE_ATTEMPT', key, now) end
-if r.rev ~= rev then return reply('STALE_REV', key, now) end
-if r.state ~= 'ABANDONED' then return reply('WRONG_STATE', key, now) end
+if tonumber(r.attempt) ~= attempt then return reply(R.STALE_ATTEMPT, key, now, r) end
+if tonumber(r.rev) ~= rev then return reply(R.STALE_REV, key, now, r) end
+if r.state ~= 'ABANDONED' then return reply(R.WRONG_STATE, key, now, r) end
 
-redis.call('HSET', key, 'state', target, 'rev', r.rev + 1, 'uncertain', '0',
-  'reason', ARGV[7], 'updatedAt', now)
+r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
+r.uncertain, r.leaseUntil = false, false
+if ARGV[8] ~= '' then r.reason = ARGV[8] else r.reason = false end
+local names = {'state', 'rev', 'updatedAt', 'uncertain', 'leaseUntil', 'reason'}
 if target == 'COMPLETED' then
-  redis.call('HSET', key, 'resp', ARGV[4], 'codec', ARGV[5], 'policy', ARGV[6])
+  r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]
+  names[#names + 1] = 'sum'; names[#names + 1] = 'codec'; names[#names + 1] = 'policy'
+  redis.call('HSET', key, 'resp', ARGV[4])
 end
+save(key, r, names)
 redis.call('PEXPIRE', key, ttl)
-return reply('RESOLVED', key, now)
+return reply(R.RESOLVED, key, now, r, ttl)

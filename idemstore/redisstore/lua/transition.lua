@@ -7,15 +7,16 @@
 -- ARGV[5]  allowed source states, comma separated
 -- ARGV[6]  nonce: recorded when the target is EXECUTING, required to match
 --          the stored one when the source is EXECUTING
--- ARGV[7]  lease in ms ("" = leave leaseUntil)
--- ARGV[8]  key TTL in ms
--- ARGV[9]  "1" to store ARGV[10] as resp
--- ARGV[10] response payload
--- ARGV[11] reason ("" = none)
+-- ARGV[7]  lease in ms, for EXECUTING ("" otherwise)
+-- ARGV[8]  with a lease: the failure retention in ms (the key lives for the
+--          lease plus it); without: the key's TTL in ms
+-- ARGV[9]  "1" to store ARGV[10] as resp and ARGV[11] as its checksum
+-- ARGV[10] response payload        ARGV[11] its CRC-32C, 8 hex
+-- ARGV[12] reason ("" = none)
 --
 -- Replies, checked in this order (the seed's order):
+--   CORRUPT         the stored record breaks the schema; nothing changed
 --   NOT_FOUND       no record
---   CORRUPT         the stored record does not decode
 --   NOT_OWNER       another owner holds the record
 --   OP_CONFLICT     same owner, another operation
 --   ALREADY         already at the target (a re-sent transition): the
@@ -23,32 +24,49 @@
 --   STALE_REV       the revision moved on
 --   WRONG_STATE     not in an allowed source state
 --   NONCE_MISMATCH  EXECUTING under another invocation's nonce
---   TRANSITIONED    applied: state, rev+1, updatedAt, and the optional
---                   nonce, leaseUntil, resp, reason; PEXPIRE
+--   TRANSITIONED    applied: state, rev+1, updatedAt; EXECUTING records the
+--                   nonce and the lease; COMPLETED stores resp and sum and
+--                   clears uncertain; FAILED_RETRYABLE clears uncertain; the
+--                   terminal states drop leaseUntil and keep the reason
 local key = KEYS[1]
 local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 local now = now_ms()
-local r, bad = load(key)
+local r, resp, bad = load(key)
 if bad then return corrupt(key, now, bad) end
-if not r then return reply('NOT_FOUND', key, now) end
-if r.owner ~= owner then return reply('NOT_OWNER', key, now) end
-if r.op ~= op then return reply('OP_CONFLICT', key, now) end
-if r.state == target then return reply('ALREADY', key, now) end
-if r.rev ~= rev then return reply('STALE_REV', key, now) end
+if not r then return not_found(now) end
+if r.owner ~= owner then return reply(R.NOT_OWNER, key, now, r) end
+if r.op ~= op then return reply(R.OP_CONFLICT, key, now, r) end
+if r.state == target then return reply(R.ALREADY, key, now, r) end
+if tonumber(r.rev) ~= rev then return reply(R.STALE_REV, key, now, r) end
 if not string.find(',' .. sources .. ',', ',' .. r.state .. ',', 1, true) then
-  return reply('WRONG_STATE', key, now)
+  return reply(R.WRONG_STATE, key, now, r)
 end
-if r.state == 'EXECUTING' and r.nonce ~= nonce then return reply('NONCE_MISMATCH', key, now) end
+if r.state == 'EXECUTING' and r.nonce ~= nonce then return reply(R.NONCE_MISMATCH, key, now, r) end
 
-redis.call('HSET', key, 'state', target, 'rev', r.rev + 1, 'updatedAt', now)
-if target == 'EXECUTING' then redis.call('HSET', key, 'nonce', nonce) end
-if lease ~= '' then redis.call('HSET', key, 'leaseUntil', now + tonumber(lease)) end
-if ARGV[9] == '1' then redis.call('HSET', key, 'resp', ARGV[10]) end
-if ARGV[11] ~= '' then redis.call('HSET', key, 'reason', ARGV[11]) end
-if target == 'COMPLETED' or target == 'FAILED_RETRYABLE' then
-  redis.call('HSET', key, 'uncertain', '0')
+r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
+local names = {'state', 'rev', 'updatedAt', 'leaseUntil'}
+if target == 'EXECUTING' then
+  r.nonce, r.leaseUntil = nonce, int(now + tonumber(lease))
+  ttl = tonumber(lease) + ttl
+  names[#names + 1] = 'nonce'
+else
+  r.leaseUntil = false
 end
+if target == 'COMPLETED' or target == 'FAILED_RETRYABLE' then
+  r.uncertain = false
+  names[#names + 1] = 'uncertain'
+end
+if ARGV[9] == '1' then
+  r.sum = ARGV[11]
+  names[#names + 1] = 'sum'
+  redis.call('HSET', key, 'resp', ARGV[10])
+end
+if ARGV[12] ~= '' then
+  r.reason = ARGV[12]
+  names[#names + 1] = 'reason'
+end
+save(key, r, names)
 redis.call('PEXPIRE', key, ttl)
-return reply('TRANSITIONED', key, now)
+return reply(R.TRANSITIONED, key, now, r, ttl)

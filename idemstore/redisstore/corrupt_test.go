@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// garbles returns the ways to break a field of the given kind: a bad
+// value, out of range, a huge integer, a non-canonical integer, missing.
+func garbles(k fieldKind) []string {
+	common := []string{"(missing)", "!", strings.Repeat("z", 64)}
+	switch k {
+	case kindCount:
+		return append(common, "0", "-1", "01", "1.5", "99999999999999999999", "9007199254740993", "1e+20")
+	case kindMillis:
+		return append(common, "-1", "01", "99999999999999999999", "1e+20", " 1")
+	case kindFlag:
+		return append(common, "2", "true")
+	case kindText:
+		return []string{strings.Repeat("r", maxReasonLen+1)}
+	case kindOperation:
+		return []string{"(missing)", "", strings.Repeat("o", idemstore.MaxOperationIDLen+1)}
+	case kindCodec:
+		return append(common, "", "JSON", strings.Repeat("c", 33))
+	case kindState:
+		return append(common, "RUNNING", "claimed")
+	}
+	return append(common, "ABCDEF01", "0123456789abcdef0123456789abcdeg")
+}
+
+// TestNoScriptChangesACorruptRecord garbles every field of the schema in
+// turn, in an EXECUTING and in a COMPLETED record, and sends every script:
+// each answers with a *CorruptRecordError naming the field and leaves the
+// record byte for byte as it was. Only a replay may ignore a field it does
+// not read.
+func TestNoScriptChangesACorruptRecord(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	fields := []string{}
+	for _, r := range fieldRules {
+		fields = append(fields, r.name)
+	}
+	fields = append(fields, "resp")
+
+	for _, completed := range []bool{false, true} {
+		for _, field := range fields {
+			kind := kindText // resp: any bytes; its garble is a changed payload
+			for _, r := range fieldRules {
+				if r.name == field {
+					kind = r.kind
+				}
+			}
+			gs := garbles(kind)
+			if field == "resp" {
+				gs = []string{"(missing)", "tampered"}
+			}
+			for _, g := range gs {
+				f := storetest.NewFixture()
+				owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+				acq, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
+				if err != nil {
+					t.Fatal(err)
+				}
+				own := acq.(idemstore.Acquired).Ownership
+				if completed {
+					out, err := s.Complete(ctx, idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte(`{"ok":1}`), TTL: f.TTL})
+					if err != nil {
+						t.Fatal(err)
+					}
+					own = out.(idemstore.Transitioned).Ownership
+				}
+				key := s.Key(f.Ref)
+				exists, err := client.HExists(ctx, key, field).Result()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g == "(missing)" {
+					if !exists || !requiredIn(field, completed) {
+						continue // an optional field: missing is fine
+					}
+					err = client.HDel(ctx, key, field).Err()
+				} else {
+					err = client.HSet(ctx, key, field, g).Err()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := client.Dump(ctx, key).Val()
+				calls := map[string]func() (any, error){
+					"claim": func() (any, error) { return s.Claim(ctx, f.Claim(idemstore.NewOwner())) },
+					"claim+start by the owner": func() (any, error) {
+						return s.ClaimStart(ctx, f.ClaimStart(owner, idemstore.NewNonce()))
+					},
+					"start": func() (any, error) {
+						return s.Start(ctx, idemstore.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+					},
+					"complete": func() (any, error) {
+						return s.Complete(ctx, idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
+					},
+					"fail": func() (any, error) {
+						return s.Fail(ctx, idemstore.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL})
+					},
+					"renew": func() (any, error) {
+						return s.Renew(ctx, idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+					},
+					"release": func() (any, error) { return s.Release(ctx, idemstore.ReleaseRequest{Ownership: own}) },
+					"inspect": func() (any, error) { return s.Inspect(ctx, f.Ref) },
+					"resolve": func() (any, error) {
+						return s.Resolve(ctx, idemstore.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
+					},
+				}
+				for name, call := range calls {
+					out, err := call()
+					var ce *idemstore.CorruptRecordError
+					corrupt := errors.As(err, &ce) && ce.Field == field
+					switch {
+					case corrupt:
+					case completed && name != "inspect" && !replayReads(field) && isReplay(out, err):
+						// A replay ignores a field it does not read.
+					case completed && field == "resp" && g == "tampered" && replayIgnoresResp(name):
+						// The payload is read only by a replay and INSPECT.
+					default:
+						t.Errorf("completed=%v %s = %.20q: %s answered %T %v, want a CorruptRecordError naming %s",
+							completed, field, g, name, out, err, field)
+					}
+				}
+				if after := client.Dump(ctx, key).Val(); after != before {
+					t.Errorf("completed=%v %s = %.20q: a script changed the corrupt record", completed, field, g)
+				}
+			}
+		}
+	}
+}
+
+// requiredIn reports whether a record in the state must have the field.
+func requiredIn(field string, completed bool) bool {
+	for _, r := range fieldRules {
+		if r.name == field && r.required {
+			return true
+		}
+	}
+	if completed {
+		return field == "sum" || field == "resp"
+	}
+	return field == "leaseUntil" || field == "nonce"
+}
+
+// replayReads reports whether claim.lua's replay path reads the field.
+func replayReads(field string) bool {
+	switch field {
+	case "state", "fp", "codec", "policy", "attempt", "rev", "sum", "resp":
+		return true
+	}
+	return false
+}
+
+func isReplay(out any, err error) bool {
+	_, ok := out.(idemstore.CompletedReplay)
+	return ok && err == nil
+}
+
+func replayIgnoresResp(call string) bool {
+	return call != "inspect" && !strings.HasPrefix(call, "claim")
+}
