@@ -50,7 +50,9 @@ type ExecutorConfig struct {
 	// a mismatch refuses replay. Default 2.
 	PolicyRevision int
 	// RenewInterval is how often the lease is renewed while the action
-	// runs, unless the Request brings its own ticks. Default Lease / 3.
+	// runs, unless the Request brings its own ticks. Default a third of
+	// what the lease leaves before its deadline, (Lease - SafetyMargin) /
+	// 3; at least two renewals must fit before the deadline.
 	RenewInterval time.Duration
 	// SafetyMargin is how long before the lease runs out the action's
 	// context is cancelled when no renewal has confirmed it: the deadline
@@ -88,15 +90,15 @@ func (c *ExecutorConfig) setDefaults() error {
 	if c.PolicyRevision == 0 {
 		c.PolicyRevision = DefaultPolicyRevision
 	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = c.Lease / 3
-	}
 	var storeTimeout time.Duration
 	if tb, ok := c.Store.(TimeBounded); ok {
 		storeTimeout = tb.CommandTimeout()
 	}
 	if c.SafetyMargin == 0 {
 		c.SafetyMargin = max(c.Lease/10, 2*storeTimeout)
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = (c.Lease - c.SafetyMargin) / 3
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -107,10 +109,6 @@ func (c *ExecutorConfig) setDefaults() error {
 	switch {
 	case c.Lease < time.Millisecond:
 		return fmt.Errorf("idemstore: ExecutorConfig.Lease must be at least 1ms, got %v", c.Lease)
-	case c.RenewInterval <= 0:
-		return fmt.Errorf("idemstore: ExecutorConfig.RenewInterval must be positive, got %v", c.RenewInterval)
-	case c.Lease < 3*c.RenewInterval:
-		return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is shorter than 3 renew intervals (3 × %v): raise Lease or lower RenewInterval", c.Lease, c.RenewInterval)
 	case c.Lease > c.ReplayTTL:
 		return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is longer than ReplayTTL (%v): lower Lease or raise ReplayTTL", c.Lease, c.ReplayTTL)
 	case c.FailureRetention < c.Lease:
@@ -128,6 +126,13 @@ func (c *ExecutorConfig) setDefaults() error {
 		return fmt.Errorf("idemstore: ExecutorConfig.SafetyMargin (%v) is not well above the store's CommandTimeout (%v): "+
 			"a store call may outlast the margin, so the outcome of a cancelled action could not be written before the lease runs out; raise SafetyMargin to at least %v or lower the store's CommandTimeout",
 			c.SafetyMargin, storeTimeout, 2*storeTimeout)
+	case c.RenewInterval <= 0:
+		return fmt.Errorf("idemstore: ExecutorConfig.RenewInterval must be positive, got %v", c.RenewInterval)
+	case c.Lease < 3*c.RenewInterval:
+		return fmt.Errorf("idemstore: ExecutorConfig.Lease (%v) is shorter than 3 renew intervals (3 × %v): raise Lease or lower RenewInterval", c.Lease, c.RenewInterval)
+	case 2*c.RenewInterval >= c.Lease-c.SafetyMargin:
+		return fmt.Errorf("idemstore: ExecutorConfig.RenewInterval (%v) leaves fewer than two renewals before the lease's deadline (Lease %v less SafetyMargin %v): lower RenewInterval or raise Lease",
+			c.RenewInterval, c.Lease, c.SafetyMargin)
 	}
 	return validateCodec(c.Codec, c.PolicyRevision)
 }
@@ -690,6 +695,12 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 				return recovery("the record is gone", nil)
 			}
 			return recovery("the store answered unexpectedly", fmt.Errorf("%w: %T", ErrUnexpectedReply, out))
+		}
+		if errors.Is(err, ErrInvalidInput) {
+			// The effect happened, but the store refuses its response (too
+			// large): it will never be recorded, so say so now rather
+			// than leave the record EXECUTING until its lease runs out.
+			return v.abandon(ctx, own, "the action succeeded but its response cannot be stored", err)
 		}
 		if !errors.Is(err, ErrIndeterminate) {
 			return recovery("complete failed", err)

@@ -24,7 +24,12 @@ type env struct {
 
 func newEnv(t *testing.T, cfg idemstore.ExecutorConfig) env {
 	t.Helper()
-	rs, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), CommandTimeout: 2 * time.Second})
+	// A generous command timeout, but well under the lease's safety margin.
+	timeout := 2 * time.Second
+	if cfg.Lease > 0 {
+		timeout = min(timeout, cfg.Lease/6)
+	}
+	rs, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), CommandTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,8 +46,15 @@ func newEnv(t *testing.T, cfg idemstore.ExecutorConfig) env {
 // Redis, so a test's injected faults hit only its own calls.
 func (e env) isolated(t *testing.T) (*storetest.FaultyStore, *idemstore.Executor) {
 	t.Helper()
+	return e.isolatedWith(t, idemstore.ExecutorConfig{})
+}
+
+// isolatedWith is isolated with an executor configuration of its own.
+func (e env) isolatedWith(t *testing.T, cfg idemstore.ExecutorConfig) (*storetest.FaultyStore, *idemstore.Executor) {
+	t.Helper()
 	local := storetest.NewFaultyStore(e.store)
-	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: local})
+	cfg.Store = local
+	exec, err := idemstore.NewExecutor(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +226,7 @@ func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
 func TestSeedFlaw2RenewalKeepsALongActionsRecord(t *testing.T) {
 	t.Parallel()
 	const lease = 300 * time.Millisecond
-	e, f := newEnv(t, idemstore.ExecutorConfig{Lease: lease, RenewInterval: lease / 3}), storetest.NewFixture()
+	e, f := newEnv(t, idemstore.ExecutorConfig{Lease: lease}), storetest.NewFixture()
 	var runs, competitorRuns atomic.Int32
 	competitor := func() error {
 		_, err := e.exec.Execute(context.Background(), request(f), counted(&competitorRuns, "stolen", nil))
@@ -573,12 +585,17 @@ func TestActionContextCarriesKeyAndFence(t *testing.T) {
 func TestExecutorConfigValidation(t *testing.T) {
 	t.Parallel()
 	store := storetest.NewFaultyStore(nil)
+	bounded := storetest.NewFaultyStore(timeBounded{timeout: 200 * time.Millisecond})
 	cases := map[string]idemstore.ExecutorConfig{
-		"no store":               {},
-		"lease under 3 renewals": {Store: store, Lease: time.Second, RenewInterval: 400 * time.Millisecond},
-		"lease over replay TTL":  {Store: store, Lease: 2 * time.Hour, ReplayTTL: time.Hour},
-		"retention under lease":  {Store: store, Lease: time.Minute, FailureRetention: time.Second},
-		"bad codec":              {Store: store, Codec: "JSON V2"},
+		"no store":                           {},
+		"lease under 3 renewals":             {Store: store, Lease: time.Second, RenewInterval: 400 * time.Millisecond},
+		"lease over replay TTL":              {Store: store, Lease: 2 * time.Hour, ReplayTTL: time.Hour},
+		"retention under lease":              {Store: store, Lease: time.Minute, FailureRetention: time.Second},
+		"bad codec":                          {Store: store, Codec: "JSON V2"},
+		"margin over a third of the lease":   {Store: store, Lease: time.Second, SafetyMargin: 400 * time.Millisecond},
+		"margin not above the store timeout": {Store: bounded, Lease: 10 * time.Second, SafetyMargin: 300 * time.Millisecond},
+		"lease too short for the store":      {Store: bounded, Lease: time.Second},
+		"one renewal before the deadline":    {Store: store, Lease: 3 * time.Second, SafetyMargin: time.Second, RenewInterval: time.Second},
 	}
 	for name, cfg := range cases {
 		if _, err := idemstore.NewExecutor(cfg); err == nil {
@@ -591,7 +608,23 @@ func TestExecutorConfigValidation(t *testing.T) {
 	}
 	c := exec.Config()
 	if c.Lease != 30*time.Second || c.ReplayTTL != 24*time.Hour || c.FailureRetention != 24*time.Hour ||
-		c.Codec != "json-v2" || c.PolicyRevision != 2 || c.RenewInterval != 10*time.Second {
+		c.Codec != "json-v2" || c.PolicyRevision != 2 || c.SafetyMargin != 3*time.Second || c.RenewInterval != 9*time.Second {
 		t.Fatalf("defaults = %+v", c)
 	}
+	// The store's command timeout raises the default margin.
+	exec, err = idemstore.NewExecutor(idemstore.ExecutorConfig{Store: bounded, Lease: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := exec.Config(); c.SafetyMargin != 400*time.Millisecond {
+		t.Fatalf("margin = %v, want twice the store's 200ms", c.SafetyMargin)
+	}
 }
+
+// timeBounded is a store that only reports a command timeout.
+type timeBounded struct {
+	idemstore.Store
+	timeout time.Duration
+}
+
+func (s timeBounded) CommandTimeout() time.Duration { return s.timeout }

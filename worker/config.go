@@ -48,6 +48,10 @@ type Config struct {
 	// idemstore.ExecutorConfig.SafetyMargin), so a short Lease needs a
 	// short timeout.
 	RedisCommandTimeout time.Duration
+	// AllowEviction lets the worker start on a Redis whose
+	// maxmemory-policy may evict keys (with a warning). By default it
+	// refuses: an evicted record is a lost guarantee.
+	AllowEviction bool
 	// KeyNamespace prefixes every Redis key. Default "onceflow".
 	KeyNamespace string
 	// Secret keys the scope digests and owner tokens. Required unless Dev;
@@ -220,6 +224,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+DefaultNamespace+")")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+DefaultTaskQueue+")")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+DefaultRedisURL+")")
+	fs.BoolVar(&c.AllowEviction, "allow-eviction", env("ONCEFLOW_ALLOW_EVICTION", "") == "true",
+		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
 	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
 	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
 	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")

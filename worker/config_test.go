@@ -1,10 +1,14 @@
 package worker_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -30,9 +34,10 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		cfg  worker.Config
 		want string
 	}{
-		"no secret":     {worker.Config{}, "ONCEFLOW_SECRET"},
-		"bad redis url": {worker.Config{Secret: []byte("s"), RedisURL: "http://x"}, "RedisURL"},
-		"lease":         {worker.Config{Secret: []byte("s"), Lease: 2 * time.Hour, ReplayTTL: time.Hour}, "-lease"},
+		"no secret":                             {worker.Config{}, "ONCEFLOW_SECRET"},
+		"bad redis url":                         {worker.Config{Secret: []byte("s"), RedisURL: "http://x"}, "RedisURL"},
+		"lease":                                 {worker.Config{Secret: []byte("s"), Lease: 2 * time.Hour, ReplayTTL: time.Hour}, "-lease"},
+		"lease too short for the redis timeout": {worker.Config{Secret: []byte("s"), Lease: time.Second}, "-redis-timeout"},
 	}
 	for name, c := range cases {
 		_, err := worker.New(c.cfg)
@@ -68,5 +73,34 @@ func TestParseRedisURL(t *testing.T) {
 	}
 	if _, err := worker.ParseRedisURL("redis+sentinel://s1:26379"); err == nil {
 		t.Fatal("sentinel without master_name accepted")
+	}
+}
+
+// TestWorkerRefusesAnEvictingRedis: a Redis that may evict keys may evict a
+// record, which is a lost guarantee; the worker refuses to start on it
+// unless told to accept that.
+func TestWorkerRefusesAnEvictingRedis(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	if err := redistest.NewClient(t, srv.Addr()).ConfigSet(t.Context(), "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	run := func(allow bool) error {
+		w, err := worker.New(worker.Config{
+			Secret: []byte("s"), RedisURL: "redis://" + srv.Addr() + "/0", AllowEviction: allow,
+			TemporalAddress: "127.0.0.1:1", HTTPAddr: "off", // Temporal is never reached
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		return w.Run(ctx)
+	}
+	if err := run(false); !errors.Is(err, redisstore.ErrEvictionPolicy) || !strings.Contains(err.Error(), "noeviction") || !strings.Contains(err.Error(), "-allow-eviction") {
+		t.Fatalf("err = %v, want a refusal naming noeviction and -allow-eviction", err)
+	}
+	if err := run(true); err == nil || errors.Is(err, redisstore.ErrEvictionPolicy) {
+		t.Fatalf("with AllowEviction: err = %v, want it to go on (and fail to reach Temporal)", err)
 	}
 }

@@ -100,6 +100,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := store.LoadScripts(startCtx); err != nil {
 		return fmt.Errorf("worker: Redis at %s is not usable (check -redis-url / REDIS_URL): %w", redactURL(c.RedisURL), err)
 	}
+	if err := store.CheckEvictionPolicy(startCtx); err != nil {
+		switch {
+		case errors.Is(err, redisstore.ErrEvictionPolicy) && !c.AllowEviction:
+			return fmt.Errorf("worker: %w; or pass -allow-eviction (ONCEFLOW_ALLOW_EVICTION=true) to run anyway", err)
+		case errors.Is(err, redisstore.ErrEvictionPolicy):
+			log.Warn("onceflow: Redis may evict idempotency records (-allow-eviction is set)", "err", err)
+		default:
+			log.Warn("onceflow: could not check Redis' maxmemory-policy; make sure it is noeviction", "err", err)
+		}
+	}
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{
 		Store: store, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention, Logger: log,
 	})

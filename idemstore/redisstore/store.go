@@ -331,3 +331,54 @@ func (s *Store) runGuarded(ctx context.Context, sc script, key string, args ...a
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// ErrEvictionPolicy: Redis is configured to evict keys when it runs out of
+// memory. An evicted record is a lost guarantee: the next attempt of an
+// operation whose record was evicted runs again.
+var ErrEvictionPolicy = errors.New("redisstore: Redis may evict idempotency records")
+
+// EvictionPolicyError reports a server whose maxmemory-policy is not
+// noeviction. It matches ErrEvictionPolicy.
+type EvictionPolicyError struct {
+	Addr   string // the server, as the client names it
+	Policy string // its maxmemory-policy
+}
+
+func (e *EvictionPolicyError) Error() string {
+	return fmt.Sprintf("redisstore: Redis at %s has maxmemory-policy %q, so it may evict idempotency records and an evicted record is a lost guarantee; "+
+		"set maxmemory-policy noeviction (CONFIG SET maxmemory-policy noeviction, and in redis.conf)", e.Addr, e.Policy)
+}
+
+// Is reports whether target is ErrEvictionPolicy.
+func (e *EvictionPolicyError) Is(target error) bool { return target == ErrEvictionPolicy }
+
+// CheckEvictionPolicy reads maxmemory-policy from the server (from every
+// master of a Cluster) and returns an *EvictionPolicyError unless it is
+// noeviction. Other errors mean it could not be read (CONFIG may be
+// disabled on managed services): check the setting by other means then.
+func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
+	check := func(ctx context.Context, c redis.UniversalClient, addr string) error {
+		v, err := c.ConfigGet(ctx, "maxmemory-policy").Result()
+		if err != nil {
+			return fmt.Errorf("redisstore: read maxmemory-policy of %s: %w", addr, err)
+		}
+		policy, ok := v["maxmemory-policy"]
+		if !ok {
+			return fmt.Errorf("redisstore: read maxmemory-policy of %s: not in the reply", addr)
+		}
+		if policy != "noeviction" {
+			return &EvictionPolicyError{Addr: addr, Policy: policy}
+		}
+		return nil
+	}
+	if cc, ok := s.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return check(ctx, c, c.Options().Addr)
+		})
+	}
+	addr := "the configured server"
+	if c, ok := s.client.(*redis.Client); ok {
+		addr = c.Options().Addr
+	}
+	return check(ctx, s.client, addr)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
 )
@@ -69,6 +70,16 @@ func (f *FaultyStore) InjectAlways(m Method, fault Fault) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.plan[m] = []Fault{-fault}
+}
+
+// CommandTimeout is the wrapped store's, when it reports one
+// (idemstore.TimeBounded), so an executor over a FaultyStore checks its
+// safety margin as it would over the store itself; 0 otherwise.
+func (f *FaultyStore) CommandTimeout() time.Duration {
+	if tb, ok := f.inner.(idemstore.TimeBounded); ok {
+		return tb.CommandTimeout()
+	}
+	return 0
 }
 
 // Clear removes every queued fault.

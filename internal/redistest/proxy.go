@@ -21,6 +21,10 @@ const (
 	// ResetScripts closes the client's connection as soon as a script call
 	// arrives, without delivering it: the script never ran.
 	ResetScripts
+	// BlackHole keeps every connection open and forwards nothing either
+	// way, as a network partition does: calls neither fail nor answer.
+	// New connections are accepted and black-holed too.
+	BlackHole
 )
 
 // Proxy is a TCP proxy in front of a Redis server that injects faults.
@@ -121,6 +125,9 @@ func (p *Proxy) pipe(client, server net.Conn) {
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := client.Read(buf)
+			if Fault(p.fault.Load()) == BlackHole {
+				n = 0 // swallowed
+			}
 			if n > 0 {
 				if isScript(buf[:n]) {
 					if Fault(p.fault.Load()) == ResetScripts {
@@ -144,6 +151,9 @@ func (p *Proxy) pipe(client, server net.Conn) {
 	buf := make([]byte, 64<<10) // server -> client
 	for {
 		n, err := server.Read(buf)
+		if Fault(p.fault.Load()) == BlackHole {
+			n = 0 // swallowed
+		}
 		if n > 0 {
 			if scriptPending.Swap(false) && Fault(p.fault.Load()) == DropScriptReplies {
 				p.dropped.Add(1)
