@@ -104,7 +104,7 @@ func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease 
 		RedisURL: "redis://" + redisAddr + "/0", KeyNamespace: keys,
 		Secret: []byte("e2e secret e2e secret e2e secret"), Lease: lease, HTTPAddr: "127.0.0.1:0", StopTimeout: 2 * time.Second,
 		RedisCommandTimeout: min(redisstore.DefaultCommandTimeout, lease/8),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
