@@ -199,7 +199,12 @@ func blackholeRun(t *testing.T, addr string, lease time.Duration, documented boo
 		defer close(firstReturned)
 		_, _ = firstExec.Execute(context.Background(), request(f), func(ctx context.Context) ([]byte, error) {
 			close(running)
-			<-ctx.Done()
+			select {
+			case <-ctx.Done():
+			case <-time.After(lease + 5*time.Second):
+				t.Error("the first action was never cancelled")
+				<-ctx.Done()
+			}
 			cause = context.Cause(ctx)
 			// Where Redis' clock is now, and the lease it holds.
 			tm, err := direct.Time(context.Background()).Result()

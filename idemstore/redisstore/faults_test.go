@@ -405,3 +405,147 @@ func TestScriptsCarryTheirHeader(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsNeverOutliveTheirContext: whatever the go-redis options, a
+// store call returns by its deadline. A client built without
+// ContextTimeoutEnabled (go-redis' default) would wait for its 3s
+// ReadTimeout on a black-holed network; the store stops waiting at the
+// deadline and reports what the call proves: Indeterminate for a script
+// that may write, Unavailable for INSPECT.
+func TestCallsNeverOutliveTheirContext(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	for _, documented := range []bool{false, true} {
+		proxy := redistest.NewProxy(t, srv.Addr())
+		client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: documented})
+		t.Cleanup(func() { _ = client.Close() })
+		const timeout = 100 * time.Millisecond
+		s := newStore(t, redisstore.Config{Client: client, CommandTimeout: timeout})
+		if err := s.LoadScripts(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		proxy.SetFault(redistest.BlackHole)
+		f := storetest.NewFixture()
+		for _, c := range []struct {
+			name  string
+			ctx   time.Duration // the caller's own deadline, 0 for none
+			call  func(ctx context.Context) error
+			proof error
+		}{
+			{"claim", 0, func(ctx context.Context) error {
+				_, err := s.ClaimStart(ctx, f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+				return err
+			}, idemstore.ErrIndeterminate},
+			{"inspect", 0, func(ctx context.Context) error { _, err := s.Inspect(ctx, f.Ref); return err }, idemstore.ErrUnavailable},
+			{"claim with an earlier deadline", 30 * time.Millisecond, func(ctx context.Context) error {
+				_, err := s.Claim(ctx, f.Claim(idemstore.NewOwner()))
+				return err
+			}, idemstore.ErrIndeterminate},
+		} {
+			ctx := t.Context()
+			limit := timeout
+			if c.ctx > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, c.ctx)
+				defer cancel()
+				limit = c.ctx
+			}
+			start := time.Now()
+			err := c.call(ctx)
+			took := time.Since(start)
+			if !errors.Is(err, c.proof) {
+				t.Errorf("ContextTimeoutEnabled=%v %s: err = %v, want %v", documented, c.name, err, c.proof)
+			}
+			if took > limit+50*time.Millisecond {
+				t.Errorf("ContextTimeoutEnabled=%v %s: returned after %v, past its %v deadline", documented, c.name, took, limit)
+			}
+		}
+	}
+}
+
+// TestInspectIsReadOnly: INSPECT is declared no-writes, so it answers on
+// a read-only replica, under CLIENT PAUSE WRITE and when Redis is out of
+// memory, where every script that may write is refused. (Under a write
+// pause Redis can only tell a cached script's flags: the worker loads the
+// scripts at startup.)
+func TestInspectIsReadOnly(t *testing.T) {
+	t.Parallel()
+	primary := redistest.Start(t)
+	pc := redistest.NewClient(t, primary.Addr())
+	s := newStore(t, redisstore.Config{Client: pc, CommandTimeout: time.Second})
+	if err := s.LoadScripts(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	f := storetest.NewFixture()
+	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+		t.Fatal(err)
+	}
+	readable := func(t *testing.T, s *redisstore.Store, where string) {
+		t.Helper()
+		obs, err := s.Inspect(t.Context(), f.Ref)
+		if err != nil || !obs.Found || obs.Record.State != idemstore.StateExecuting {
+			t.Fatalf("%s: inspect = %+v, %v", where, obs, err)
+		}
+	}
+
+	t.Run("replica", func(t *testing.T) {
+		replica := redistest.Start(t)
+		rc := redistest.NewClient(t, replica.Addr())
+		host, port, _ := strings.Cut(primary.Addr(), ":")
+		if err := pc.ConfigSet(t.Context(), "repl-diskless-sync-delay", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rc.ReplicaOf(t.Context(), host, port).Err(); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(rc.Info(t.Context(), "replication").Val(), "master_link_status:up") || rc.Exists(t.Context(), s.Key(f.Ref)).Val() == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the replica never synced")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		rs := newStore(t, redisstore.Config{Client: rc, Namespace: keyNamespace(s), CommandTimeout: time.Second})
+		readable(t, rs, "replica")
+		if _, err := rs.Claim(t.Context(), f.Claim(idemstore.NewOwner())); err == nil || !strings.Contains(err.Error(), "READONLY") {
+			t.Fatalf("claim on the replica: %v, want READONLY", err)
+		}
+	})
+	t.Run("paused writes and no memory", func(t *testing.T) {
+		if err := pc.Do(t.Context(), "CLIENT", "PAUSE", 10000, "WRITE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		readable(t, s, "CLIENT PAUSE WRITE")
+		if err := pc.Do(t.Context(), "CLIENT", "UNPAUSE").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := pc.ConfigSet(t.Context(), "maxmemory", "1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = pc.ConfigSet(context.Background(), "maxmemory", "0").Err() })
+		readable(t, s, "out of memory")
+		if _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); err == nil || !strings.Contains(err.Error(), "OOM") {
+			t.Fatalf("claim out of memory: %v, want OOM", err)
+		}
+	})
+}
+
+// TestCheckEvictionPolicy: noeviction passes; any policy that may evict
+// is an *EvictionPolicyError naming it.
+func TestCheckEvictionPolicy(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := redistest.NewClient(t, srv.Addr())
+	s := newStore(t, redisstore.Config{Client: c})
+	if err := s.CheckEvictionPolicy(t.Context()); err != nil {
+		t.Fatalf("noeviction: %v", err)
+	}
+	if err := c.ConfigSet(t.Context(), "maxmemory-policy", "volatile-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err := s.CheckEvictionPolicy(t.Context())
+	var pe *redisstore.EvictionPolicyError
+	if !errors.Is(err, redisstore.ErrEvictionPolicy) || !errors.As(err, &pe) || pe.Policy != "volatile-lru" || !strings.Contains(err.Error(), "noeviction") {
+		t.Fatalf("volatile-lru: err = %v", err)
+	}
+}
