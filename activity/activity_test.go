@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"go.uber.org/goleak"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,7 +23,9 @@ import (
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain runs the tests with the shared Redis up, then checks that no
+// goroutine (a renewal, a heartbeat, a guarded call) outlived them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.MainM(m)) }
 
 type chargeIn struct {
 	Order  string
@@ -289,5 +292,44 @@ func TestWrapperConfigIsValidated(t *testing.T) {
 	t.Parallel()
 	if _, err := onceactivity.New(onceactivity.Config{}); err == nil {
 		t.Fatal("accepted an empty config")
+	}
+}
+
+// The record names no workflow (Hardening 5): its op field is a keyed
+// digest of the operation ID, and no field but the stored result (which is
+// the activity's own) holds the workflow ID, the run ID or the business
+// key.
+func TestStoredRecordHoldsNoWorkflowID(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
+	in := chargeIn{Order: "o-" + storetest.RandomHex(4), Amount: 1000}
+	var wfID, runID string
+	fn := func(ctx context.Context, in chargeIn) (chargeOut, error) {
+		info := sdkactivity.GetInfo(ctx)
+		wfID, runID = info.WorkflowExecution.ID, info.WorkflowExecution.RunID
+		return f.charge(ctx, in)
+	}
+	if _, err := f.run(t, opts, fn, in, 10*time.Second, 3); err != nil {
+		t.Fatal(err)
+	}
+	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
+	ref := idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
+	fields, err := redistest.Client(t).HGetAll(t.Context(), f.store.Key(ref)).Result()
+	if err != nil || len(fields) == 0 {
+		t.Fatalf("record: %v, %v", fields, err)
+	}
+	for k, v := range fields {
+		if k == "resp" {
+			continue
+		}
+		for _, raw := range []string{wfID, runID, in.Order} {
+			if strings.Contains(v, raw) {
+				t.Errorf("field %s = %q holds %q", k, v, raw)
+			}
+		}
+	}
+	if op := fields["op"]; len(op) != 32 || strings.Trim(op, "0123456789abcdef") != "" {
+		t.Errorf("op = %q, want a 32-hex keyed digest", op)
 	}
 }

@@ -22,6 +22,25 @@
 // have happened) or ErrUnavailable (a read failed), a *ValidationError
 // (nothing was sent), or a *CorruptRecordError.
 //
+// # What is stored
+//
+// A record holds its state, the owner token, the attempt and revision, the
+// request's Fingerprint, the codec and policy revision of the response, the
+// lease end, the invocation's nonce, timestamps, a reason, the response
+// bytes as the action returned them (with a checksum), and the
+// OperationID exactly as the caller gave it. Callers whose operation
+// identity names a workflow, a customer or an order pass
+// Digester.Operation of it (the Temporal binding does), so nothing raw is
+// stored; docs/state-machine.md lists every field.
+//
+// # Leases
+//
+// The Executor runs an action only under a lease the store confirmed, and
+// cancels the action's context at a local, absolute deadline (the lease
+// less ExecutorConfig.SafetyMargin, from the send time of the confirming
+// request) whatever the store does; see Executor and ErrLeaseUnconfirmed.
+// A record in flight outlives its lease by ExecutorConfig.FailureRetention.
+//
 // The Redis implementation is in idemstore/redisstore; the contract suite
 // every Store must pass is in idemstore/storetest.
 package idemstore

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.uber.org/goleak"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,9 @@ import (
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain runs the tests with the shared Redis up, then checks that no
+// goroutine (a renewal, a heartbeat, a guarded call) outlived them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.MainM(m)) }
 
 type env struct {
 	store  *redisstore.Store

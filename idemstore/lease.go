@@ -53,6 +53,9 @@ func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFu
 	c := v.e.cfg
 	l := &lease{v: v, req: v.renewRequest(own), cancel: cancel, margin: c.SafetyMargin, end: v.leaseEnd}
 	l.rctx, l.stopRenews = context.WithCancel(context.WithoutCancel(ctx))
+	// The timers' functions take mu: they wait until both are set.
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.deadline = time.AfterFunc(time.Until(l.end.Add(-l.margin)), l.expire)
 	if ticks := v.req.RenewTicks; ticks != nil {
 		l.quit = make(chan struct{})
@@ -68,11 +71,11 @@ func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFu
 func (l *lease) stop() {
 	l.mu.Lock()
 	l.stopped = true
-	l.mu.Unlock()
 	l.deadline.Stop()
 	if l.ticker != nil {
 		l.ticker.Stop()
 	}
+	l.mu.Unlock()
 	if l.quit != nil {
 		close(l.quit)
 	}
@@ -100,8 +103,8 @@ func (l *lease) lose(cause error) {
 		return
 	}
 	l.done = true
-	l.mu.Unlock()
 	l.deadline.Stop()
+	l.mu.Unlock()
 	l.v.log.Warn("onceflow: lease lost; cancelling the action", "cause", cause)
 	l.cancel(cause)
 }

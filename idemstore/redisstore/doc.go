@@ -17,6 +17,16 @@
 // NOSCRIPT answer (restart, failover, SCRIPT FLUSH) sends the script whole
 // once.
 //
+// Every script checks the whole record against one schema (schema.go,
+// rendered into the scripts and used by the decoder) before it decides or
+// writes anything: a corrupt record is refused with an
+// *idemstore.CorruptRecordError naming the field, never changed. A stored
+// response carries a CRC-32C that every replay checks. INSPECT is declared
+// no-writes, so it runs on replicas and while writes are paused.
+//
 // The store takes a redis.UniversalClient, so a standalone server,
 // Sentinel and Cluster all work: every script touches exactly one key.
+// Build the client with ContextTimeoutEnabled; a client without it is
+// guarded so that no call outlives its context (see Config.Client). Run
+// Redis with maxmemory-policy noeviction (CheckEvictionPolicy).
 package redisstore

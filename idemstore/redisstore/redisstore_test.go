@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"go.uber.org/goleak"
 	"testing"
 
 	"github.com/onceflow/onceflow/idemstore"
@@ -9,7 +10,9 @@ import (
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+// TestMain runs the tests with the shared Redis up, then checks that no
+// goroutine (a renewal, a heartbeat, a guarded call) outlived them.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.MainM(m)) }
 
 func newStore(tb testing.TB, cfg redisstore.Config) *redisstore.Store {
 	tb.Helper()

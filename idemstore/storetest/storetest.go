@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"sync"
@@ -52,6 +53,8 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimOfAbandonedRequiresRecovery", testRecoveryRequired},
 		{"ClaimBySameOwnerReplaysTheAcquire", testReplayedAcquire},
 		{"ClaimBySameOwnerForAnotherOperationConflicts", testOwnerOperationConflict},
+		{"ClaimBySameOwnerAfterItsLeaseExpiredTakesOver", testSameOwnerTakeover},
+		{"InFlightRecordsOutliveTheirLeaseByTheRetention", testInFlightTTL},
 		{"ClaimTakesOverAndSaysWhatItTookOver", testTakeover},
 		{"TakeoverUncertaintySurvivesUntilSettled", testUncertaintyPersists},
 		{"ClaimOfALiveLeaseIsInProgress", testInProgress},
@@ -348,6 +351,85 @@ func testOwnerOperationConflict(t *testing.T, h Harness) {
 	other.Operation = "another-op"
 	as[idemstore.OwnerOperationConflict](t, must(t, res(s.Claim(ctx(t), other.Claim(owner)))))
 	sameRecord(t, before, inspect(t, s, f.Ref))
+}
+
+func testSameOwnerTakeover(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	for _, fused := range []bool{false, true} {
+		for _, from := range []idemstore.State{idemstore.StateClaimed, idemstore.StateExecuting} {
+			t.Run(fmt.Sprintf("%s/fused=%v", from, fused), func(t *testing.T) {
+				f := NewFixture()
+				f.Lease = 20 * time.Millisecond
+				owner := idemstore.NewOwner()
+				var before idemstore.Ownership
+				if from == idemstore.StateExecuting {
+					before, _ = executing(t, s, f)
+					owner = before.Owner
+				} else {
+					before = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner))))).Ownership
+				}
+				// While the lease lives, the owner's other invocation is told
+				// how far it got, with the lease left.
+				g := f
+				g.Lease = time.Minute
+				live := as[idemstore.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, idemstore.NewNonce())))))
+				if live.Record.State != from || live.Record.LeaseRemaining() <= 0 {
+					t.Fatalf("live lease: %+v", live.Record)
+				}
+				WaitLeaseExpired(t, s, f.Ref)
+				nonce := idemstore.NewNonce()
+				var out idemstore.ClaimOutcome
+				if fused {
+					out = must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce))))
+				} else {
+					out = must(t, res(s.Claim(ctx(t), g.Claim(owner))))
+				}
+				to := as[idemstore.TakenOver](t, out)
+				if to.From != from || to.EffectMayHaveHappened != (from == idemstore.StateExecuting) {
+					t.Fatalf("took over from %s (effect may have happened: %v)", to.From, to.EffectMayHaveHappened)
+				}
+				r := to.Record
+				if r.Owner != owner || r.Attempt != before.Attempt || r.Rev != before.Rev+1 || r.LeaseRemaining() < 50*time.Second {
+					t.Fatalf("record %+v: the same owner and attempt, rev+1 (fencing the dead invocation) and a new lease", r)
+				}
+				if fused && (r.State != idemstore.StateExecuting || r.Nonce != nonce) || !fused && (r.State != idemstore.StateClaimed || r.Nonce != "") {
+					t.Fatalf("record %+v after a takeover with fused=%v", r, fused)
+				}
+				// The dead invocation's ownership is stale.
+				ref := as[idemstore.Refused](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
+					Ownership: before, Target: idemstore.StateAbandoned, TTL: f.TTL,
+				}))))
+				if ref.Reason != idemstore.RefusedStaleRev {
+					t.Fatalf("the dead invocation's fail refused %s, want %s", ref.Reason, idemstore.RefusedStaleRev)
+				}
+			})
+		}
+	}
+}
+
+func testInFlightTTL(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	f.Lease, f.TTL = 10*time.Minute, time.Minute // a retention shorter than the lease
+	own, nonce := executing(t, s, f)
+	about := func(what string, got, want time.Duration) {
+		t.Helper()
+		if got <= want-5*time.Second || got > want {
+			t.Fatalf("%s: TTL %v, want about %v (the lease left plus the retention)", what, got, want)
+		}
+	}
+	about("claim+start", inspect(t, s, f.Ref).Record.TTL, f.Lease+f.TTL)
+	rn := as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+		Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, Retention: f.TTL,
+	}))))
+	about("renew", rn.Record.TTL, time.Hour+f.TTL)
+	g := NewFixture()
+	g.Lease, g.TTL = 10*time.Minute, time.Minute
+	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+	about("claim", acq.Record.TTL, g.Lease+g.TTL)
+	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
+		Ownership: acq.Ownership, Nonce: idemstore.NewNonce(), Lease: 20 * time.Minute, Retention: g.TTL,
+	}))))
+	about("start", st.Record.TTL, 20*time.Minute+g.TTL)
 }
 
 func testTakeover(t *testing.T, h Harness) {

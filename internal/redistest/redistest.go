@@ -107,3 +107,12 @@ func SharedAddr() string {
 	defer sharedMu.Unlock()
 	return sharedAddr
 }
+
+// MainM adapts a *testing.M to run with the shared Redis up, for
+// goleak.VerifyTestMain(redistest.MainM(m)): the leak check then runs after
+// every test and the shared server are done.
+func MainM(m *testing.M) interface{ Run() int } { return withRedis{m} }
+
+type withRedis struct{ m *testing.M }
+
+func (w withRedis) Run() int { return With(w.m.Run) }
