@@ -215,14 +215,14 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	if err != nil {
 		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), TypeInvalidInput, err)
 	}
-	rawOp := info.WorkflowNamespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	opID := w.digester.Operation(rawOp)
 	var digest idemstore.ScopeDigest
 	switch opts.Scope {
 	case RunScoped:
-		digest = w.digester.Digest("run", info.WorkflowNamespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
+		digest = w.digester.Digest("run", info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
 	case WorkflowScoped:
-		digest = w.digester.Digest("workflow", info.WorkflowNamespace, info.WorkflowExecution.ID, info.ActivityID)
+		digest = w.digester.Digest("workflow", info.Namespace, info.WorkflowExecution.ID, info.ActivityID)
 	case BusinessScoped:
 		if opts.Key == nil {
 			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", TypeInvalidInput, nil)
@@ -231,7 +231,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		if key == "" {
 			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", TypeInvalidInput, nil)
 		}
-		digest = w.digester.Digest("business", info.WorkflowNamespace, key)
+		digest = w.digester.Digest("business", info.Namespace, key)
 	default:
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), TypeInvalidInput, nil)
 	}
