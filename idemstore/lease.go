@@ -84,19 +84,15 @@ func (l *lease) stop() {
 
 // expire is the deadline: no renewal confirmed the lease in time.
 func (l *lease) expire() {
-	l.mu.Lock()
-	if l.done || l.stopped {
-		l.mu.Unlock()
-		return
-	}
-	l.done = true
-	l.mu.Unlock()
-	l.v.log.Warn("onceflow: lease not renewed in time; cancelling the action")
-	l.cancel(fmt.Errorf("%w: no renewal of %s confirmed before the lease ran out (less the %v safety margin)", ErrLeaseUnconfirmed, l.req.Ref, l.margin))
+	l.finish(fmt.Errorf("%w: no renewal of %s confirmed before the lease ran out (less the %v safety margin)", ErrLeaseUnconfirmed, l.req.Ref, l.margin),
+		"onceflow: lease not renewed in time; cancelling the action")
 }
 
-// lose cancels the action: a renewal proved the lease lost.
-func (l *lease) lose(cause error) {
+// lose: a renewal proved the lease lost.
+func (l *lease) lose(cause error) { l.finish(cause, "onceflow: lease lost; cancelling the action") }
+
+// finish cancels the action with cause, once, unless the action returned.
+func (l *lease) finish(cause error, msg string) {
 	l.mu.Lock()
 	if l.done || l.stopped {
 		l.mu.Unlock()
@@ -105,7 +101,7 @@ func (l *lease) lose(cause error) {
 	l.done = true
 	l.deadline.Stop()
 	l.mu.Unlock()
-	l.v.log.Warn("onceflow: lease lost; cancelling the action", "cause", cause)
+	l.v.log.Warn(msg, "cause", cause)
 	l.cancel(cause)
 }
 
