@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
@@ -104,3 +106,7 @@ func TestWorkerRefusesAnEvictingRedis(t *testing.T) {
 		t.Fatalf("with AllowEviction: err = %v, want it to go on (and fail to reach Temporal)", err)
 	}
 }
+
+// TestMain checks that no goroutine (a server, a poller) outlived the
+// tests.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -7,6 +7,11 @@
 //	go run ./cmd/worker resolve -workflow-id ID -record KEY -decision retry
 //
 // Every flag falls back to an environment variable; -h lists them.
+//
+// This is a module of its own (github.com/onceflow/onceflow/cmd/worker):
+// it embeds the Temporal dev server for -dev, which a service that imports
+// the library must not get in its build. Build with -tags nodev for a
+// production binary without it.
 package main
 
 import (
@@ -19,8 +24,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/onceflow/onceflow/cmd/worker/internal/devserver"
 	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/internal/devserver"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -29,7 +34,7 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }

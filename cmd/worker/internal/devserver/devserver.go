@@ -2,6 +2,10 @@
 // Temporal server and a Redis (a redis-server child process when the binary
 // is on PATH, otherwise miniredis, an in-process Redis that runs the same
 // scripts).
+//
+// A build with the nodev tag (go build -tags nodev) leaves the Temporal
+// server out: the production binary does not carry a server it never
+// starts, and -dev then says how to get a build that has one.
 package devserver
 
 import (
@@ -10,7 +14,6 @@ import (
 	"log/slog"
 
 	"github.com/alicebob/miniredis/v2"
-	"go.temporal.io/server/temporaltest"
 
 	"github.com/onceflow/onceflow/internal/redisproc"
 	"github.com/onceflow/onceflow/worker"
@@ -19,28 +22,28 @@ import (
 // Start fills in cfg's TemporalAddress, Namespace and RedisURL when they
 // are empty by starting embedded servers, logs one line saying what it
 // started and where, and returns a function that stops them.
-func Start(cfg *worker.Config, log *slog.Logger) (stop func(), err error) {
+func Start(cfg *worker.Config, log *slog.Logger) (_ func(), err error) {
 	var stops []func()
-	stop = func() {
+	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
 			stops[i]()
 		}
 	}
 	defer func() {
 		if err != nil {
-			stop()
+			stopAll() // what started before the failure
 		}
 	}()
 	var started []any
 	if cfg.TemporalAddress == "" {
-		ts, err := startTemporal()
+		addr, namespace, stopTemporal, err := startTemporal()
 		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, ts.Stop)
-		cfg.TemporalAddress = ts.GetFrontendHostPort()
+		stops = append(stops, stopTemporal)
+		cfg.TemporalAddress = addr
 		if cfg.Namespace == "" {
-			cfg.Namespace = ts.GetDefaultNamespace()
+			cfg.Namespace = namespace
 		}
 		started = append(started, "temporal", cfg.TemporalAddress, "namespace", cfg.Namespace)
 	}
@@ -67,16 +70,5 @@ func Start(cfg *worker.Config, log *slog.Logger) (stop func(), err error) {
 	if len(started) > 0 {
 		log.Info("onceflow: -dev started embedded servers", started...)
 	}
-	return stop, nil
-}
-
-// startTemporal starts the in-process Temporal dev server; it panics
-// instead of failing a test, so turn that into an error.
-func startTemporal() (ts *temporaltest.TestServer, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("devserver: start the embedded Temporal server: %v", p)
-		}
-	}()
-	return temporaltest.NewServer(), nil
+	return stopAll, nil
 }

@@ -1,4 +1,4 @@
-package worker_test
+package e2e_test
 
 // End-to-end tests against a real in-process Temporal server and a real
 // redis-server. Every test that links the Temporal server lives in this
