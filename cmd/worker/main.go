@@ -8,7 +8,7 @@
 //
 // Every flag falls back to an environment variable; -h lists them.
 //
-// This is a module of its own (github.com/onceflow/onceflow/cmd/worker):
+// It is in a module of its own (github.com/onceflow/onceflow/cmd):
 // it embeds the Temporal dev server for -dev, which a service that imports
 // the library must not get in its build. Build with -tags nodev for a
 // production binary without it.
@@ -24,7 +24,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/onceflow/onceflow/cmd/worker/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/devserver"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/worker"
 )

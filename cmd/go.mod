@@ -1,4 +1,4 @@
-module github.com/onceflow/onceflow/cmd/worker
+module github.com/onceflow/onceflow/cmd
 
 go 1.26.8
 

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/internal/redisproc"
+)
+
+// config is what the flags set.
+type config struct {
+	redisURL   string
+	cell       time.Duration
+	reps       int
+	goroutines []int
+	temporal   bool
+	inFlight   int
+}
+
+func parseFlags(args []string) (config, error) {
+	c := config{}
+	fs := flag.NewFlagSet("idembench", flag.ContinueOnError)
+	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to measure (default: a redis-server started on a free loopback port)")
+	fs.DurationVar(&c.cell, "cell", 1500*time.Millisecond, "how long one measured cell runs")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions of every cell; the report gives the median")
+	g := fs.String("goroutines", "1,16,64", "concurrency levels, comma separated")
+	fs.BoolVar(&c.temporal, "temporal", true, "compare the idempotent Temporal activity with the bare one on an in-process server")
+	fs.IntVar(&c.inFlight, "in-flight", 1000, "in-flight actions for the renewal cost")
+	short := fs.Bool("short", false, "one repetition of 500ms cells, to try the harness out")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	for _, s := range strings.Split(*g, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			return config{}, fmt.Errorf("-goroutines: %q is not a positive integer", s)
+		}
+		c.goroutines = append(c.goroutines, n)
+	}
+	if *short {
+		c.reps, c.cell = 1, 500*time.Millisecond
+	}
+	if c.reps < 1 || c.cell <= 0 {
+		return config{}, errors.New("-reps and -cell must be positive")
+	}
+	return c, nil
+}
+
+// bench is one run: one Redis, one client for every workload.
+type bench struct {
+	cfg     config
+	srv     *redisproc.Server
+	rdb     *redis.Client
+	digest  *idemstore.Digester
+	trivial *redis.Script
+	resp    []byte
+	fp      idemstore.Fingerprint
+}
+
+func newBench(ctx context.Context, cfg config) (*bench, error) {
+	b := &bench{cfg: cfg, trivial: redis.NewScript("return 1"), resp: make([]byte, 100)}
+	for i := range b.resp {
+		b.resp[i] = 'a' + byte(i%26)
+	}
+	b.fp = idemstore.FingerprintOf([]byte(`{"order":"o-1","amount":1000}`))
+	url := cfg.redisURL
+	if url == "" {
+		srv, err := redisproc.Start()
+		if err != nil {
+			return nil, err
+		}
+		b.srv = srv
+		url = "redis://" + srv.Addr() + "/0"
+	}
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("-redis-url: %w", err)
+	}
+	// The client as the README configures it.
+	opt.ContextTimeoutEnabled = true
+	opt.PoolSize = 128
+	b.rdb = redis.NewClient(opt)
+	if err := b.rdb.Ping(ctx).Err(); err != nil {
+		b.close()
+		return nil, fmt.Errorf("redis at %s: %w", url, err)
+	}
+	if err := b.trivial.Load(ctx, b.rdb).Err(); err != nil {
+		b.close()
+		return nil, err
+	}
+	b.digest, err = idemstore.NewDigester([]byte("idembench secret, not for production"), 1)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *bench) close() {
+	if b.rdb != nil {
+		_ = b.rdb.Close()
+	}
+	if b.srv != nil {
+		b.srv.Close()
+	}
+}
+
+// executor returns a store and executor under a key namespace of their own.
+func (b *bench) executor(cfg idemstore.ExecutorConfig) (*redisstore.Store, *idemstore.Executor, error) {
+	s, err := redisstore.New(redisstore.Config{Client: b.rdb, Namespace: "bench" + randomHex(6)})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.LoadScripts(context.Background()); err != nil {
+		return nil, nil, err
+	}
+	cfg.Store = s
+	e, err := idemstore.NewExecutor(cfg)
+	return s, e, err
+}
+
+func randomHex(n int) string {
+	p := make([]byte, n)
+	_, _ = rand.Read(p)
+	return hex.EncodeToString(p)
+}
+
+// scope returns the digest of record i of goroutine g: 64 hex characters,
+// built in place (one allocation, as a caller's digest would be).
+func scope(g, i int) idemstore.ScopeDigest {
+	var buf [64]byte
+	for k := range buf {
+		buf[k] = '0'
+	}
+	writeHex(buf[:16], uint64(g))
+	writeHex(buf[16:32], uint64(i))
+	return idemstore.ScopeDigest{Version: 1, Hex: string(buf[:])}
+}
+
+func writeHex(dst []byte, v uint64) {
+	const digits = "0123456789abcdef"
+	for k := len(dst) - 1; k >= 0 && v > 0; k-- {
+		dst[k] = digits[v&15]
+		v >>= 4
+	}
+}
+
+// op is one operation of a workload, by goroutine g, its i-th.
+type op func(ctx context.Context, g, i int) error
+
+// workload is what a cell runs.
+type workload struct {
+	name string
+	// prepare runs before a cell, untimed, and returns the operation.
+	prepare func(ctx context.Context) (op, error)
+	// cmds are the commands whose Redis time counts for it.
+	cmds []string
+}
+
+// sample is one cell's measurement.
+type sample struct {
+	ops            int
+	opsPerSec      float64
+	p50, p99       time.Duration
+	allocs, bytes  float64 // per op; measured with one goroutine only
+	redisUsPerOp   float64
+	hasAllocations bool
+}
+
+// measure runs w at the given concurrency for one cell.
+func (b *bench) measure(ctx context.Context, w workload, goroutines int) (sample, error) {
+	run, err := w.prepare(ctx)
+	if err != nil {
+		return sample{}, fmt.Errorf("%s: prepare: %w", w.name, err)
+	}
+	before, err := commandStats(ctx, b.rdb)
+	if err != nil {
+		return sample{}, err
+	}
+	var ms0, ms1 runtime.MemStats
+	if goroutines == 1 {
+		runtime.GC()
+		runtime.ReadMemStats(&ms0)
+	}
+	lat := make([][]time.Duration, goroutines)
+	errs := make([]error, goroutines)
+	start := time.Now()
+	deadline := start.Add(b.cfg.cell)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			local := make([]time.Duration, 0, 1<<16)
+			for i := 0; time.Now().Before(deadline); i++ {
+				t0 := time.Now()
+				if err := run(ctx, g, i); err != nil {
+					errs[g] = err
+					break
+				}
+				local = append(local, time.Since(t0))
+			}
+			lat[g] = local
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if goroutines == 1 {
+		runtime.ReadMemStats(&ms1)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return sample{}, fmt.Errorf("%s: %w", w.name, err)
+	}
+	after, err := commandStats(ctx, b.rdb)
+	if err != nil {
+		return sample{}, err
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	s := sample{ops: len(all)}
+	if s.ops == 0 {
+		return s, fmt.Errorf("%s: no operation finished", w.name)
+	}
+	s.opsPerSec = float64(s.ops) / elapsed.Seconds()
+	s.p50, s.p99 = all[len(all)/2], all[len(all)*99/100]
+	if goroutines == 1 {
+		s.hasAllocations = true
+		s.allocs = float64(ms1.Mallocs-ms0.Mallocs) / float64(s.ops)
+		s.bytes = float64(ms1.TotalAlloc-ms0.TotalAlloc) / float64(s.ops)
+	}
+	var usec float64
+	for _, c := range w.cmds {
+		usec += after[c].usec - before[c].usec
+	}
+	s.redisUsPerOp = usec / float64(s.ops)
+	return s, nil
+}
+
+// median of reps samples, metric by metric.
+func median(ss []sample) sample {
+	pick := func(f func(sample) float64) float64 {
+		v := make([]float64, len(ss))
+		for i, s := range ss {
+			v[i] = f(s)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	return sample{
+		ops:            int(pick(func(s sample) float64 { return float64(s.ops) })),
+		opsPerSec:      pick(func(s sample) float64 { return s.opsPerSec }),
+		p50:            time.Duration(pick(func(s sample) float64 { return float64(s.p50) })),
+		p99:            time.Duration(pick(func(s sample) float64 { return float64(s.p99) })),
+		allocs:         pick(func(s sample) float64 { return s.allocs }),
+		bytes:          pick(func(s sample) float64 { return s.bytes }),
+		redisUsPerOp:   pick(func(s sample) float64 { return s.redisUsPerOp }),
+		hasAllocations: ss[0].hasAllocations,
+	}
+}
+
+type cmdStat struct{ calls, usec float64 }
+
+// commandStats reads INFO commandstats: calls and usec by command.
+func commandStats(ctx context.Context, rdb *redis.Client) (map[string]cmdStat, error) {
+	info, err := rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]cmdStat{}
+	for _, line := range strings.Split(info, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		var st cmdStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			f, _ := strconv.ParseFloat(v, 64)
+			switch k {
+			case "calls":
+				st.calls = f
+			case "usec":
+				st.usec = f
+			}
+		}
+		out[strings.TrimPrefix(name, "cmdstat_")] = st
+	}
+	return out, nil
+}
+
+// infoField reads one numeric field of an INFO section.
+func infoField(ctx context.Context, rdb *redis.Client, section, field string) (string, error) {
+	info, err := rdb.Info(ctx, section).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("INFO %s has no %s", section, field)
+}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// report runs every measurement and writes one Markdown report.
+func (b *bench) report(ctx context.Context, out io.Writer) error {
+	began := time.Now()
+	p := func(format string, args ...any) { fmt.Fprintf(out, format, args...) }
+	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "idembench: "+format+"\n", args...) }
+
+	p("# idembench\n\n")
+	p("Command: `go run ./cmd/idembench %s` (from the repository root), %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
+	p("%s\n\n", b.machine(ctx))
+
+	ws, err := b.workloads(ctx)
+	if err != nil {
+		return err
+	}
+	results := map[string]map[int]sample{}
+	for _, w := range ws {
+		results[w.name] = map[int]sample{}
+		for _, g := range b.cfg.goroutines {
+			var ss []sample
+			for range b.cfg.reps {
+				s, err := b.measure(ctx, w, g)
+				if err != nil {
+					return err
+				}
+				ss = append(ss, s)
+			}
+			results[w.name][g] = median(ss)
+			progress("%-32s %3d goroutines: %8.0f ops/s", w.name, g, results[w.name][g].opsPerSec)
+		}
+	}
+
+	p("## Operations\n\n")
+	p("Medians of %d repetitions of %v each. Allocations per operation with one goroutine (they include building the record's key). ", b.cfg.reps, b.cfg.cell)
+	p("Redis µs/op is the script's (or the commands') time inside Redis, from `INFO commandstats`. ")
+	p("Ratios: the executor's fresh operations against two EVALSHAs and against the naive code, its replays against one EVALSHA.\n\n")
+	p("| workload | goroutines | ops/s | p50 | p99 | allocs/op | B/op | Redis µs/op | ÷ floor | ÷ naive |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, w := range ws {
+		for _, g := range b.cfg.goroutines {
+			s := results[w.name][g]
+			allocs, bytes := "", ""
+			if s.hasAllocations {
+				allocs, bytes = fmt.Sprintf("%.0f", s.allocs), fmt.Sprintf("%.0f", s.bytes)
+			}
+			vsFloor, vsNaive := "", ""
+			switch w.name {
+			case fresh, twoStep, naiveFresh:
+				vsFloor = ratio(s.opsPerSec, results[floor2][g].opsPerSec)
+				if w.name != naiveFresh {
+					vsNaive = ratio(s.opsPerSec, results[naiveFresh][g].opsPerSec)
+				}
+			case replayHot, replaySpread, naiveReplay:
+				vsFloor = ratio(s.opsPerSec, results[floor1][g].opsPerSec)
+				if w.name != naiveReplay {
+					vsNaive = ratio(s.opsPerSec, results[naiveReplay][g].opsPerSec)
+				}
+			}
+			p("| %s | %d | %.0f | %s | %s | %s | %s | %.1f | %s | %s |\n", w.name, g, s.opsPerSec, us(s.p50), us(s.p99), allocs, bytes, s.redisUsPerOp, vsFloor, vsNaive)
+		}
+	}
+
+	progress("renewal cost with %d actions in flight", b.cfg.inFlight)
+	rc, err := b.measureRenewal(ctx, b.cfg.inFlight)
+	if err != nil {
+		return fmt.Errorf("renewal: %w", err)
+	}
+	p("\n## Renewal\n\n%d actions in flight, leases of 3 s renewed by the executor; %.0f renewals in the window.\n\n", rc.inFlight, rc.renewals)
+	p("| per renewal | µs |\n|---|---:|\n| client CPU (user + system) | %.1f |\n| Redis CPU (`INFO cpu`) | %.1f |\n| Redis time of the script (`INFO commandstats`) | %.1f |\n",
+		rc.clientUs, rc.redisCPUUs, rc.redisUsPerOp)
+
+	progress("record memory")
+	mem, err := b.measureMemory(ctx)
+	if err != nil {
+		return fmt.Errorf("memory: %w", err)
+	}
+	p("\n## Record memory\n\n| record | `MEMORY USAGE` (B) | encoding |\n|---|---:|---|\n")
+	memOf := map[string]int64{}
+	for _, m := range mem {
+		memOf[m.what] = m.bytes
+		p("| %s | %d | %s |\n", m.what, m.bytes, m.encoding)
+	}
+
+	var tc temporalCost
+	if b.cfg.temporal {
+		progress("Temporal: bare and idempotent activities")
+		if tc, err = b.measureTemporal(ctx); err != nil {
+			return fmt.Errorf("temporal: %w", err)
+		}
+		p("\n## Temporal activity\n\n%d workflows at once, each running %d activities in turn, on an in-process Temporal server; medians of %d rounds.\n\n",
+			tc.workflows, tc.perWorkflow, b.cfg.reps)
+		p("| activity | activities/s |\n|---|---:|\n| bare | %.0f |\n| idempotent (`onceactivity.Wrap`) | %.0f |\n| ratio | %s |\n", tc.bare, tc.wrapped, ratio(tc.wrapped, tc.bare))
+	}
+
+	// The targets of the performance issue, from this run.
+	p("\n## Targets\n\n| figure | target | measured | |\n|---|---|---|---|\n")
+	row := func(name, target string, got float64, format string, ok bool) {
+		mark := "met"
+		if !ok {
+			mark = "**missed**"
+		}
+		p("| %s | %s | "+format+" | %s |\n", name, target, got, mark)
+	}
+	last := b.cfg.goroutines[len(b.cfg.goroutines)-1]
+	first := b.cfg.goroutines[0]
+	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
+	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.2×", replayP50, "%.2f×", replayP50 <= 1.2)
+	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
+	row(fmt.Sprintf("replay throughput ÷ floor, %d goroutines (the lower of hot and spread)", last), "≥ 0.85", replayTput, "%.2f", replayTput >= 0.85)
+	freshFloor := results[fresh][last].opsPerSec / results[floor2][last].opsPerSec
+	row(fmt.Sprintf("fresh throughput ÷ two-EVALSHA floor, %d goroutines", last), "≥ 0.6", freshFloor, "%.2f", freshFloor >= 0.6)
+	freshNaive := results[fresh][last].opsPerSec / results[naiveFresh][last].opsPerSec
+	row(fmt.Sprintf("fresh throughput ÷ naive, %d goroutines", last), "≥ 0.6", freshNaive, "%.2f", freshNaive >= 0.6)
+	if s := results[replayHot][1]; s.hasAllocations {
+		row("allocations per replay", "≤ 25", s.allocs, "%.0f", s.allocs <= 25)
+	}
+	if s := results[fresh][1]; s.hasAllocations {
+		row("allocations per fresh operation", "≤ 60", s.allocs, "%.0f", s.allocs <= 60)
+	}
+	row("Redis µs per renew", "≤ 10", rc.redisUsPerOp, "%.1f", rc.redisUsPerOp <= 10)
+	c100 := float64(memOf["COMPLETED, 100 B response"])
+	row("`MEMORY USAGE`, COMPLETED with 100-byte response", "≤ 600 B", c100, "%.0f B", c100 <= 600)
+	ex := float64(memOf["EXECUTING"])
+	row("`MEMORY USAGE`, EXECUTING", "≤ 450 B", ex, "%.0f B", ex <= 450)
+	if b.cfg.temporal {
+		r := tc.wrapped / tc.bare
+		row("idempotent Temporal activity ÷ bare activity, throughput", "≥ 0.95", r, "%.2f", r >= 0.95)
+	}
+	p("\nThe run took %v.\n", time.Since(began).Round(time.Second))
+	return nil
+}
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
+
+// machine describes where the run happened: CPU, Go, Redis and the
+// modules that matter.
+func (b *bench) machine(ctx context.Context) string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	redisVersion, _ := infoField(ctx, b.rdb, "server", "redis_version")
+	mods := []string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			switch d.Path {
+			case "github.com/redis/go-redis/v9", "go.temporal.io/sdk", "go.temporal.io/server":
+				mods = append(mods, d.Path+" "+d.Version)
+			}
+		}
+	}
+	return fmt.Sprintf("Machine: %s, %d CPUs (GOMAXPROCS %d), %s/%s. %s, Redis %s (one redis-server on loopback, the same client for every workload). %s.",
+		cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), redisVersion, strings.Join(mods, ", "))
+}

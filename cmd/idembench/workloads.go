@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+var scriptCmds = []string{"evalsha", "eval"}
+
+// The workloads, in report order.
+const (
+	floor1       = "floor: 1 EVALSHA"
+	floor2       = "floor: 2 EVALSHA"
+	fresh        = "executor: fresh"
+	twoStep      = "executor: fresh, BeforeStart"
+	replayHot    = "executor: replay, hot key"
+	replaySpread = "executor: replay, 10k keys"
+	naiveFresh   = "naive: fresh (SET NX, SET)"
+	naiveReplay  = "naive: replay (SET NX, GET)"
+)
+
+const spreadKeys = 10_000
+
+func (b *bench) workloads(ctx context.Context) ([]workload, error) {
+	action := func(context.Context) ([]byte, error) { return b.resp, nil }
+	request := func(g, i int) idemstore.Request {
+		return idemstore.Request{
+			Ref:       idemstore.Ref{Code: "charge-payment", Digest: scope(g, i)},
+			Operation: "bench-operation", Fingerprint: b.fp,
+		}
+	}
+	// expect runs req on e and checks how it was answered.
+	expect := func(ctx context.Context, e *idemstore.Executor, req idemstore.Request, want idemstore.Disposition) error {
+		res, err := e.Execute(ctx, req, action)
+		if err != nil {
+			return err
+		}
+		if res.Disposition != want {
+			return fmt.Errorf("disposition %s, want %s", res.Disposition, want)
+		}
+		return nil
+	}
+	trivial := func(ctx context.Context, g int) error {
+		return b.trivial.EvalSha(ctx, b.rdb, []string{"bench:floor"}).Err()
+	}
+
+	// The replayed records are written once and replayed by every cell.
+	_, replayExec, err := b.executor(idemstore.ExecutorConfig{})
+	if err != nil {
+		return nil, err
+	}
+	if err := expect(ctx, replayExec, request(-1, 0), idemstore.Ran); err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < spreadKeys; i += 16 {
+				if _, err := replayExec.Execute(ctx, request(-2, i), action); err != nil {
+					errs[w] = err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+
+	freshWith := func(beforeStart func(context.Context, idemstore.Ownership) error) func(context.Context) (op, error) {
+		return func(context.Context) (op, error) {
+			_, e, err := b.executor(idemstore.ExecutorConfig{})
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, g, i int) error {
+				req := request(g, i)
+				req.BeforeStart = beforeStart
+				return expect(ctx, e, req, idemstore.Ran)
+			}, nil
+		}
+	}
+	naive := func(replay bool) func(context.Context) (op, error) {
+		return func(ctx context.Context) (op, error) {
+			ns := "naive" + randomHex(6) + ":"
+			if replay {
+				if err := b.rdb.Set(ctx, ns+"done", b.resp, time.Hour).Err(); err != nil {
+					return nil, err
+				}
+			}
+			return func(ctx context.Context, g, i int) error {
+				key := ns + "done"
+				if !replay {
+					key = ns + scope(g, i).Hex
+				}
+				ok, err := b.rdb.SetNX(ctx, key, `{"state":"IN_PROGRESS","fp":"`+string(b.fp)+`"}`, 30*time.Second).Result()
+				switch {
+				case err != nil:
+					return err
+				case ok:
+					_, err := action(ctx)
+					if err != nil {
+						return err
+					}
+					return b.rdb.Set(ctx, key, b.resp, 24*time.Hour).Err()
+				}
+				err = b.rdb.Get(ctx, key).Err()
+				if errors.Is(err, redis.Nil) {
+					return errors.New("naive: the key vanished")
+				}
+				return err
+			}, nil
+		}
+	}
+	static := func(o op) func(context.Context) (op, error) {
+		return func(context.Context) (op, error) { return o, nil }
+	}
+	return []workload{
+		{floor1, static(func(ctx context.Context, g, _ int) error { return trivial(ctx, g) }), scriptCmds},
+		{floor2, static(func(ctx context.Context, g, _ int) error {
+			if err := trivial(ctx, g); err != nil {
+				return err
+			}
+			return trivial(ctx, g)
+		}), scriptCmds},
+		{fresh, freshWith(nil), scriptCmds},
+		{twoStep, freshWith(func(context.Context, idemstore.Ownership) error { return nil }), scriptCmds},
+		{replayHot, static(func(ctx context.Context, _, _ int) error {
+			return expect(ctx, replayExec, request(-1, 0), idemstore.Replayed)
+		}), scriptCmds},
+		{replaySpread, static(func(ctx context.Context, g, i int) error {
+			return expect(ctx, replayExec, request(-2, (g*7919+i)%spreadKeys), idemstore.Replayed)
+		}), scriptCmds},
+		{naiveFresh, naive(false), []string{"set", "get"}},
+		{naiveReplay, naive(true), []string{"set", "get"}},
+	}, nil
+}
