@@ -15,6 +15,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// tracerName names the executor's tracer.
+const tracerName = "github.com/onceflow/onceflow/idemstore"
+
 // Executor defaults, from the seed design.
 const (
 	DefaultLease            = 30 * time.Second
@@ -67,7 +70,11 @@ type ExecutorConfig struct {
 	// Logger receives takeovers, abandonments and recoveries. Default:
 	// discard.
 	Logger *slog.Logger
-	// TracerProvider traces each Execute. Default: otel.GetTracerProvider().
+	// TracerProvider traces each Execute. When it is set, every Execute
+	// starts a span; when it is not, Execute starts one with
+	// otel.GetTracerProvider() only as the child of a recording span the
+	// context already carries (a Temporal activity's or an HTTP request's),
+	// so an untraced call costs nothing.
 	TracerProvider trace.TracerProvider
 }
 
@@ -102,9 +109,6 @@ func (c *ExecutorConfig) setDefaults() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
 	}
 	switch {
 	case c.Lease < time.Millisecond:
@@ -149,7 +153,8 @@ type TimeBounded interface {
 // know, and makes the uncertainty visible when it cannot. It is safe for
 // concurrent use.
 type Executor struct {
-	cfg    ExecutorConfig
+	cfg ExecutorConfig
+	// tracer is cfg.TracerProvider's; nil when none was given.
 	tracer trace.Tracer
 }
 
@@ -158,7 +163,11 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, tracer: cfg.TracerProvider.Tracer("github.com/onceflow/onceflow/idemstore")}, nil
+	e := &Executor{cfg: cfg}
+	if cfg.TracerProvider != nil {
+		e.tracer = cfg.TracerProvider.Tracer(tracerName)
+	}
+	return e, nil
 }
 
 // Config returns the executor's configuration with defaults filled in.
@@ -243,9 +252,16 @@ type Execution struct {
 	Owner     Owner
 	Nonce     Nonce
 	Fence     Fence
-	// Key is the stable operation key: the same for every attempt of the
-	// operation, so it can be the idempotency key of a downstream call.
-	Key string
+}
+
+// Key is the stable operation key: the same for every attempt of the
+// operation, so it can be the idempotency key of a downstream call. It
+// names the record ("<code>:d<version>:<digest>"), so it holds no raw key.
+func (x Execution) Key() string {
+	if x.Ref == (Ref{}) {
+		return ""
+	}
+	return x.Ref.String()
 }
 
 type executionKey struct{}
@@ -260,7 +276,7 @@ func ExecutionFrom(ctx context.Context) (Execution, bool) {
 // "" outside one.
 func OperationKey(ctx context.Context) string {
 	x, _ := ExecutionFrom(ctx)
-	return x.Key
+	return x.Key()
 }
 
 // Validate checks the request's identity.
@@ -299,14 +315,29 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 	if err := req.Validate(); err != nil {
 		return Result{}, err
 	}
+	var nonce Nonce
 	if req.Owner == "" {
-		req.Owner = NewOwner()
+		req.Owner, nonce = newOwnerAndNonce()
+	} else {
+		nonce = NewNonce()
 	}
-	ctx, span := e.tracer.Start(ctx, "onceflow.execute", trace.WithAttributes(
-		attribute.String("onceflow.operation_code", string(req.Ref.Code)),
-		attribute.String("onceflow.scope_digest", req.Ref.Digest.String()),
-	))
+	span := trace.SpanFromContext(ctx)
+	switch {
+	case e.tracer != nil:
+		ctx, span = e.tracer.Start(ctx, "onceflow.execute")
+	case span.IsRecording():
+		ctx, span = otel.GetTracerProvider().Tracer(tracerName).Start(ctx, "onceflow.execute")
+	}
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("onceflow.operation_code", string(req.Ref.Code)),
+			attribute.String("onceflow.scope_digest", req.Ref.Digest.String()),
+		)
+	}
 	defer func() {
+		if !span.IsRecording() {
+			return
+		}
 		span.SetAttributes(attribute.String("onceflow.disposition", string(res.Disposition)))
 		if err != nil {
 			span.RecordError(err)
@@ -314,8 +345,23 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 		}
 		span.End()
 	}()
-	inv := &invocation{e: e, req: req, nonce: NewNonce(), log: e.cfg.Logger.With("ref", req.Ref.String(), "op", string(req.Operation))}
+	inv := invocation{e: e, req: req, nonce: nonce}
 	return inv.execute(ctx, action)
+}
+
+// log writes one line about this invocation, naming its record.
+func (v *invocation) log(ctx context.Context, level slog.Level, msg string, args ...any) {
+	v.e.log(ctx, v.req.Ref, v.req.Operation, level, msg, args...)
+}
+
+// log writes one line about a record when the logger takes the level: the
+// attributes are built only then.
+func (e *Executor) log(ctx context.Context, ref Ref, op OperationID, level slog.Level, msg string, args ...any) {
+	l := e.cfg.Logger
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	l.With("ref", ref.String(), "op", string(op)).Log(ctx, level, msg, args...)
 }
 
 // invocation is one Execute call.
@@ -323,7 +369,6 @@ type invocation struct {
 	e     *Executor
 	req   Request
 	nonce Nonce
-	log   *slog.Logger
 	// sent is when the request that last confirmed the lease was sent:
 	// the lease a reply reports is measured from no later than that.
 	sent time.Time
@@ -405,7 +450,7 @@ func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Actio
 	case Acquired:
 		return v.acquired(ctx, o.Ownership, o.Record, "", action)
 	case TakenOver:
-		v.log.InfoContext(ctx, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_may_have_happened", o.EffectMayHaveHappened)
+		v.log(ctx, slog.LevelInfo, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_may_have_happened", o.EffectMayHaveHappened)
 		return v.acquired(ctx, o.Ownership, o.Record, o.From, action)
 	case ReplayedAcquire:
 		r := o.Record
@@ -424,7 +469,7 @@ func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Actio
 		}
 		return Result{}, fmt.Errorf("%w: replayed acquire in state %s", ErrUnexpectedReply, r.State)
 	case CompletedReplay:
-		v.log.DebugContext(ctx, "onceflow: replayed")
+		v.log(ctx, slog.LevelDebug, "onceflow: replayed")
 		return Result{Disposition: Replayed, Response: o.Record.Response, Fence: o.Record.Fence()}, nil
 	case InProgress:
 		return Result{}, &InProgressError{Ref: ref, RetryAfter: o.Record.LeaseRemaining()}
@@ -453,7 +498,7 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 	if v.req.BeforeStart != nil {
 		if err := v.req.BeforeStart(ctx, own); err != nil {
 			if _, rerr := v.store().Release(context.WithoutCancel(ctx), ReleaseRequest{Ownership: own}); rerr != nil {
-				v.log.WarnContext(ctx, "onceflow: release after a failed BeforeStart", "err", rerr)
+				v.log(ctx, slog.LevelWarn, "onceflow: release after a failed BeforeStart", "err", rerr)
 			}
 			return Result{}, fmt.Errorf("idemstore: before start (the claim was released, nothing ran): %w", err)
 		}
@@ -524,7 +569,7 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 		// may take over at once.
 		return v.failRetryable(ctx, own, err)
 	}
-	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: own.Fence(), Key: own.Ref.String()}
+	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: own.Fence()}
 	xctx := context.WithValue(ctx, executionKey{}, x)
 	if r.Uncertain {
 		switch {
@@ -534,7 +579,7 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 				return v.abandon(ctx, own, "reconcile failed after a takeover from an expired EXECUTING record", err)
 			}
 			if found {
-				v.log.InfoContext(ctx, "onceflow: reconciled a previous attempt's effect", "attempt", r.Attempt)
+				v.log(ctx, slog.LevelInfo, "onceflow: reconciled a previous attempt's effect", "attempt", r.Attempt)
 				res, err := v.complete(ctx, own, resp)
 				if err != nil {
 					return Result{}, err
@@ -542,9 +587,9 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 				res.Disposition, res.TookOver = Reconciled, from
 				return res, nil
 			}
-			v.log.InfoContext(ctx, "onceflow: reconcile found no effect; running", "attempt", r.Attempt)
+			v.log(ctx, slog.LevelInfo, "onceflow: reconcile found no effect; running", "attempt", r.Attempt)
 		case v.req.IdempotentDownstream:
-			v.log.InfoContext(ctx, "onceflow: re-running after an uncertain takeover: downstream is idempotent", "attempt", r.Attempt)
+			v.log(ctx, slog.LevelInfo, "onceflow: re-running after an uncertain takeover: downstream is idempotent", "attempt", r.Attempt)
 		default:
 			return v.abandon(ctx, own, "taken over from an expired EXECUTING record: the previous attempt's effect may have happened, and there is no Reconcile hook", nil)
 		}
@@ -640,7 +685,7 @@ func (v *invocation) run(ctx context.Context, own Ownership, action Action) (res
 	defer func() {
 		l.stop()
 		if p := recover(); p != nil {
-			v.log.ErrorContext(ctx, "onceflow: action panicked", "panic", p, "stack", string(debug.Stack()))
+			v.log(ctx, slog.LevelError, "onceflow: action panicked", "panic", p, "stack", string(debug.Stack()))
 			resp, err = nil, EffectUnknown(fmt.Errorf("action panicked: %v", p))
 		}
 		if cause := context.Cause(actx); isLeaseError(cause) {
@@ -650,7 +695,7 @@ func (v *invocation) run(ctx context.Context, own Ownership, action Action) (res
 				// The action ignored the cancellation and returned a
 				// result after the lease was gone: completing it will
 				// tell whether it can still be recorded.
-				v.log.WarnContext(ctx, "onceflow: the action finished after its lease was lost", "cause", cause)
+				v.log(ctx, slog.LevelWarn, "onceflow: the action finished after its lease was lost", "cause", cause)
 			}
 		}
 	}()
@@ -672,7 +717,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 	req := CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
 	ok := Result{Disposition: Ran, Response: resp, Fence: own.Fence()}
 	recovery := func(reason string, err error) (Result, error) {
-		v.log.ErrorContext(ctx, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
+		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
 		return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
 			State: StateExecuting, RecoveryRequired: true, Reason: "the action succeeded but " + reason, Err: err}
 	}
@@ -742,12 +787,12 @@ func (v *invocation) fail(ctx context.Context, own Ownership, target State, reas
 			return false, Record{}
 		}
 		if !errors.Is(err, ErrIndeterminate) {
-			v.log.ErrorContext(ctx, "onceflow: recording the failure failed", "target", target, "err", err)
+			v.log(ctx, slog.LevelError, "onceflow: recording the failure failed", "target", target, "err", err)
 			return false, Record{}
 		}
 		obs, ierr := v.store().Inspect(ctx, own.Ref)
 		if ierr != nil {
-			v.log.ErrorContext(ctx, "onceflow: recording the failure was indeterminate and inspect failed", "target", target, "err", errors.Join(err, ierr))
+			v.log(ctx, slog.LevelError, "onceflow: recording the failure was indeterminate and inspect failed", "target", target, "err", errors.Join(err, ierr))
 			return false, Record{}
 		}
 		r := obs.Record
@@ -774,7 +819,7 @@ func (v *invocation) abandon(ctx context.Context, own Ownership, reason string, 
 		full += ": " + cause.Error()
 	}
 	recorded, r := v.fail(ctx, own, StateAbandoned, full)
-	v.log.WarnContext(ctx, "onceflow: effect unknown; record abandoned", "recorded", recorded, "reason", full)
+	v.log(ctx, slog.LevelWarn, "onceflow: effect unknown; record abandoned", "recorded", recorded, "reason", full)
 	attempt, rev, state := own.Attempt, own.Rev, StateExecuting
 	if recorded {
 		attempt, rev, state = r.Attempt, r.Rev, r.State

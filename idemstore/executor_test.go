@@ -580,7 +580,7 @@ func TestActionContextCarriesKeyAndFence(t *testing.T) {
 	for range 2 {
 		_, _ = e.exec.Execute(t.Context(), request(f), action)
 	}
-	if len(seen) != 2 || seen[0].Key != seen[1].Key || seen[0].Key == "" || !seen[0].Fence.Less(seen[1].Fence) {
+	if len(seen) != 2 || seen[0].Key() != seen[1].Key() || seen[0].Key() == "" || !seen[0].Fence.Less(seen[1].Fence) {
 		t.Fatalf("executions %+v: the key must be stable and the fence must grow", seen)
 	}
 }

@@ -219,6 +219,19 @@ func (r Ref) Validate() error {
 // String returns "<code>:<digest>", safe to log: it holds no raw key.
 func (r Ref) String() string { return string(r.Code) + ":" + r.Digest.String() }
 
+// newOwnerAndNonce returns a random owner and a random nonce, from one
+// read of the system's randomness into one string.
+func newOwnerAndNonce() (Owner, Nonce) {
+	var b [48]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("idemstore: crypto/rand: %v", err))
+	}
+	var h [96]byte
+	hex.Encode(h[:], b[:])
+	s := string(h[:])
+	return Owner(s[:64]), Nonce(s[64:])
+}
+
 func randomHex(n int) string {
 	b := make([]byte, n)
 	if _, err := rand.Read(b); err != nil {

@@ -3,6 +3,7 @@ package idemstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -11,39 +12,45 @@ import (
 //
 // Two things happen independently of each other:
 //
-//   - The deadline: a timer at the local time the lease ends, less the
-//     safety margin, cancels the action with ErrLeaseUnconfirmed. It is
-//     armed from the send time of the request that confirmed the lease, on
-//     the monotonic clock, and fires whatever the store does: a renewal
+//   - The deadline: at the local time the lease ends, less the safety
+//     margin, the action is cancelled with ErrLeaseUnconfirmed. It is
+//     measured from the send time of the request that confirmed the lease,
+//     on the monotonic clock, and fires whatever the store does: a renewal
 //     that hangs, fails fast or answers late never holds it back. Only a
-//     confirmed renewal moves it, and only while it has not fired.
+//     confirmed renewal moves it, and only while it is not due.
 //   - Renewal: on every tick (the executor's RenewInterval, or
 //     Request.RenewTicks) one RENEW is sent, never two at once, with a
 //     context that ends no later than the lease. Renewed moves the
 //     deadline; Refused or Missing proves the lease lost and cancels the
 //     action with ErrLeaseLost.
 //
+// One timer serves both: it fires at the next tick or at the deadline,
+// whichever comes first, and while a renewal is in flight it waits for the
+// deadline alone. Whenever it fires, the deadline is checked first.
+//
 // The action's context is therefore done no later than the deadline,
 // before any other owner can take the record over by Redis' clock (which
 // runs at the rate of ours; the margin absorbs scheduling delays and
 // small drifts).
 type lease struct {
-	v      *invocation
+	e      *Executor
 	req    RenewRequest
 	cancel context.CancelCauseFunc // cancels the action
 	margin time.Duration
+	ticked bool // the executor ticks renewals itself (no Request.RenewTicks)
 
-	// rctx is the parent of every renewal's context; stopping cancels it.
+	// parent is the action's context; rctx, made at the first renewal, is
+	// the parent of every renewal's context, and stopping cancels it.
+	parent     context.Context
 	rctx       context.Context
 	stopRenews context.CancelFunc
 
 	mu       sync.Mutex
 	end      time.Time   // the local time by which the lease runs out at the earliest
-	deadline *time.Timer // fires at end - margin
-	done     bool        // the deadline fired or the lease was lost: renewals no longer count
+	timer    *time.Timer // fires at the next tick or at end - margin
+	done     bool        // the deadline passed or the lease was lost: renewals no longer count
 	stopped  bool        // the action returned
 	renewing bool        // a RENEW is in flight
-	ticker   *time.Timer // the executor's own renewal timer (nil with RenewTicks)
 	quit     chan struct{}
 }
 
@@ -51,19 +58,30 @@ type lease struct {
 // the action whose context cancel cancels.
 func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFunc, own Ownership) *lease {
 	c := v.e.cfg
-	l := &lease{v: v, req: v.renewRequest(own), cancel: cancel, margin: c.SafetyMargin, end: v.leaseEnd}
-	l.rctx, l.stopRenews = context.WithCancel(context.WithoutCancel(ctx))
-	// The timers' functions take mu: they wait until both are set.
+	l := &lease{e: v.e, req: v.renewRequest(own), cancel: cancel, margin: c.SafetyMargin, end: v.leaseEnd, parent: ctx}
+	l.ticked = v.req.RenewTicks == nil
+	// The timer's function takes mu: it waits until the timer is set.
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.deadline = time.AfterFunc(time.Until(l.end.Add(-l.margin)), l.expire)
-	if ticks := v.req.RenewTicks; ticks != nil {
+	l.timer = time.AfterFunc(l.nextWakeLocked(), l.fire)
+	if !l.ticked {
 		l.quit = make(chan struct{})
-		go l.loop(ticks)
-	} else {
-		l.ticker = time.AfterFunc(c.RenewInterval, l.onTimer)
+		go l.loop(v.req.RenewTicks)
 	}
 	return l
+}
+
+// deadlineLocked is when the action is cancelled unless a renewal moves it.
+func (l *lease) deadlineLocked() time.Time { return l.end.Add(-l.margin) }
+
+// nextWakeLocked is how long until the timer must fire: the deadline, or
+// the next tick when the executor ticks and no renewal is in flight.
+func (l *lease) nextWakeLocked() time.Duration {
+	d := time.Until(l.deadlineLocked())
+	if l.ticked && !l.renewing {
+		d = min(d, l.e.cfg.RenewInterval)
+	}
+	return d
 }
 
 // stop ends the keeping; a renewal in flight is abandoned (its context is
@@ -71,21 +89,40 @@ func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFu
 func (l *lease) stop() {
 	l.mu.Lock()
 	l.stopped = true
-	l.deadline.Stop()
-	if l.ticker != nil {
-		l.ticker.Stop()
-	}
+	l.timer.Stop()
+	stopRenews := l.stopRenews
 	l.mu.Unlock()
 	if l.quit != nil {
 		close(l.quit)
 	}
-	l.stopRenews()
+	if stopRenews != nil {
+		stopRenews()
+	}
 }
 
-// expire is the deadline: no renewal confirmed the lease in time.
-func (l *lease) expire() {
-	l.finish(fmt.Errorf("%w: no renewal of %s confirmed before the lease ran out (less the %v safety margin)", ErrLeaseUnconfirmed, l.req.Ref, l.margin),
-		"onceflow: lease not renewed in time; cancelling the action")
+// fire is the timer: the deadline when it is due, which always wins;
+// otherwise the executor's renewal tick.
+func (l *lease) fire() {
+	l.mu.Lock()
+	if l.done || l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	if !time.Now().Before(l.deadlineLocked()) {
+		l.mu.Unlock()
+		l.finish(fmt.Errorf("%w: no renewal of %s confirmed before the lease ran out (less the %v safety margin)", ErrLeaseUnconfirmed, l.req.Ref, l.margin),
+			"onceflow: lease not renewed in time; cancelling the action")
+		return
+	}
+	if !l.ticked || l.renewing {
+		// Woken early (the deadline moved, or ticks come from the
+		// caller): wait for what is next.
+		l.timer.Reset(l.nextWakeLocked())
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+	l.renew() // arms the timer for the deadline while the renewal is in flight
 }
 
 // lose: a renewal proved the lease lost.
@@ -99,38 +136,22 @@ func (l *lease) finish(cause error, msg string) {
 		return
 	}
 	l.done = true
-	l.deadline.Stop()
+	l.timer.Stop()
 	l.mu.Unlock()
-	l.v.log.Warn(msg, "cause", cause)
+	l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn, msg, "cause", cause)
 	l.cancel(cause)
 }
 
 // extend moves the deadline after a confirmed renewal sent at sent, unless
-// the deadline has already passed: the deadline always wins.
+// the deadline is already due: the deadline always wins.
 func (l *lease) extend(sent time.Time, left time.Duration) {
 	end := sent.Add(left)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.done || l.stopped || !end.After(l.end) {
+	if l.done || l.stopped || !end.After(l.end) || !time.Now().Before(l.deadlineLocked()) {
 		return
-	}
-	if !time.Now().Before(l.end.Add(-l.margin)) || !l.deadline.Stop() {
-		return // the deadline is due or firing: the action is being cancelled
 	}
 	l.end = end
-	l.deadline.Reset(time.Until(end.Add(-l.margin)))
-}
-
-// onTimer is the executor's own renewal tick: renew, then arm the next.
-func (l *lease) onTimer() {
-	if !l.renew() {
-		return
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.done && !l.stopped {
-		l.ticker.Reset(l.v.e.cfg.RenewInterval)
-	}
 }
 
 // loop renews on the caller's ticks until stopped, or until the lease is
@@ -151,7 +172,8 @@ func (l *lease) loop(ticks <-chan time.Time) {
 
 // renew sends one RENEW, unless one is in flight. It reports whether
 // renewing should go on: false once the lease is lost, ran out or the
-// action returned.
+// action returned. While it waits for the store, the timer waits for the
+// deadline alone; after, for the next tick.
 func (l *lease) renew() (more bool) {
 	l.mu.Lock()
 	if l.done || l.stopped {
@@ -164,20 +186,35 @@ func (l *lease) renew() (more bool) {
 	}
 	l.renewing = true
 	end := l.end
+	if l.ticked {
+		// Called by fire: the timer has fired. While the renewal is in
+		// flight it waits for the deadline. (With the caller's ticks it
+		// waits for the deadline all along.)
+		l.timer.Reset(l.nextWakeLocked())
+	}
+	if l.rctx == nil {
+		l.rctx, l.stopRenews = context.WithCancel(context.WithoutCancel(l.parent))
+	}
+	rctx := l.rctx
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
 		l.renewing = false
 		more = !l.done && !l.stopped
+		// Re-arm for the next tick or the (perhaps moved) deadline; a
+		// timer already firing checks the deadline itself.
+		if more && l.timer.Stop() {
+			l.timer.Reset(l.nextWakeLocked())
+		}
 		l.mu.Unlock()
 	}()
 
 	sent := time.Now()
-	ctx, cancel := context.WithDeadline(l.rctx, end)
-	out, err := l.v.store().Renew(ctx, l.req)
+	ctx, cancel := context.WithDeadline(rctx, end)
+	out, err := l.e.cfg.Store.Renew(ctx, l.req)
 	cancel()
 	if err != nil {
-		l.v.log.Warn("onceflow: lease renewal failed; will retry until the lease runs out", "err", err)
+		l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn, "onceflow: lease renewal failed; will retry until the lease runs out", "err", err)
 		return true // the deferred function decides
 	}
 	switch o := out.(type) {

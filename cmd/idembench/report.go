@@ -7,6 +7,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 )
@@ -25,6 +27,19 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if b.cfg.only != "" {
+		ws = slices.DeleteFunc(ws, func(w workload) bool { return !strings.Contains(w.name, b.cfg.only) })
+	}
+	if b.cfg.cpuProfile != "" {
+		f, err := os.Create(b.cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	results := map[string]map[int]sample{}
 	for _, w := range ws {
 		results[w.name] = map[int]sample{}
@@ -40,6 +55,19 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 			results[w.name][g] = median(ss)
 			progress("%-32s %3d goroutines: %8.0f ops/s", w.name, g, results[w.name][g].opsPerSec)
 		}
+	}
+
+	if b.cfg.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if b.cfg.only != "" {
+		for _, w := range ws {
+			for _, g := range b.cfg.goroutines {
+				s := results[w.name][g]
+				p("%s, %d goroutines: %.0f ops/s, p50 %s, %.0f allocs/op, %.1f Redis µs/op\n", w.name, g, s.opsPerSec, us(s.p50), s.allocs, s.redisUsPerOp)
+			}
+		}
+		return nil
 	}
 
 	p("## Operations\n\n")

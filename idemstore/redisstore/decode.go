@@ -26,14 +26,12 @@ const (
 
 // reply is the common shape of every script's reply (see lua/record.lua).
 type reply struct {
-	code    replyCode
-	now     time.Time // zero when the script did not read the clock
-	pttl    time.Duration
-	rec     string
-	hasRec  bool
-	resp    string
-	hasResp bool
-	extra   string
+	code   replyCode
+	now    time.Time // zero when the script did not read the clock
+	pttl   time.Duration
+	extra  string
+	rec    string // the packed record, with the response after it
+	hasRec bool
 }
 
 // decode turns a script's raw reply into the typed outcome of op. It is the
@@ -169,78 +167,59 @@ func refusal(code replyCode, allowed ...replyCode) (idemstore.Refusal, bool) {
 	return "", false
 }
 
-// parseReply checks the common shape: code, now, pttl, record, resp, extra.
+// parseReply splits the one string every script answers (see
+// lua/record.lua). It allocates nothing: the parts are slices of it.
 func parseReply(raw any) (reply, error) {
-	arr, ok := raw.([]any)
+	str, ok := raw.(string)
 	if !ok {
-		return reply{}, fmt.Errorf("reply is %T, not an array", raw)
+		return reply{}, fmt.Errorf("reply is %T, not a string", raw)
 	}
-	if len(arr) != 6 {
-		return reply{}, fmt.Errorf("reply has %d elements, want 6", len(arr))
+	codeField, rest, ok1 := strings.Cut(str, "\x00")
+	nowField, rest, ok2 := strings.Cut(rest, "\x00")
+	pttlField, rest, ok3 := strings.Cut(rest, "\x00")
+	if !ok1 || !ok2 || !ok3 {
+		return reply{}, fmt.Errorf("reply %q lacks its code, time or TTL", truncate(str))
 	}
 	var rp reply
-	code, ok := arr[0].(int64)
-	if !ok || code <= 0 {
-		return reply{}, fmt.Errorf("reply code %v is not a positive integer", arr[0])
+	rp.extra, rp.rec, rp.hasRec = strings.Cut(rest, "\x00")
+	code, err := strconv.ParseInt(codeField, 10, 64)
+	if err != nil || code <= 0 {
+		return reply{}, fmt.Errorf("reply code %q is not a positive integer", truncate(codeField))
 	}
 	rp.code = replyCode(code)
-	now, ok := arr[1].(int64)
-	if !ok || now < 0 {
-		return reply{}, fmt.Errorf("server time %v is not a non-negative integer", arr[1])
+	now, err := strconv.ParseInt(nowField, 10, 64)
+	if err != nil || now < 0 {
+		return reply{}, fmt.Errorf("server time %q is not a non-negative integer", truncate(nowField))
 	}
 	if now > 0 {
 		rp.now = time.UnixMilli(now)
 	}
-	pttl, ok := arr[2].(int64)
-	if !ok {
-		return reply{}, fmt.Errorf("pttl %v is not an integer", arr[2])
+	pttl, err := strconv.ParseInt(pttlField, 10, 64)
+	if err != nil {
+		return reply{}, fmt.Errorf("pttl %q is not an integer", truncate(pttlField))
 	}
 	if pttl > 0 {
 		rp.pttl = time.Duration(pttl) * time.Millisecond
 	}
-	for i, dst := range []struct {
-		s   *string
-		has *bool
-	}{{&rp.rec, &rp.hasRec}, {&rp.resp, &rp.hasResp}, {&rp.extra, nil}} {
-		switch v := arr[3+i].(type) {
-		case nil:
-		case string:
-			*dst.s = v
-			if dst.has != nil {
-				*dst.has = true
-			}
-		default:
-			return reply{}, fmt.Errorf("element %d is %T, not a string or nil", 3+i, v)
-		}
-	}
 	return rp, nil
 }
 
-// unpack splits a packed record (see lua/record.lua) into its fields.
-func unpack(s string) (vals [numFields]string, present [numFields]bool, err error) {
+// unpack splits a packed record (see lua/record.lua) into its fields: NUL
+// separated, in schema order, empty when absent; and the response that
+// may follow the last field.
+func unpack(s string) (vals [numFields]string, present [numFields]bool, resp string, hasResp bool, err error) {
 	for i := range numFields {
-		if s == "" {
-			return vals, present, fmt.Errorf("packed record ends before field %s", fieldRules[i].name)
+		v, rest, more := strings.Cut(s, "\x00")
+		if !more && i < numFields-1 {
+			return vals, present, "", false, fmt.Errorf("packed record ends before field %s", fieldRules[i+1].name)
 		}
-		if s[0] == '-' {
-			s = s[1:]
-			continue
+		vals[i], present[i] = v, v != ""
+		s = rest
+		if i == numFields-1 {
+			resp, hasResp = rest, more
 		}
-		colon := strings.IndexByte(s, ':')
-		if colon <= 0 {
-			return vals, present, fmt.Errorf("packed field %s has no length", fieldRules[i].name)
-		}
-		n, perr := strconv.Atoi(s[:colon])
-		if perr != nil || n < 0 || n > len(s)-colon-1 {
-			return vals, present, fmt.Errorf("packed field %s has a bad length %q", fieldRules[i].name, s[:colon])
-		}
-		vals[i], present[i] = s[colon+1:colon+1+n], true
-		s = s[colon+1+n:]
 	}
-	if s != "" {
-		return vals, present, fmt.Errorf("packed record has %d bytes past its last field", len(s))
-	}
-	return vals, present, nil
+	return vals, present, resp, hasResp, nil
 }
 
 // replayFields are the fields a replay reply carries (claim.lua's fast
@@ -251,7 +230,7 @@ var replayFields = [numFields]bool{fState: true, fAttempt: true, fRev: true, fCo
 // cross-field rules, the same ones the scripts check, and converts it. A
 // response is checked against its stored checksum.
 func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
-	vals, present, err := unpack(rp.rec)
+	vals, present, resp, hasResp, err := unpack(rp.rec)
 	if err != nil {
 		return idemstore.Record{}, fmt.Errorf("%w: %s: %v", idemstore.ErrUnexpectedReply, ref, err)
 	}
@@ -302,14 +281,14 @@ func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
 			return bad("sum", "is missing from a COMPLETED record")
 		}
 	}
-	if rp.hasResp {
+	if hasResp {
 		if !present[fSum] {
 			return bad("sum", "is missing: the response cannot be checked")
 		}
-		if !checksumMatches(rp.resp, vals[fSum]) {
+		rec.Response = []byte(resp)
+		if want, ok := parseChecksum(vals[fSum]); !ok || crc32.Checksum(rec.Response, castagnoli) != want {
 			return bad("resp", "does not match its checksum (sum)")
 		}
-		rec.Response = []byte(rp.resp)
 	}
 	return rec, nil
 }
@@ -324,13 +303,24 @@ func checksum(resp []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func checksumMatches(resp, sum string) bool {
-	var want [4]byte
-	if n, err := hex.Decode(want[:], []byte(sum)); err != nil || n != 4 {
-		return false
+// parseChecksum reads 8 lowercase hex characters.
+func parseChecksum(s string) (uint32, bool) {
+	if len(s) != 8 {
+		return 0, false
 	}
-	c := crc32.Update(0, castagnoli, []byte(resp))
-	return c == uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3])
+	var v uint32
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b >= '0' && b <= '9':
+			v = v<<4 | uint32(b-'0')
+		case b >= 'a' && b <= 'f':
+			v = v<<4 | uint32(b-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
 }
 
 func truncate(s string) string {

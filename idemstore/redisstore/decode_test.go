@@ -45,16 +45,24 @@ func checkDecoded(t *testing.T, op string, out any, err error) {
 
 // packRecord packs fields the way lua/record.lua does.
 func packRecord(fields map[string]string) string {
-	var b strings.Builder
-	for _, r := range fieldRules {
-		v, ok := fields[r.name]
-		if !ok {
-			b.WriteByte('-')
-			continue
-		}
-		b.WriteString(strconv.Itoa(len(v)) + ":" + v)
+	parts := make([]string, len(fieldRules))
+	for i, r := range fieldRules {
+		parts[i] = fields[r.name]
 	}
-	return b.String()
+	return strings.Join(parts, "\x00")
+}
+
+// replyOf builds a script's reply: the code, now, pttl, extra and, unless
+// rec is "", the packed record, then the response when resp is not nil.
+func replyOf(code replyCode, now, pttl int64, extra, rec string, resp *string) string {
+	h := strconv.FormatInt(int64(code), 10) + "\x00" + strconv.FormatInt(now, 10) + "\x00" + strconv.FormatInt(pttl, 10) + "\x00" + extra
+	if rec != "" {
+		h += "\x00" + rec
+		if resp != nil {
+			h += "\x00" + *resp
+		}
+	}
+	return h
 }
 
 func executingRecord() map[string]string {
@@ -65,8 +73,8 @@ func executingRecord() map[string]string {
 	}
 }
 
-func validReply(code replyCode) []any {
-	return []any{int64(code), int64(1764460000000), int64(3600000), packRecord(executingRecord()), nil, nil}
+func validReply(code replyCode) string {
+	return replyOf(code, 1764460000000, 3600000, "", packRecord(executingRecord()), nil)
 }
 
 func TestDecodeKnownReplies(t *testing.T) {
@@ -110,7 +118,8 @@ func TestDecodeKnownReplies(t *testing.T) {
 // field, by the same rules as the scripts.
 func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	t.Parallel()
-	garbles := []string{"", "x", "-1", "01", "9999999999999999", "99999999999999999999", strings.Repeat("Z", 64), "1e+20"}
+	// (An empty value packs as an absent field: "(missing)" covers it.)
+	garbles := []string{"x", "-1", "01", "9999999999999999", "99999999999999999999", strings.Repeat("Z", 64), "1e+20"}
 	for _, r := range fieldRules {
 		for _, g := range append(garbles, "(missing)") {
 			rec := executingRecord()
@@ -122,7 +131,7 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 			if g != "(missing)" && r.kind.valid(g) {
 				continue // not a garble for this kind
 			}
-			_, err := decode(opRenew, testRef, []any{int64(codeRenewed), int64(1), int64(1), packRecord(rec), nil, nil})
+			_, err := decode(opRenew, testRef, replyOf(codeRenewed, 1, 1, "", packRecord(rec), nil))
 			_, present := executingRecord()[r.name]
 			wantErr := g != "(missing)" || r.required || present && (r.name == "leaseUntil" || r.name == "nonce")
 			var ce *idemstore.CorruptRecordError
@@ -138,10 +147,12 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	rec := executingRecord()
 	rec["state"], rec["sum"] = "COMPLETED", checksum([]byte("the response"))
 	delete(rec, "leaseUntil")
-	if _, err := decode(opInspect, testRef, []any{int64(codeFound), int64(1), int64(1), packRecord(rec), "the response", nil}); err != nil {
+	resp := "the response"
+	if _, err := decode(opInspect, testRef, replyOf(codeFound, 1, 1, "", packRecord(rec), &resp)); err != nil {
 		t.Fatalf("intact response: %v", err)
 	}
-	_, err := decode(opInspect, testRef, []any{int64(codeFound), int64(1), int64(1), packRecord(rec), "the respons3", nil})
+	tampered := "the respons3"
+	_, err := decode(opInspect, testRef, replyOf(codeFound, 1, 1, "", packRecord(rec), &tampered))
 	var ce *idemstore.CorruptRecordError
 	if !errors.As(err, &ce) || ce.Field != "resp" {
 		t.Fatalf("tampered response: err = %v, want a CorruptRecordError naming resp", err)
@@ -172,32 +183,22 @@ func typeName(v any) string {
 // and must answer with a typed outcome of the script's sum or a typed
 // error.
 func FuzzDecode(f *testing.F) {
-	f.Add(uint8(0), uint8(codeAcquired), int64(1764460000000), int64(3600000), packRecord(executingRecord()), "", "", uint8(0))
-	f.Add(uint8(7), uint8(codeFound), int64(1), int64(-2), packRecord(executingRecord()), "x", "", uint8(0))
-	f.Add(uint8(2), uint8(codeCorrupt), int64(1), int64(1), "", "", "rev", uint8(3))
-	f.Add(uint8(1), uint8(codeCompletedReplay), int64(0), int64(5), "9:COMPLETED-1:12:3-7:json-v21:2------8:00000000", "", "", uint8(0))
+	rec := packRecord(executingRecord())
+	x := "x"
+	f.Add(uint8(0), replyOf(codeAcquired, 1764460000000, 3600000, "", rec, nil), false)
+	f.Add(uint8(7), replyOf(codeFound, 1, -2, "", rec, &x), false)
+	f.Add(uint8(2), replyOf(codeCorrupt, 1, 1, "rev", "", nil), false)
+	f.Add(uint8(1), replyOf(codeCompletedReplay, 0, 5, "", "COMPLETED\x00\x001\x002\x00\x00\x00json-v2\x002\x00\x00\x00\x00\x00\x00\x00e3069283", &x), false)
 	for _, c := range []replyCode{codeTakenOver, codeReplayedAcquire, codeTransitioned, codeResolved, codeNotFound} {
-		f.Add(uint8(c), uint8(c), int64(1), int64(1), packRecord(executingRecord()), "", "EXECUTING", uint8(2))
+		f.Add(uint8(c), replyOf(c, 1, 1, "EXECUTING", rec, nil), false)
 	}
-	f.Fuzz(func(t *testing.T, opIdx, code uint8, now, pttl int64, rec, resp, extra string, mask uint8) {
+	f.Fuzz(func(t *testing.T, opIdx uint8, raw string, notString bool) {
 		op := allOps[int(opIdx)%len(allOps)]
-		arr := []any{int64(code), now, pttl, rec, resp, extra}
-		for i := range 3 { // bits 0-2: rec, resp, extra are nil
-			if mask&(1<<i) != 0 {
-				arr[3+i] = nil
-			}
+		var v any = raw
+		if notString {
+			v = []any{int64(len(raw)), raw}
 		}
-		if mask&8 != 0 {
-			arr[0] = "a string"
-		}
-		if mask&16 != 0 {
-			arr = arr[:int(code)%6]
-		}
-		var raw any = arr
-		if mask&32 != 0 {
-			raw = int64(len(rec))
-		}
-		out, err := decode(op, testRef, raw)
+		out, err := decode(op, testRef, v)
 		checkDecoded(t, op, out, err)
 	})
 }

@@ -2,13 +2,16 @@ package redisstore
 
 import (
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/onceflow/onceflow/idemstore"
 )
 
 // The record's fields and the rules every reader checks. This list is the
-// only one: the Lua scripts get it rendered as tables (luaSchema, prepended
+// only one: the Lua scripts get it rendered as code (luaSchema, prepended
 // to every script) and validate a record with it before they decide
 // anything, and decode.go validates replies with it. A record that breaks a
 // rule is refused by both sides, never changed.
@@ -65,10 +68,10 @@ const (
 	kindChecksum  fieldKind = "hex8"      // 8 lowercase hex characters (CRC-32C of resp)
 	kindCount     fieldKind = "count"     // a decimal integer from 1 to maxInteger
 	kindMillis    fieldKind = "millis"    // a decimal integer from 0 to maxInteger
-	kindOperation fieldKind = "operation" // 1 to idemstore.MaxOperationIDLen bytes
+	kindOperation fieldKind = "operation" // 1 to idemstore.MaxOperationIDLen bytes, no NUL
 	kindCodec     fieldKind = "codec"     // 1 to 32 characters of [a-z0-9.-]
 	kindFlag      fieldKind = "flag"      // "0" or "1"
-	kindText      fieldKind = "text"      // at most maxReasonLen bytes
+	kindText      fieldKind = "text"      // 1 to maxReasonLen bytes, no NUL
 )
 
 // maxInteger is the largest integer a field may hold: 15 decimal digits,
@@ -106,7 +109,7 @@ func (k fieldKind) valid(v string) bool {
 		_, ok := parseInteger(v)
 		return ok
 	case kindOperation:
-		return len(v) >= 1 && len(v) <= idemstore.MaxOperationIDLen
+		return len(v) >= 1 && len(v) <= idemstore.MaxOperationIDLen && !strings.Contains(v, "\x00")
 	case kindCodec:
 		if len(v) < 1 || len(v) > 32 {
 			return false
@@ -121,7 +124,7 @@ func (k fieldKind) valid(v string) bool {
 	case kindFlag:
 		return v == "0" || v == "1"
 	case kindText:
-		return len(v) <= maxReasonLen
+		return len(v) >= 1 && len(v) <= maxReasonLen && !strings.Contains(v, "\x00")
 	}
 	return false
 }
@@ -157,7 +160,7 @@ func isLowerHex(s string, n int) bool {
 }
 
 // replyCode is the first element of every script reply. The scripts name
-// them R.<NAME>; luaSchema renders this list for them.
+// them R.<NAME>, which inlineReplyCodes turns into these numbers.
 type replyCode int64
 
 const (
@@ -210,46 +213,172 @@ func (c replyCode) String() string {
 	return fmt.Sprintf("reply code %d", int64(c))
 }
 
-// luaSchema renders fieldRules and the reply codes as the Lua tables
-// record.lua reads: FIELDS (the names, in order), KIND (name → kind),
-// REQUIRED, the limits, and R (reply name → code).
+// luaSchema renders fieldRules as Lua for record.lua: load, which reads a
+// record with one HMGET and checks every field and the cross-field rules in
+// straight-line code, and pack, which joins the fields with NUL bytes (no
+// field may hold one). Straight-line code, not a loop over tables: Redis
+// runs a script's top level on every call, and building tables and
+// closures there costs more than the checks themselves.
 func luaSchema() string {
 	var b strings.Builder
-	b.WriteString("-- Generated from schema.go: the one list of field rules and reply codes.\n")
-	b.WriteString("local FIELDS = {")
-	for i, f := range fieldRules {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "'%s'", f.name)
-	}
-	b.WriteString("}\nlocal KIND = {")
-	for i, f := range fieldRules {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = '%s'", f.name, f.kind)
-	}
-	b.WriteString("}\nlocal REQUIRED = {")
-	first := true
+	b.WriteString("-- Generated from fieldRules in schema.go: the one list of field rules.\n")
+	b.WriteString("-- (find is string.find, the first line of every script.)\n\n")
+	b.WriteString("-- load reads the whole record and checks every field against the schema\n")
+	b.WriteString("-- and the cross-field rules, before the caller decides or writes anything.\n")
+	b.WriteString("-- It returns the record (field -> string, false when absent) and its\n")
+	b.WriteString("-- response (false unless COMPLETED); nil when there is none; or nil, nil\n")
+	b.WriteString("-- and the name of the first field that breaks a rule. The caller may pass\n")
+	b.WriteString("-- the values of its own request (already valid): a field equal to one is\n")
+	b.WriteString("-- valid without its pattern being matched.\n")
+	b.WriteString("local function load(key, " + strings.Join(expectParams, ", ") + ")\n  local v = redis.call('HMGET', key, 'resp'")
 	for _, f := range fieldRules {
-		if !f.required {
-			continue
-		}
-		if !first {
-			b.WriteString(", ")
-		}
-		first = false
-		fmt.Fprintf(&b, "%s = true", f.name)
+		fmt.Fprintf(&b, ", '%s'", f.name)
 	}
-	fmt.Fprintf(&b, "}\nlocal MAX_DIGITS, MAX_REASON, MAX_OP = %d, %d, %d\n", maxIntegerDigits, maxReasonLen, idemstore.MaxOperationIDLen)
-	b.WriteString("local R = {")
-	for i, r := range replyNames {
+	b.WriteString(")\n  if not (v[1]")
+	for i := range fieldRules {
+		fmt.Fprintf(&b, " or v[%d]", i+2)
+	}
+	b.WriteString(") then\n    if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end\n    return nil, nil, nil\n  end\n  local x\n")
+	for i, f := range fieldRules {
+		fmt.Fprintf(&b, "  x = v[%d]\n", i+2)
+		invalid := f.kind.luaInvalid("x")
+		if slices.Contains(expectParams, f.name) {
+			invalid = fmt.Sprintf("x ~= %s and (%s)", f.name, invalid)
+		}
+		if f.required {
+			fmt.Fprintf(&b, "  if not x or %s then return nil, nil, '%s' end\n", invalid, f.name)
+		} else {
+			fmt.Fprintf(&b, "  if x and (%s) then return nil, nil, '%s' end\n", invalid, f.name)
+		}
+	}
+	b.WriteString("  local r = {")
+	for i, f := range fieldRules {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s = %d", r.name, int64(r.code))
+		fmt.Fprintf(&b, "%s = v[%d]", f.name, i+2)
 	}
-	b.WriteString("}\n")
+	b.WriteString(`}
+  local resp = v[1]
+  if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
+  if r.state == 'EXECUTING' and not r.nonce then return nil, nil, 'nonce' end
+  if r.state == 'COMPLETED' then
+    if not r.sum then return nil, nil, 'sum' end
+    if not resp then return nil, nil, 'resp' end
+  elseif resp then
+    return nil, nil, 'resp' -- only a COMPLETED record holds a response
+  end
+  return r, resp, nil
+end
+
+-- pack joins the record's fields, in schema order, with NUL bytes; an
+-- absent field is empty (no present field is).
+local function pack(r)
+  return `)
+	for i, f := range fieldRules {
+		if i > 0 {
+			b.WriteString(" .. '\\0' .. ")
+		}
+		fmt.Fprintf(&b, "(r.%s or '')", f.name)
+	}
+	b.WriteString("\nend\n\n")
+	b.WriteString("-- valid reports whether x is a valid value of field f (false when absent).\n")
+	b.WriteString("local function valid(f, x)\n  if not x then return false end\n")
+	for _, f := range fieldRules {
+		fmt.Fprintf(&b, "  if f == '%s' then return not (%s) end\n", f.name, f.kind.luaInvalid("x"))
+	}
+	b.WriteString("  return false\nend\n")
 	return b.String()
+}
+
+// luaInvalid is the Lua expression, over the variable x (a string), that is
+// true when x is not a valid value of the kind. It is valid's twin.
+func (k fieldKind) luaInvalid(x string) string {
+	hexN := func(n int) string { return fmt.Sprintf("#%s ~= %d or find(%s, '[^0-9a-f]')", x, n, x) }
+	switch k {
+	case kindState:
+		return fmt.Sprintf("not (%[1]s == 'CLAIMED' or %[1]s == 'EXECUTING' or %[1]s == 'COMPLETED' or %[1]s == 'FAILED_RETRYABLE' or %[1]s == 'ABANDONED')", x)
+	case kindHex64:
+		return hexN(64)
+	case kindHex32:
+		return hexN(32)
+	case kindChecksum:
+		return hexN(8)
+	case kindCount:
+		return fmt.Sprintf("#%[1]s > %[2]d or not find(%[1]s, '^[1-9]%%d*$')", x, maxIntegerDigits)
+	case kindMillis:
+		return fmt.Sprintf("#%[1]s > %[2]d or not (%[1]s == '0' or find(%[1]s, '^[1-9]%%d*$'))", x, maxIntegerDigits)
+	case kindOperation:
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, idemstore.MaxOperationIDLen)
+	case kindCodec:
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > 32 or find(%[1]s, '[^a-z0-9.%%-]')", x)
+	case kindFlag:
+		return fmt.Sprintf("%[1]s ~= '0' and %[1]s ~= '1'", x)
+	case kindText:
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, maxReasonLen)
+	}
+	panic("redisstore: no Lua check for field kind " + string(k))
+}
+
+// expectParams are the fields load may be given the caller's own values of.
+var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
+
+// The macros a script may use where the generated functions are not
+// defined yet (before its "--@prelude" line): @invalid(field, expr) is the
+// Lua expression that is true when expr is not a valid value of field, and
+// @pack(field = expr, ...) packs the named fields (the others empty) as
+// pack does.
+var (
+	invalidMacro = regexp.MustCompile(`@invalid\(([a-zA-Z]+), ([^)]+)\)`)
+	packMacro    = regexp.MustCompile(`@pack\(([^)]*)\)`)
+)
+
+// expandMacros expands @invalid and @pack. An unknown field panics: the
+// scripts are embedded, so the tests catch it.
+func expandMacros(src string) string {
+	rule := func(name string) fieldRule {
+		for _, r := range fieldRules {
+			if r.name == name {
+				return r
+			}
+		}
+		panic("redisstore: a script macro names an unknown field " + name)
+	}
+	src = invalidMacro.ReplaceAllStringFunc(src, func(m string) string {
+		g := invalidMacro.FindStringSubmatch(m)
+		return "(" + rule(g[1]).kind.luaInvalid(strings.TrimSpace(g[2])) + ")"
+	})
+	return packMacro.ReplaceAllStringFunc(src, func(m string) string {
+		given := map[string]string{}
+		for _, kv := range strings.Split(packMacro.FindStringSubmatch(m)[1], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			given[rule(strings.TrimSpace(k)).name] = strings.TrimSpace(v)
+		}
+		parts := make([]string, len(fieldRules))
+		for i, r := range fieldRules {
+			parts[i] = "''"
+			if v, ok := given[r.name]; ok {
+				parts[i] = "(" + v + " or '')"
+			}
+		}
+		return strings.Join(parts, " .. '\\0' .. ")
+	})
+}
+
+// replyRef is how a script names a reply code: R.NAME.
+var replyRef = regexp.MustCompile(`\bR\.([A-Z_]+)\b`)
+
+// inlineReplyCodes replaces every R.NAME in a script with its number, so no
+// table of codes is built on every call. An unknown name panics: the
+// scripts are embedded, so the tests catch it.
+func inlineReplyCodes(src string) string {
+	return replyRef.ReplaceAllStringFunc(src, func(m string) string {
+		name := m[len("R."):]
+		for _, r := range replyNames {
+			if r.name == name {
+				return strconv.FormatInt(int64(r.code), 10)
+			}
+		}
+		panic("redisstore: script names an unknown reply R." + name)
+	})
 }

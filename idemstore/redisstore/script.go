@@ -42,15 +42,24 @@ func (ss *scriptSet) all() []script {
 }
 
 // newScriptSet builds the scripts: each is its body's shebang line (the
-// Redis 7 "#!lua" header, with its flags), then the generated schema, the
-// shared helpers of record.lua and the body. Without shebang (for servers
+// Redis 7 "#!lua" header, with its flags), then the code generated from the
+// schema, the shared helpers of record.lua and the body, with the reply
+// codes inlined. Without shebang (for servers
 // that do not know the Redis 7 header) the shebang line is left out.
 func newScriptSet(shebang bool) *scriptSet {
 	_, helpers := splitShebang(recordLua)
 	prelude := luaSchema() + helpers
 	mk := func(name, body string) script {
 		line, rest := splitShebang(body)
-		src := prelude + "\n" + rest
+		// The prelude goes where the body says, "--@prelude", or first:
+		// code above the marker runs without paying for the helpers.
+		src := "local find = string.find\n"
+		if head, tail, ok := strings.Cut(rest, "\n--@prelude\n"); ok {
+			src += head + "\n" + prelude + "\n" + tail
+		} else {
+			src += prelude + "\n" + rest
+		}
+		src = inlineReplyCodes(expandMacros(src))
 		if shebang {
 			src = line + "\n" + src
 		}

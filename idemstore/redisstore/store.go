@@ -95,6 +95,7 @@ type Store struct {
 	// context: each call then runs in a goroutine the store stops waiting
 	// for at the deadline.
 	guarded bool
+	args    argCache
 }
 
 var _ idemstore.Store = (*Store)(nil)
@@ -171,8 +172,8 @@ func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce ide
 		op = opClaimStart
 	}
 	out, err := s.call(ctx, op, req.Ref, s.scripts.claim,
-		string(req.Owner), string(req.Operation), string(req.Fingerprint), req.Codec, req.Policy,
-		ms(req.Lease), ms(req.Retention), string(nonce))
+		string(req.Owner), string(req.Operation), string(req.Fingerprint), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
+		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), string(nonce))
 	if err != nil {
 		return nil, err
 	}
@@ -220,8 +221,8 @@ func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership
 		hasResp, sum = "1", checksum(resp)
 	}
 	out, err := s.call(ctx, op, o.Ref, s.scripts.transition,
-		string(o.Owner), string(o.Operation), o.Rev, string(target), sources, string(nonce),
-		lease, ms(ttl), hasResp, resp, sum, reason)
+		string(o.Owner), string(o.Operation), o.Rev, s.args.str(string(target)), s.args.str(sources), string(nonce),
+		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), resp, sum, reason)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstor
 		return nil, err
 	}
 	out, err := s.call(ctx, opRenew, req.Ref, s.scripts.renew,
-		string(req.Owner), string(req.Operation), string(req.Nonce), ms(req.Lease), ms(req.Retention))
+		string(req.Owner), string(req.Operation), string(req.Nonce), s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)))
 	if err != nil {
 		return nil, err
 	}

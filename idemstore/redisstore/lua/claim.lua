@@ -33,18 +33,28 @@
 --   IN_PROGRESS               another owner's lease is live
 local key = KEYS[1]
 local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local lease, retention, nonce = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 
--- The replay fast path reads only what a replay needs.
+-- The replay fast path runs before the helpers are defined and reads only
+-- what a replay needs.
 local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'sum', 'resp')
 if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
-  if not valid('attempt', v[5]) then return corrupt(key, 0, 'attempt') end
-  if not valid('rev', v[6]) then return corrupt(key, 0, 'rev') end
-  if not valid('sum', v[7]) then return corrupt(key, 0, 'sum') end
-  if not v[8] then return corrupt(key, 0, 'resp') end
-  local r = {state = v[1], attempt = v[5], rev = v[6], codec = v[3], policy = v[4], sum = v[7]}
-  return reply(R.COMPLETED_REPLAY, key, 0, r, nil, v[8])
+  local attempt, rev, sum, bad = v[5], v[6], v[7], nil
+  if not attempt or @invalid(attempt, attempt) then
+    bad = 'attempt'
+  elseif not rev or @invalid(rev, rev) then
+    bad = 'rev'
+  elseif not sum or @invalid(sum, sum) then
+    bad = 'sum'
+  elseif not v[8] then
+    bad = 'resp'
+  end
+  local pttl = redis.call('PTTL', key)
+  if bad then return R.CORRUPT .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
+  return R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
+    @pack(state = v[1], attempt = attempt, rev = rev, codec = v[3], policy = v[4], sum = sum) .. '\0' .. v[8]
 end
+--@prelude
+local lease, retention, nonce = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
 
 local now = now_ms()
 local target = 'CLAIMED'
@@ -57,15 +67,21 @@ if not v[1] then
   if redis.call('EXISTS', key) == 1 then return corrupt(key, now, 'state') end
   local r = {state = target, owner = owner, attempt = '1', rev = '1', op = op, fp = fp,
     codec = codec, policy = policy, leaseUntil = lease_until, createdAt = int(now), updatedAt = int(now)}
-  local names = {'state', 'owner', 'attempt', 'rev', 'op', 'fp', 'codec', 'policy', 'leaseUntil',
-    'createdAt', 'updatedAt'}
-  if nonce ~= '' then r.nonce = nonce; names[#names + 1] = 'nonce' end
-  save(key, r, names)
+  if nonce ~= '' then
+    r.nonce = nonce
+    redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', '1', 'rev', '1', 'op', op, 'fp', fp,
+      'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'createdAt', r.createdAt,
+      'updatedAt', r.updatedAt, 'nonce', nonce)
+  else
+    redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', '1', 'rev', '1', 'op', op, 'fp', fp,
+      'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'createdAt', r.createdAt,
+      'updatedAt', r.updatedAt)
+  end
   redis.call('PEXPIRE', key, ttl)
   return reply(R.ACQUIRED, key, now, r, ttl)
 end
 
-local r, resp, bad = load(key)
+local r, resp, bad = load(key, owner, op, fp, nonce, codec, policy)
 if bad then return corrupt(key, now, bad) end
 
 if r.fp ~= fp then return reply(R.FINGERPRINT_MISMATCH, key, now, r) end
@@ -86,7 +102,7 @@ if same then
     if tonumber(r.leaseUntil) < now + lease then r.leaseUntil = lease_until end
     r.updatedAt = int(now)
     local t = in_flight_ttl(tonumber(r.leaseUntil), now, retention)
-    save(key, r, {'leaseUntil', 'updatedAt'})
+    redis.call('HSET', key, 'leaseUntil', r.leaseUntil, 'updatedAt', r.updatedAt)
     redis.call('PEXPIRE', key, t)
     return reply(R.REPLAYED_ACQUIRE, key, now, r, t)
   end
@@ -99,10 +115,20 @@ if expired then
   if not same then r.attempt = int(tonumber(r.attempt) + 1) end
   r.state, r.owner, r.rev, r.op = target, owner, int(tonumber(r.rev) + 1), op
   r.codec, r.policy, r.leaseUntil, r.updatedAt = codec, policy, lease_until, int(now)
-  r.reason, r.sum = false, false
-  if nonce ~= '' then r.nonce = nonce else r.nonce = false end
-  save(key, r, {'state', 'owner', 'attempt', 'rev', 'op', 'codec', 'policy', 'leaseUntil',
-    'updatedAt', 'uncertain', 'nonce', 'reason', 'sum'})
+  redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', r.attempt, 'rev', r.rev, 'op', op,
+    'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'updatedAt', r.updatedAt)
+  if r.uncertain then redis.call('HSET', key, 'uncertain', r.uncertain) end
+  if nonce ~= '' then
+    r.nonce = nonce
+    redis.call('HSET', key, 'nonce', nonce)
+  elseif r.nonce then
+    r.nonce = false
+    redis.call('HDEL', key, 'nonce')
+  end
+  if r.reason or r.sum then
+    r.reason, r.sum = false, false
+    redis.call('HDEL', key, 'reason', 'sum')
+  end
   redis.call('PEXPIRE', key, ttl)
   return reply(R.TAKEN_OVER, key, now, r, ttl, nil, from)
 end

@@ -18,7 +18,7 @@ local key = KEYS[1]
 local owner, op, rev = ARGV[1], ARGV[2], tonumber(ARGV[3])
 
 local now = now_ms()
-local r, resp, bad = load(key)
+local r, resp, bad = load(key, owner, op)
 if bad then return corrupt(key, now, bad) end
 if not r then return not_found(now) end
 if r.owner ~= owner then return reply(R.NOT_OWNER, key, now, r) end
@@ -26,4 +26,4 @@ if r.op ~= op then return reply(R.OP_CONFLICT, key, now, r) end
 if r.state ~= 'CLAIMED' then return reply(R.WRONG_STATE, key, now, r) end
 if tonumber(r.rev) ~= rev then return reply(R.STALE_REV, key, now, r) end
 redis.call('DEL', key)
-return {R.RELEASED, now, -2, false, false, false}
+return R.RELEASED .. '\0' .. now .. '\0-2\0'

@@ -22,7 +22,7 @@ local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
 local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 local now = now_ms()
-local r, resp, bad = load(key)
+local r, resp, bad = load(key, owner, op, nil, nonce)
 if bad then return corrupt(key, now, bad) end
 if not r then return not_found(now) end
 if r.owner ~= owner then return reply(R.NOT_OWNER, key, now, r) end

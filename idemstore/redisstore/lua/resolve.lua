@@ -36,14 +36,18 @@ if tonumber(r.rev) ~= rev then return reply(R.STALE_REV, key, now, r) end
 if r.state ~= 'ABANDONED' then return reply(R.WRONG_STATE, key, now, r) end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
-r.uncertain, r.leaseUntil = false, false
-if ARGV[8] ~= '' then r.reason = ARGV[8] else r.reason = false end
-local names = {'state', 'rev', 'updatedAt', 'uncertain', 'leaseUntil', 'reason'}
+redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt)
+if r.uncertain or r.leaseUntil or r.reason then
+  redis.call('HDEL', key, 'uncertain', 'leaseUntil', 'reason')
+end
+r.uncertain, r.leaseUntil, r.reason = false, false, false
+if ARGV[8] ~= '' then
+  r.reason = ARGV[8]
+  redis.call('HSET', key, 'reason', r.reason)
+end
 if target == 'COMPLETED' then
   r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]
-  names[#names + 1] = 'sum'; names[#names + 1] = 'codec'; names[#names + 1] = 'policy'
-  redis.call('HSET', key, 'resp', ARGV[4])
+  redis.call('HSET', key, 'sum', r.sum, 'codec', r.codec, 'policy', r.policy, 'resp', ARGV[4])
 end
-save(key, r, names)
 redis.call('PEXPIRE', key, ttl)
 return reply(R.RESOLVED, key, now, r, ttl)

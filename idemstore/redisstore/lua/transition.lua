@@ -33,7 +33,7 @@ local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 local now = now_ms()
-local r, resp, bad = load(key)
+local r, resp, bad = load(key, owner, op, nil, nonce)
 if bad then return corrupt(key, now, bad) end
 if not r then return not_found(now) end
 if r.owner ~= owner then return reply(R.NOT_OWNER, key, now, r) end
@@ -46,27 +46,33 @@ end
 if r.state == 'EXECUTING' and r.nonce ~= nonce then return reply(R.NONCE_MISMATCH, key, now, r) end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
-local names = {'state', 'rev', 'updatedAt', 'leaseUntil'}
 if target == 'EXECUTING' then
   r.nonce, r.leaseUntil = nonce, int(now + tonumber(lease))
   ttl = tonumber(lease) + ttl
-  names[#names + 1] = 'nonce'
+  redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt, 'nonce', nonce, 'leaseUntil', r.leaseUntil)
 else
+  if ARGV[9] == '1' then
+    r.sum = ARGV[11]
+    redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt, 'sum', r.sum, 'resp', ARGV[10])
+  else
+    redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt)
+  end
+  -- The terminal states keep no lease; COMPLETED and FAILED_RETRYABLE
+  -- settle any uncertainty.
+  local settles = target == 'COMPLETED' or target == 'FAILED_RETRYABLE'
+  if r.leaseUntil and r.uncertain and settles then
+    redis.call('HDEL', key, 'leaseUntil', 'uncertain')
+  elseif r.leaseUntil then
+    redis.call('HDEL', key, 'leaseUntil')
+  elseif r.uncertain and settles then
+    redis.call('HDEL', key, 'uncertain')
+  end
   r.leaseUntil = false
-end
-if target == 'COMPLETED' or target == 'FAILED_RETRYABLE' then
-  r.uncertain = false
-  names[#names + 1] = 'uncertain'
-end
-if ARGV[9] == '1' then
-  r.sum = ARGV[11]
-  names[#names + 1] = 'sum'
-  redis.call('HSET', key, 'resp', ARGV[10])
+  if settles then r.uncertain = false end
 end
 if ARGV[12] ~= '' then
   r.reason = ARGV[12]
-  names[#names + 1] = 'reason'
+  redis.call('HSET', key, 'reason', r.reason)
 end
-save(key, r, names)
 redis.call('PEXPIRE', key, ttl)
 return reply(R.TRANSITIONED, key, now, r, ttl)
