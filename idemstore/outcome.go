@@ -52,7 +52,8 @@ type ReplayedAcquire struct {
 
 // CompletedReplay: the operation completed; Record.Response holds the
 // stored response, Record.Codec and Record.Policy how it was encoded, and
-// Record.TTL how long it stays.
+// Record.TTL how long it stays. A replay reads only what it needs: the
+// Record holds State, Attempt, Rev, Codec, Policy, Response and TTL.
 type CompletedReplay struct{ Record Record }
 
 // InProgress: another owner holds a live lease. Record.LeaseRemaining() says
@@ -111,7 +112,8 @@ type Refused struct {
 type Missing struct{}
 
 // Renewed: the lease was moved forward to Record.LeaseUntil and the key's
-// TTL to Record.TTL.
+// TTL to Record.TTL. The Record holds what says whose lease it is: State,
+// Owner, Attempt, Rev, Operation, LeaseUntil, Nonce, ServerTime and TTL.
 type Renewed struct{ Record Record }
 
 // Released: the CLAIMED record was deleted.

@@ -226,6 +226,9 @@ func unpack(s string) (vals [numFields]string, present [numFields]bool, resp str
 // path); the others are not read and not checked.
 var replayFields = [numFields]bool{fState: true, fAttempt: true, fRev: true, fCodec: true, fPolicy: true, fSum: true}
 
+// renewFields are the fields a RENEWED reply carries (renew.lua).
+var renewFields = [numFields]bool{fState: true, fOwner: true, fAttempt: true, fRev: true, fOp: true, fLeaseUntil: true, fNonce: true}
+
 // decodeRecord validates a reply's record against fieldRules and the
 // cross-field rules, the same ones the scripts check, and converts it. A
 // response is checked against its stored checksum.
@@ -237,11 +240,17 @@ func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
 	bad := func(field, reason string) (idemstore.Record, error) {
 		return idemstore.Record{}, &idemstore.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
 	}
-	partial := rp.code == codeCompletedReplay
+	var partial *[numFields]bool
+	switch rp.code {
+	case codeCompletedReplay:
+		partial = &replayFields
+	case codeRenewed:
+		partial = &renewFields
+	}
 	for i, rule := range fieldRules {
 		required := rule.required
-		if partial {
-			required = replayFields[i]
+		if partial != nil {
+			required = partial[i]
 		}
 		switch {
 		case !present[i]:
@@ -271,7 +280,7 @@ func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
 			*t.dst = time.UnixMilli(ms)
 		}
 	}
-	if !partial {
+	if partial == nil {
 		switch {
 		case (rec.State == idemstore.StateClaimed || rec.State == idemstore.StateExecuting) && !present[fLeaseUntil]:
 			return bad("leaseUntil", "is missing from a "+string(rec.State)+" record")

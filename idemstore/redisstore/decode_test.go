@@ -131,7 +131,7 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 			if g != "(missing)" && r.kind.valid(g) {
 				continue // not a garble for this kind
 			}
-			_, err := decode(opRenew, testRef, replyOf(codeRenewed, 1, 1, "", packRecord(rec), nil))
+			_, err := decode(opStart, testRef, replyOf(codeAlready, 1, 1, "", packRecord(rec), nil))
 			_, present := executingRecord()[r.name]
 			wantErr := g != "(missing)" || r.required || present && (r.name == "leaseUntil" || r.name == "nonce")
 			var ce *idemstore.CorruptRecordError

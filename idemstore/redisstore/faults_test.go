@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -548,4 +549,52 @@ func TestCheckEvictionPolicy(t *testing.T) {
 	if !errors.Is(err, redisstore.ErrEvictionPolicy) || !errors.As(err, &pe) || pe.Policy != "volatile-lru" || !strings.Contains(err.Error(), "noeviction") {
 		t.Fatalf("volatile-lru: err = %v", err)
 	}
+}
+
+// TestResponsesOfEverySizeRoundTrip: a response is stored in 64-byte
+// chunks up to 2 KiB (so the record stays a compact listpack) and whole
+// above; replay, INSPECT and RESOLVE give back exactly the bytes stored.
+func TestResponsesOfEverySizeRoundTrip(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s := newStore(t, redisstore.Config{Client: client})
+	for _, n := range []int{0, 1, 63, 64, 65, 127, 128, 129, 2047, 2048, 2049, 64 << 10} {
+		resp := make([]byte, n)
+		for i := range resp {
+			resp[i] = byte(i*7 + n) // NUL bytes too
+		}
+		f := storetest.NewFixture()
+		owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+		own := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
+		as[idemstore.Transitioned](t)(s.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+		rep := as[idemstore.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+		if !bytes.Equal(rep.Record.Response, resp) {
+			t.Fatalf("%d bytes: replayed %d bytes that differ", n, len(rep.Record.Response))
+		}
+		if got := inspect(t, s, f.Ref).Response; !bytes.Equal(got, resp) {
+			t.Fatalf("%d bytes: inspect gave %d bytes that differ", n, len(got))
+		}
+		enc := client.ObjectEncoding(t.Context(), s.Key(f.Ref)).Val()
+		if want := "listpack"; n <= 2048 && enc != want {
+			t.Fatalf("%d bytes: encoding %s, want %s", n, enc, want)
+		}
+
+		// RESOLVE writes the same way.
+		g := storetest.NewFixture()
+		gown, gnonce := executingOwnership(t, s, g)
+		ab := as[idemstore.Transitioned](t)(s.Fail(t.Context(), idemstore.FailRequest{Ownership: gown, Nonce: gnonce, Target: idemstore.StateAbandoned, TTL: g.TTL}))
+		req := idemstore.ResolveRequest{Ref: g.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev, Target: idemstore.StateCompleted,
+			Response: resp, Codec: g.Codec, Policy: g.Policy, TTL: g.TTL}
+		as[idemstore.Transitioned](t)(s.Resolve(t.Context(), req))
+		as[idemstore.AlreadyTransitioned](t)(s.Resolve(t.Context(), req))
+		if rep := as[idemstore.CompletedReplay](t)(s.Claim(t.Context(), g.Claim(idemstore.NewOwner()))); !bytes.Equal(rep.Record.Response, resp) {
+			t.Fatalf("%d bytes: replay after resolve differs", n)
+		}
+	}
+}
+
+func executingOwnership(t *testing.T, s *redisstore.Store, f storetest.Fixture) (idemstore.Ownership, idemstore.Nonce) {
+	t.Helper()
+	nonce := idemstore.NewNonce()
+	return as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), nonce))).Ownership, nonce
 }

@@ -81,6 +81,36 @@ const (
 	maxReasonLen     = 4096
 )
 
+// A response of up to maxChunks × chunkSize bytes is stored in chunks of
+// chunkSize bytes, in the fields resp, resp2, resp3, …: Redis keeps a hash
+// whose every value is at most 64 bytes (hash-max-listpack-value) as one
+// compact listpack, and one longer value turns it into a hash table that
+// costs twice the memory and a cache miss per field. A longer response is
+// stored whole in resp.
+const (
+	chunkSize = 64
+	maxChunks = 32
+)
+
+// chunkField names chunk i (1-based) of a response.
+func chunkField(i int) string {
+	if i == 1 {
+		return "resp"
+	}
+	return "resp" + strconv.Itoa(i)
+}
+
+// restChunksCall is the Lua call that reads chunks from to maxChunks.
+func restChunksCall(key string, from int) string {
+	var b strings.Builder
+	b.WriteString("redis.call('HMGET', " + key)
+	for i := from; i <= maxChunks; i++ {
+		b.WriteString(", '" + chunkField(i) + "'")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
 type fieldRule struct {
 	name     string
 	kind     fieldKind
@@ -223,6 +253,35 @@ func luaSchema() string {
 	var b strings.Builder
 	b.WriteString("-- Generated from fieldRules in schema.go: the one list of field rules.\n")
 	b.WriteString("-- (find is string.find, the first line of every script.)\n\n")
+	fmt.Fprintf(&b, `-- join_chunks joins a response stored in chunks: the first two, and the
+-- rest as HMGET read them (up to the first missing one).
+local function join_chunks(first, second, rest)
+  local out = {first, second}
+  for i = 1, #rest do
+    if not rest[i] then break end
+    out[#out + 1] = rest[i]
+  end
+  return table.concat(out)
+end
+
+-- write_resp stores a response: in chunks of %[1]d bytes when it fits in
+-- %[2]d of them, so the hash stays a compact listpack; whole otherwise.
+local function write_resp(key, resp)
+  local n = #resp
+  if n <= %[1]d or n > %[1]d * %[2]d then
+    redis.call('HSET', key, 'resp', resp)
+    return
+  end
+  local args, i = {'resp', string.sub(resp, 1, %[1]d)}, 2
+  for at = %[1]d + 1, n, %[1]d do
+    args[#args + 1] = 'resp' .. i
+    args[#args + 1] = string.sub(resp, at, at + %[1]d - 1)
+    i = i + 1
+  end
+  redis.call('HSET', key, unpack(args))
+end
+
+`, chunkSize, maxChunks)
 	b.WriteString("-- load reads the whole record and checks every field against the schema\n")
 	b.WriteString("-- and the cross-field rules, before the caller decides or writes anything.\n")
 	b.WriteString("-- It returns the record (field -> string, false when absent) and its\n")
@@ -230,17 +289,17 @@ func luaSchema() string {
 	b.WriteString("-- and the name of the first field that breaks a rule. The caller may pass\n")
 	b.WriteString("-- the values of its own request (already valid): a field equal to one is\n")
 	b.WriteString("-- valid without its pattern being matched.\n")
-	b.WriteString("local function load(key, " + strings.Join(expectParams, ", ") + ")\n  local v = redis.call('HMGET', key, 'resp'")
+	b.WriteString("local function load(key, " + strings.Join(expectParams, ", ") + ")\n  local v = redis.call('HMGET', key, 'resp', 'resp2'")
 	for _, f := range fieldRules {
 		fmt.Fprintf(&b, ", '%s'", f.name)
 	}
-	b.WriteString(")\n  if not (v[1]")
+	b.WriteString(")\n  if not (v[1] or v[2]")
 	for i := range fieldRules {
-		fmt.Fprintf(&b, " or v[%d]", i+2)
+		fmt.Fprintf(&b, " or v[%d]", i+3)
 	}
 	b.WriteString(") then\n    if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end\n    return nil, nil, nil\n  end\n  local x\n")
 	for i, f := range fieldRules {
-		fmt.Fprintf(&b, "  x = v[%d]\n", i+2)
+		fmt.Fprintf(&b, "  x = v[%d]\n", i+3)
 		invalid := f.kind.luaInvalid("x")
 		if slices.Contains(expectParams, f.name) {
 			invalid = fmt.Sprintf("x ~= %s and (%s)", f.name, invalid)
@@ -256,10 +315,14 @@ func luaSchema() string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s = v[%d]", f.name, i+2)
+		fmt.Fprintf(&b, "%s = v[%d]", f.name, i+3)
 	}
 	b.WriteString(`}
   local resp = v[1]
+  if v[2] then
+    if not resp then return nil, nil, 'resp' end
+    resp = join_chunks(resp, v[2], ` + restChunksCall("key", 3) + `)
+  end
   if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
   if r.state == 'EXECUTING' and not r.nonce then return nil, nil, 'nonce' end
   if r.state == 'COMPLETED' then
@@ -325,12 +388,14 @@ var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
 
 // The macros a script may use where the generated functions are not
 // defined yet (before its "--@prelude" line): @invalid(field, expr) is the
-// Lua expression that is true when expr is not a valid value of field, and
+// Lua expression that is true when expr is not a valid value of field,
 // @pack(field = expr, ...) packs the named fields (the others empty) as
-// pack does.
+// pack does, and @restchunks(key, n) reads a response's chunks from the
+// n-th on.
 var (
 	invalidMacro = regexp.MustCompile(`@invalid\(([a-zA-Z]+), ([^)]+)\)`)
 	packMacro    = regexp.MustCompile(`@pack\(([^)]*)\)`)
+	chunksMacro  = regexp.MustCompile(`@restchunks\(([a-z]+), ([0-9]+)\)`)
 )
 
 // expandMacros expands @invalid and @pack. An unknown field panics: the
@@ -344,6 +409,11 @@ func expandMacros(src string) string {
 		}
 		panic("redisstore: a script macro names an unknown field " + name)
 	}
+	src = chunksMacro.ReplaceAllStringFunc(src, func(m string) string {
+		g := chunksMacro.FindStringSubmatch(m)
+		from, _ := strconv.Atoi(g[2])
+		return restChunksCall(g[1], from)
+	})
 	src = invalidMacro.ReplaceAllStringFunc(src, func(m string) string {
 		g := invalidMacro.FindStringSubmatch(m)
 		return "(" + rule(g[1]).kind.luaInvalid(strings.TrimSpace(g[2])) + ")"

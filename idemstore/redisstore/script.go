@@ -41,29 +41,10 @@ func (ss *scriptSet) all() []script {
 	return []script{ss.claim, ss.transition, ss.renew, ss.release, ss.inspect, ss.resolve}
 }
 
-// newScriptSet builds the scripts: each is its body's shebang line (the
-// Redis 7 "#!lua" header, with its flags), then the code generated from the
-// schema, the shared helpers of record.lua and the body, with the reply
-// codes inlined. Without shebang (for servers
-// that do not know the Redis 7 header) the shebang line is left out.
+// newScriptSet builds the scripts, with or without their shebang lines.
 func newScriptSet(shebang bool) *scriptSet {
-	_, helpers := splitShebang(recordLua)
-	prelude := luaSchema() + helpers
 	mk := func(name, body string) script {
-		line, rest := splitShebang(body)
-		// The prelude goes where the body says, "--@prelude", or first:
-		// code above the marker runs without paying for the helpers.
-		src := "local find = string.find\n"
-		if head, tail, ok := strings.Cut(rest, "\n--@prelude\n"); ok {
-			src += head + "\n" + prelude + "\n" + tail
-		} else {
-			src += prelude + "\n" + rest
-		}
-		src = inlineReplyCodes(expandMacros(src))
-		if shebang {
-			src = line + "\n" + src
-		}
-		return script{name: name, Script: redis.NewScript(src)}
+		return script{name: name, Script: redis.NewScript(scriptSource(body, shebang))}
 	}
 	return &scriptSet{
 		claim:      mk("claim", claimLua),
@@ -73,6 +54,29 @@ func newScriptSet(shebang bool) *scriptSet {
 		inspect:    mk("inspect", inspectLua),
 		resolve:    mk("resolve", resolveLua),
 	}
+}
+
+// scriptSource is what the server runs for a script body: its shebang line
+// (the Redis 7 "#!lua" header, with its flags; left out for servers that
+// do not know it), then the code generated from the schema and the helpers
+// of record.lua, which go where the body says "--@prelude" (code above runs
+// without paying for them) or first, then the body, with the macros
+// expanded and the reply codes inlined.
+func scriptSource(body string, shebang bool) string {
+	_, helpers := splitShebang(recordLua)
+	prelude := luaSchema() + helpers
+	line, rest := splitShebang(body)
+	src := "local find = string.find\n"
+	if head, tail, ok := strings.Cut(rest, "\n--@prelude\n"); ok {
+		src += head + "\n" + prelude + "\n" + tail
+	} else {
+		src += prelude + "\n" + rest
+	}
+	src = inlineReplyCodes(expandMacros(src))
+	if shebang {
+		src = line + "\n" + src
+	}
+	return src
 }
 
 // splitShebang returns a script's "#!lua…" first line and the script with

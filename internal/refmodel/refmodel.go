@@ -195,7 +195,8 @@ func (m *Model) Renew(now time.Time, req idemstore.RenewRequest) idemstore.Renew
 	if l := now.UnixMilli() + req.Lease.Milliseconds(); l > r.leaseUntil {
 		r.leaseUntil = l
 	}
-	return idemstore.Renewed{Record: r.snapshot(now, false)}
+	return idemstore.Renewed{Record: idemstore.Record{State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev,
+		Operation: r.op, LeaseUntil: time.UnixMilli(r.leaseUntil), Nonce: r.nonce, ServerTime: now}}
 }
 
 // Release models RELEASE.

@@ -11,8 +11,9 @@
 -- Replies, checked in this order (the seed's order); the record is in
 -- every reply but CORRUPT:
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
---                             resp, and a record of only the fields a replay
---                             reads (state, attempt, rev, codec, policy, sum)
+--                             resp (joined from its chunks), and a record of
+--                             only the fields a replay reads (state, attempt,
+--                             rev, codec, policy, sum)
 --   CORRUPT                   the stored record breaks the schema; nothing changed
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
@@ -36,22 +37,39 @@ local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- The replay fast path runs before the helpers are defined and reads only
 -- what a replay needs.
-local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'sum', 'resp')
+local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'sum',
+  'resp', 'resp2', 'resp3', 'resp4')
 if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
   local attempt, rev, sum, bad = v[5], v[6], v[7], nil
+  -- A response of up to 4 chunks is in hand; a longer one has more.
+  local resp = v[8]
+  if resp and v[9] then
+    if not v[10] then
+      resp = resp .. v[9]
+    elseif not v[11] then
+      resp = resp .. v[9] .. v[10]
+    else
+      local out = {resp, v[9], v[10], v[11]}
+      for _, c in ipairs(@restchunks(key, 5)) do
+        if not c then break end
+        out[#out + 1] = c
+      end
+      resp = table.concat(out)
+    end
+  end
   if not attempt or @invalid(attempt, attempt) then
     bad = 'attempt'
   elseif not rev or @invalid(rev, rev) then
     bad = 'rev'
   elseif not sum or @invalid(sum, sum) then
     bad = 'sum'
-  elseif not v[8] then
+  elseif not resp then
     bad = 'resp'
   end
   local pttl = redis.call('PTTL', key)
   if bad then return R.CORRUPT .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
   return R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
-    @pack(state = v[1], attempt = attempt, rev = rev, codec = v[3], policy = v[4], sum = sum) .. '\0' .. v[8]
+    @pack(state = v[1], attempt = attempt, rev = rev, codec = v[3], policy = v[4], sum = sum) .. '\0' .. resp
 end
 --@prelude
 local lease, retention, nonce = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]

@@ -16,7 +16,9 @@
 --   WRONG_STATE     not EXECUTING
 --   NONCE_MISMATCH  EXECUTING under another invocation
 --   RENEWED         leaseUntil = max(leaseUntil, now + lease), the key's TTL
---                   = the lease left + the retention; rev is unchanged
+--                   = the lease left + the retention; rev is unchanged. The
+--                   reply's record has only state, owner, attempt, rev, op,
+--                   leaseUntil and nonce
 local key = KEYS[1]
 local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
 local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -38,4 +40,6 @@ if now + lease > lease_until then
 end
 local ttl = in_flight_ttl(lease_until, now, retention)
 redis.call('PEXPIRE', key, ttl)
-return reply(R.RENEWED, key, now, r, ttl)
+-- The renewer needs the lease: the reply carries the fields that say whose.
+return R.RENEWED .. '\0' .. now .. '\0' .. ttl .. '\0\0' .. @pack(state = r.state, owner = r.owner,
+  attempt = r.attempt, rev = r.rev, op = r.op, leaseUntil = r.leaseUntil, nonce = r.nonce)

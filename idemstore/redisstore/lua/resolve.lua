@@ -47,7 +47,8 @@ if ARGV[8] ~= '' then
 end
 if target == 'COMPLETED' then
   r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]
-  redis.call('HSET', key, 'sum', r.sum, 'codec', r.codec, 'policy', r.policy, 'resp', ARGV[4])
+  redis.call('HSET', key, 'sum', r.sum, 'codec', r.codec, 'policy', r.policy)
+  write_resp(key, ARGV[4])
 end
 redis.call('PEXPIRE', key, ttl)
 return reply(R.RESOLVED, key, now, r, ttl)

@@ -25,7 +25,8 @@
 --   WRONG_STATE     not in an allowed source state
 --   NONCE_MISMATCH  EXECUTING under another invocation's nonce
 --   TRANSITIONED    applied: state, rev+1, updatedAt; EXECUTING records the
---                   nonce and the lease; COMPLETED stores resp and sum and
+--                   nonce and the lease; COMPLETED stores resp (in chunks
+--                   of 64 bytes up to 2 KiB, whole above) and sum and
 --                   clears uncertain; FAILED_RETRYABLE clears uncertain; the
 --                   terminal states drop leaseUntil and keep the reason
 local key = KEYS[1]
@@ -53,7 +54,8 @@ if target == 'EXECUTING' then
 else
   if ARGV[9] == '1' then
     r.sum = ARGV[11]
-    redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt, 'sum', r.sum, 'resp', ARGV[10])
+    redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt, 'sum', r.sum)
+    write_resp(key, ARGV[10])
   else
     redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt)
   end
