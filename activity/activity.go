@@ -48,6 +48,10 @@ const (
 	// TypeCorruptRecord: the Redis record does not decode; an operator
 	// must repair or delete it. Non-retryable.
 	TypeCorruptRecord = "onceflow.CorruptRecord"
+	// TypeOperationFailed: a decision failed the operation for good (the
+	// record is FAILED, for instance after an operator's fail). Not
+	// retryable; the message carries the decision's reason.
+	TypeOperationFailed = "onceflow.OperationFailed"
 )
 
 // Scope says which runs of an activity share one idempotency record.
@@ -362,6 +366,7 @@ func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) er
 		ce *idemstore.ConflictError
 		eu *idemstore.EffectUnknownError
 		re *idemstore.RetryableError
+		of *idemstore.OperationFailedError
 		se *idemstore.StoreError
 		ve *idemstore.ValidationError
 		cr *idemstore.CorruptRecordError
@@ -378,6 +383,8 @@ func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) er
 		return temporal.NewNonRetryableApplicationError(err.Error(), TypeEffectUnknown, eu.Err, d)
 	case errors.As(err, &re):
 		return temporal.NewApplicationErrorWithCause(err.Error(), TypeRetryableNoEffect, re.Err)
+	case errors.As(err, &of):
+		return temporal.NewNonRetryableApplicationError(err.Error(), TypeOperationFailed, nil, of.Reason)
 	case errors.As(err, &ip):
 		delay := ip.RetryAfter
 		if delay < 100*time.Millisecond {

@@ -23,8 +23,9 @@ type ResolveRecordInput struct {
 	// Details identify the record and the attempt and rev the decision
 	// was taken on.
 	Details EffectUnknownDetails `json:"details"`
-	// Target is "COMPLETED" (Response is replayed from now on) or
-	// "FAILED_RETRYABLE" (the next claim takes over).
+	// Target is "COMPLETED" (Response is replayed from now on),
+	// "FAILED_RETRYABLE" (the next claim takes over) or "FAILED" (later
+	// attempts fail with TypeOperationFailed and Reason).
 	Target   string `json:"target"`
 	Response []byte `json:"response,omitempty"`
 	Reason   string `json:"reason,omitempty"`

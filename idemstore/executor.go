@@ -481,6 +481,8 @@ func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Actio
 		return Result{}, &ConflictError{Ref: ref, Kind: ErrCodecMismatch, Detail: fmt.Sprintf(
 			"stored with codec %q policy %d, this caller uses %q policy %d; deploy a reader for it or wait for the record to expire",
 			o.Record.Codec, o.Record.Policy, v.claimRequest().Codec, v.e.cfg.PolicyRevision)}
+	case OperationFailed:
+		return Result{}, &OperationFailedError{Ref: ref, Reason: o.Record.Reason}
 	case RecoveryRequired:
 		r := o.Record
 		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,

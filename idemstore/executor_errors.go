@@ -33,6 +33,9 @@ var (
 	// ErrLeaseLost: renewal proved that another owner took the record
 	// over. It is the cause of the action context's cancellation.
 	ErrLeaseLost = errors.New("idemstore: processing lease lost")
+	// ErrOperationFailed: a decision failed the operation for good (the
+	// record is FAILED); it is not run again until the record is reopened.
+	ErrOperationFailed = errors.New("idemstore: operation failed by decision")
 	// ErrLeaseUnconfirmed: renewal could not be confirmed before the lease
 	// ran out, so another owner may take over. It is the cause of the
 	// action context's cancellation.
@@ -119,6 +122,21 @@ func (e *EffectUnknownError) Is(target error) bool {
 
 // Unwrap returns the cause.
 func (e *EffectUnknownError) Unwrap() error { return e.Err }
+
+// OperationFailedError says a decision failed the operation for good. It
+// matches ErrOperationFailed.
+type OperationFailedError struct {
+	Ref Ref
+	// Reason is the decision's reason, as recorded.
+	Reason string
+}
+
+func (e *OperationFailedError) Error() string {
+	return fmt.Sprintf("idemstore: %s was failed by decision (%s); it does not run again until the record is reopened (Resolve it to FAILED_RETRYABLE, or `worker reopen`)", e.Ref, e.Reason)
+}
+
+// Is reports whether target is ErrOperationFailed.
+func (e *OperationFailedError) Is(target error) bool { return target == ErrOperationFailed }
 
 // RetryableError is an action's failure with no effect. It matches
 // ErrRetryable and unwraps to the action's error.

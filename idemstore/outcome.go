@@ -2,8 +2,8 @@ package idemstore
 
 // ClaimOutcome is the reply to Claim and ClaimStart. It is a closed sum:
 // one of Acquired, TakenOver, ReplayedAcquire, CompletedReplay, InProgress,
-// FingerprintMismatch, RecoveryRequired, OwnerOperationConflict,
-// CodecMismatch. Switch on the concrete type; the default branch of such a
+// FingerprintMismatch, RecoveryRequired, OperationFailed,
+// OwnerOperationConflict, CodecMismatch. Switch on the concrete type; the default branch of such a
 // switch is unreachable.
 type ClaimOutcome interface{ claimOutcome() }
 
@@ -68,6 +68,10 @@ type FingerprintMismatch struct{ Record Record }
 // It must be resolved (Resolve) before anyone may claim it again.
 type RecoveryRequired struct{ Record Record }
 
+// OperationFailed: the record is FAILED: a decision failed the operation for
+// good. Record.Reason says why. Nothing may claim it until it is reopened.
+type OperationFailed struct{ Record Record }
+
 // OwnerOperationConflict: the owner token already holds this record for
 // another OperationID.
 type OwnerOperationConflict struct{ Record Record }
@@ -126,6 +130,7 @@ func (CompletedReplay) claimOutcome()        {}
 func (InProgress) claimOutcome()             {}
 func (FingerprintMismatch) claimOutcome()    {}
 func (RecoveryRequired) claimOutcome()       {}
+func (OperationFailed) claimOutcome()        {}
 func (OwnerOperationConflict) claimOutcome() {}
 func (CodecMismatch) claimOutcome()          {}
 

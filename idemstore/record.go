@@ -24,12 +24,17 @@ const (
 	// StateAbandoned: the effect's fate is unknown. Claims are refused with
 	// RecoveryRequired until the record is resolved.
 	StateAbandoned State = "ABANDONED"
+	// StateFailed: a decision (an operator's, or a workflow's) failed the
+	// operation for good. Claims are answered with OperationFailed, with
+	// the reason, until the record is reopened (Resolve to
+	// FAILED_RETRYABLE) or expires.
+	StateFailed State = "FAILED"
 )
 
-// Valid reports whether s is one of the five states.
+// Valid reports whether s is one of the six states.
 func (s State) Valid() bool {
 	switch s {
-	case StateClaimed, StateExecuting, StateCompleted, StateFailedRetryable, StateAbandoned:
+	case StateClaimed, StateExecuting, StateCompleted, StateFailedRetryable, StateAbandoned, StateFailed:
 		return true
 	}
 	return false

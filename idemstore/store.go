@@ -36,7 +36,8 @@ type Store interface {
 	// Inspect reads the record without changing it.
 	Inspect(ctx context.Context, ref Ref) (Observation, error)
 	// Resolve settles an ABANDONED record: to COMPLETED with a response,
-	// or to FAILED_RETRYABLE so the next claim takes over.
+	// to FAILED_RETRYABLE so the next claim takes over, or to FAILED for
+	// good. It also reopens a FAILED record (to FAILED_RETRYABLE).
 	Resolve(ctx context.Context, req ResolveRequest) (ResolveOutcome, error)
 }
 
@@ -119,14 +120,15 @@ type RenewRequest struct {
 // ReleaseRequest deletes a CLAIMED record.
 type ReleaseRequest struct{ Ownership Ownership }
 
-// ResolveRequest settles an ABANDONED record, compare-and-set on the
-// attempt and revision the resolver saw.
+// ResolveRequest settles an ABANDONED record, or reopens a FAILED one,
+// compare-and-set on the attempt and revision the resolver saw.
 type ResolveRequest struct {
 	Ref     Ref
 	Attempt int64
 	Rev     int64
-	// Target is StateCompleted (Response is replayed from now on) or
-	// StateFailedRetryable (the next claim takes over).
+	// Target is StateCompleted (Response is replayed from now on),
+	// StateFailedRetryable (the next claim takes over) or StateFailed
+	// (claims are answered with OperationFailed and Reason).
 	Target   State
 	Response []byte
 	Codec    string
@@ -244,9 +246,9 @@ func (r ResolveRequest) Validate(maxResponse int) error {
 		if err := ValidateResponse(r.Response, maxResponse); err != nil {
 			return err
 		}
-	case StateFailedRetryable:
+	case StateFailedRetryable, StateFailed:
 	default:
-		return invalid("Target", "must be COMPLETED or FAILED_RETRYABLE, got %q", r.Target)
+		return invalid("Target", "must be COMPLETED, FAILED_RETRYABLE or FAILED, got %q", r.Target)
 	}
 	if len(r.Reason) > 1024 {
 		return invalid("Reason", "must be at most 1024 bytes, got %d", len(r.Reason))

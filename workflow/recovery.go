@@ -3,6 +3,9 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -13,13 +16,25 @@ import (
 
 // Names on the wire. They are stable: operators' tools depend on them.
 const (
-	// ResolveSignal carries a Resolution to a workflow waiting in Execute.
+	// ResolveUpdate is the Update that carries a Resolution: validated
+	// before it is accepted, and answered with a DecisionReply, so the
+	// operator learns at once whether it was applied.
+	ResolveUpdate = "onceflow.decide"
+	// ResolveSignal carries a Resolution too, fire and forget: a refused
+	// one is logged, counted and listed by RefusalsQuery.
 	ResolveSignal = "onceflow.resolve"
 	// PendingQuery answers the []PendingRecovery a workflow waits on.
 	PendingQuery = "onceflow.pendingRecoveries"
+	// RefusalsQuery answers the RefusalsReport: the decisions the
+	// workflow refused.
+	RefusalsQuery = "onceflow.refusedDecisions"
 	// TypeRecoveryFailed is the error type Execute returns when the
 	// operator decided the operation failed. Non-retryable.
 	TypeRecoveryFailed = "onceflow.RecoveryFailed"
+	// TypeDecisionRefused is the error type of a refused Update: the
+	// decision named no pending incident, one already decided, an unknown
+	// decision, or a result that does not decode.
+	TypeDecisionRefused = "onceflow.DecisionRefused"
 )
 
 // Decision is what an operator (or a program) decided about an operation
@@ -32,27 +47,82 @@ const (
 	Completed Decision = "completed"
 	// Retry: the effect did not happen; run the activity again.
 	Retry Decision = "retry"
-	// Fail: give up; Execute returns a TypeRecoveryFailed error.
+	// Fail: give up; Execute returns a TypeRecoveryFailed error, and the
+	// record is FAILED, so later attempts with the same scope fail at once
+	// (onceactivity.TypeOperationFailed) until it is reopened.
 	Fail Decision = "fail"
 )
 
-// Resolution is the payload of ResolveSignal.
+// Incident names one unknown effect: the record, and its attempt and
+// revision when the effect became unknown. A decision applies to one
+// incident only; PendingQuery lists them.
+type Incident struct {
+	RecordKey string `json:"recordKey"`
+	Attempt   int64  `json:"attempt"`
+	Rev       int64  `json:"rev"`
+}
+
+// String returns "<record key>@<attempt>.<rev>".
+func (i Incident) String() string { return fmt.Sprintf("%s@%d.%d", i.RecordKey, i.Attempt, i.Rev) }
+
+// Resolution is a decision about one incident, the payload of
+// ResolveUpdate and ResolveSignal.
 type Resolution struct {
-	// RecordKey is EffectUnknownDetails.RecordKey of the operation.
+	// RecordKey, Attempt and Rev name the incident, as PendingQuery lists
+	// it (EffectUnknownDetails.RecordKey, .Attempt and .Rev).
 	RecordKey string   `json:"recordKey"`
+	Attempt   int64    `json:"attempt"`
+	Rev       int64    `json:"rev"`
 	Decision  Decision `json:"decision"`
-	// Result is the activity's result as JSON, for Completed.
+	// Result is the activity's result as JSON, for Completed. It must
+	// decode into the activity's result type.
 	Result json.RawMessage `json:"result,omitempty"`
 	Reason string          `json:"reason,omitempty"`
 }
 
-// PendingRecovery is one operation a workflow waits on a decision for.
+// Incident returns the incident the resolution names.
+func (r Resolution) Incident() Incident {
+	return Incident{RecordKey: r.RecordKey, Attempt: r.Attempt, Rev: r.Rev}
+}
+
+// DecisionReply is the answer to an accepted ResolveUpdate.
+type DecisionReply struct {
+	// Applied is the incident the decision was applied to.
+	Applied  Incident `json:"applied"`
+	Decision Decision `json:"decision"`
+}
+
+// PendingRecovery is one incident a workflow waits on a decision for.
 type PendingRecovery struct {
+	Incident Incident `json:"incident"`
+	// RecordKey is Incident.RecordKey, kept for scripts that read it.
 	RecordKey string                            `json:"recordKey"`
 	Activity  string                            `json:"activity"`
 	Details   onceactivity.EffectUnknownDetails `json:"details"`
 	Since     time.Time                         `json:"since"`
+	// ResultType is the Go type a Completed result must decode into.
+	ResultType string `json:"resultType"`
 }
+
+// Refusal is a decision the workflow refused.
+type Refusal struct {
+	Resolution Resolution `json:"resolution"`
+	Why        string     `json:"why"`
+	At         time.Time  `json:"at"`
+	// Via is "signal" or "update".
+	Via string `json:"via"`
+}
+
+// RefusalsReport answers RefusalsQuery.
+type RefusalsReport struct {
+	// Count is every refusal of this run.
+	Count int `json:"count"`
+	// Recent are the last refusals, oldest first.
+	Recent []Refusal `json:"recent"`
+}
+
+// recentRefusals is how many refusals RefusalsQuery keeps.
+const recentRefusals = 20
 
 // ReconcileResult is what a reconcile activity returns: whether the effect
 // happened, and its result as JSON.
@@ -61,32 +131,131 @@ type ReconcileResult struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// Recovery holds a workflow's pending recoveries and answers PendingQuery.
-// Create one per workflow run, before the first Execute.
+// Recovery holds a workflow's pending recoveries, answers PendingQuery and
+// RefusalsQuery, and takes decisions by ResolveUpdate and ResolveSignal.
+// Create one per workflow run, before the first Execute. Any number of
+// Execute calls may wait on it at once (from workflow.Go): each incident
+// gets its own decision, in whatever order they arrive.
 type Recovery struct {
-	pending map[string]PendingRecovery
-	signals workflow.ReceiveChannel
-	early   map[string]Resolution // decisions that arrived before their wait
+	waiting  map[Incident]*waiter
+	order    []Incident // listing order, deterministic
+	refusals RefusalsReport
 }
 
-// NewRecovery registers PendingQuery and listens on ResolveSignal.
+type waiter struct {
+	info     PendingRecovery
+	waiters  int
+	decision *Resolution
+	decodes  func(json.RawMessage) error
+}
+
+// NewRecovery registers PendingQuery, RefusalsQuery and ResolveUpdate, and
+// starts listening on ResolveSignal.
 func NewRecovery(ctx workflow.Context) (*Recovery, error) {
-	r := &Recovery{
-		pending: map[string]PendingRecovery{},
-		signals: workflow.GetSignalChannel(ctx, ResolveSignal),
-		early:   map[string]Resolution{},
-	}
-	err := workflow.SetQueryHandler(ctx, PendingQuery, func() ([]PendingRecovery, error) {
-		out := make([]PendingRecovery, 0, len(r.pending))
-		for _, p := range r.pending {
-			out = append(out, p)
+	r := &Recovery{waiting: map[Incident]*waiter{}}
+	if err := workflow.SetQueryHandler(ctx, PendingQuery, func() ([]PendingRecovery, error) {
+		out := make([]PendingRecovery, 0, len(r.order))
+		for _, inc := range r.order {
+			out = append(out, r.waiting[inc].info)
 		}
 		return out, nil
-	})
-	if err != nil {
+	}); err != nil {
 		return nil, fmt.Errorf("onceflow: register the %s query: %w", PendingQuery, err)
 	}
+	if err := workflow.SetQueryHandler(ctx, RefusalsQuery, func() (RefusalsReport, error) {
+		return r.refusals, nil
+	}); err != nil {
+		return nil, fmt.Errorf("onceflow: register the %s query: %w", RefusalsQuery, err)
+	}
+	err := workflow.SetUpdateHandlerWithOptions(ctx, ResolveUpdate,
+		func(ctx workflow.Context, res Resolution) (DecisionReply, error) {
+			if err := r.apply(ctx, res); err != nil {
+				// Accepted by the validator but overtaken since.
+				r.refuse(ctx, res, "update", err)
+				return DecisionReply{}, err
+			}
+			return DecisionReply{Applied: res.Incident(), Decision: res.Decision}, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, res Resolution) error {
+			if err := r.check(res); err != nil {
+				workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "why", err.Error())
+				return err
+			}
+			return nil
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: register the %s update: %w", ResolveUpdate, err)
+	}
+	signals := workflow.GetSignalChannel(ctx, ResolveSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var res Resolution
+			if !signals.Receive(ctx, &res) {
+				return
+			}
+			if err := r.apply(ctx, res); err != nil {
+				r.refuse(ctx, res, "signal", err)
+			}
+		}
+	})
 	return r, nil
+}
+
+// refused builds the error a refused decision is answered with.
+func refused(format string, args ...any) error {
+	return temporal.NewApplicationError("refused: "+fmt.Sprintf(format, args...), TypeDecisionRefused)
+}
+
+// check says why res cannot be applied, or nil. It changes nothing.
+func (r *Recovery) check(res Resolution) error {
+	switch res.Decision {
+	case Completed, Retry, Fail:
+	default:
+		return refused("unknown decision %q: want completed, retry or fail", res.Decision)
+	}
+	inc := res.Incident()
+	w, ok := r.waiting[inc]
+	if !ok {
+		pending := make([]string, len(r.order))
+		for i, p := range r.order {
+			pending[i] = p.String()
+		}
+		return refused("no such pending incident %s; pending: [%s] (name the record key, attempt and rev the pending list shows)",
+			inc, strings.Join(pending, " "))
+	}
+	if w.decision != nil {
+		return refused("incident %s is already decided (%s)", inc, w.decision.Decision)
+	}
+	if res.Decision == Completed {
+		if len(res.Result) == 0 {
+			return refused("completed needs the activity's result, as JSON decoding into %s", w.info.ResultType)
+		}
+		if err := w.decodes(res.Result); err != nil {
+			return refused("result does not decode into %s: %v", w.info.ResultType, err)
+		}
+	}
+	return nil
+}
+
+// apply records res for its incident, unless check refuses it.
+func (r *Recovery) apply(ctx workflow.Context, res Resolution) error {
+	if err := r.check(res); err != nil {
+		return err
+	}
+	r.waiting[res.Incident()].decision = &res
+	workflow.GetLogger(ctx).Info("onceflow: decision applied", "incident", res.Incident().String(), "decision", res.Decision, "reason", res.Reason)
+	return nil
+}
+
+// refuse makes a refusal visible: logged, counted, listed.
+func (r *Recovery) refuse(ctx workflow.Context, res Resolution, via string, err error) {
+	workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "via", via, "why", err.Error())
+	workflow.GetMetricsHandler(ctx).Counter("onceflow_recovery_decisions_refused").Inc(1)
+	r.refusals.Count++
+	r.refusals.Recent = append(r.refusals.Recent, Refusal{Resolution: res, Why: err.Error(), At: workflow.Now(ctx), Via: via})
+	if n := len(r.refusals.Recent); n > recentRefusals {
+		r.refusals.Recent = slices.Clone(r.refusals.Recent[n-recentRefusals:])
+	}
 }
 
 // Options configure Execute.
@@ -102,15 +271,18 @@ type Options struct {
 
 // Execute runs an idempotent activity and, when it fails with
 // TypeEffectUnknown, recovers from the workflow's own history: it asks
-// opts.Reconcile if set, and otherwise lists the operation in PendingQuery
-// and waits for a ResolveSignal. Completed returns the given result (and
-// records it in Redis, so later replays get it); Retry makes the record
-// FAILED_RETRYABLE and runs the activity again; Fail returns a
-// TypeRecoveryFailed error. Every decision is a history event, so once
-// taken it survives the loss of the Redis record.
+// opts.Reconcile if set, and otherwise lists the incident in PendingQuery
+// and waits for a decision about exactly that incident (ResolveUpdate or
+// ResolveSignal). Completed returns the given result (and records it in
+// Redis, so later replays get it); Retry makes the record FAILED_RETRYABLE
+// and runs the activity again; Fail records the failure (the record becomes
+// FAILED, so later attempts fail at once) and returns a TypeRecoveryFailed
+// error. Every decision is a history event, so once taken it survives the
+// loss of the Redis record. A decision that names another incident, one
+// already decided, or a result that does not decode into T is refused, and
+// the incident stays pending.
 //
-// The result of Completed is decoded from JSON: use it with activities
-// whose results are JSON (the default codec).
+// Results are JSON (the activity's default codec).
 func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity string, args ...any) (T, error) {
 	var zero T
 	ctx = workflow.WithActivityOptions(ctx, opts.Activity)
@@ -132,35 +304,56 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 			if rerr := workflow.ExecuteActivity(ctx, opts.Reconcile, args...).Get(ctx, &rr); rerr != nil {
 				logger.Warn("onceflow: reconcile activity failed; waiting for a decision", "record", d.RecordKey, "error", rerr)
 			} else if rr.Found {
-				return complete[T](ctx, d, rr.Result, "reconciled by "+opts.Reconcile)
+				if out, derr := decode[T](rr.Result); derr == nil {
+					return complete(ctx, d, out, rr.Result, "reconciled by "+opts.Reconcile)
+				} else {
+					logger.Warn("onceflow: the reconciled result does not decode; waiting for a decision", "record", d.RecordKey, "error", derr)
+				}
 			}
 		}
-		res := r.wait(ctx, d, activity)
-		logger.Info("onceflow: recovery decided", "record", d.RecordKey, "decision", res.Decision, "reason", res.Reason)
+		res, err := r.wait(ctx, d, activity, func(raw json.RawMessage) error { _, err := decode[T](raw); return err }, typeName[T]())
+		if err != nil {
+			return zero, err
+		}
 		switch res.Decision {
 		case Completed:
-			return complete[T](ctx, d, res.Result, res.Reason)
+			out, err := decode[T](res.Result) // checked when the decision was accepted
+			if err != nil {
+				return zero, err
+			}
+			return complete(ctx, d, out, res.Result, res.Reason)
 		case Retry:
 			if err := resolveRecord(ctx, d, onceactivity.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
 				return zero, err
 			}
 			continue
 		default:
+			reason := "failed by decision"
+			if res.Reason != "" {
+				reason += ": " + res.Reason
+			}
+			if err := resolveRecord(ctx, d, onceactivity.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); err != nil {
+				logger.Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", err)
+			}
 			return zero, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("onceflow: the operation %s was failed by decision: %s", d.RecordKey, res.Reason), TypeRecoveryFailed, err)
 		}
 	}
 }
 
-func complete[T any](ctx workflow.Context, d onceactivity.EffectUnknownDetails, result json.RawMessage, reason string) (T, error) {
+func decode[T any](raw json.RawMessage) (T, error) {
 	var out T
-	if err := json.Unmarshal(result, &out); err != nil {
-		return out, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("onceflow: the completed result for %s does not decode into %T: %v", d.RecordKey, out, err), TypeRecoveryFailed, err)
-	}
+	err := json.Unmarshal(raw, &out)
+	return out, err
+}
+
+func typeName[T any]() string { return reflect.TypeFor[T]().String() }
+
+func complete[T any](ctx workflow.Context, d onceactivity.EffectUnknownDetails, out T, result json.RawMessage, reason string) (T, error) {
 	in := onceactivity.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
 	if err := resolveRecord(ctx, d, in); err != nil {
-		return out, err
+		var zero T
+		return zero, err
 	}
 	return out, nil
 }
@@ -176,26 +369,31 @@ func resolveRecord(ctx workflow.Context, d onceactivity.EffectUnknownDetails, in
 	return workflow.ExecuteActivity(ctx, onceactivity.ResolveRecordActivity, in).Get(ctx, nil)
 }
 
-// wait lists the operation as pending and blocks until a Resolution for it
-// arrives. Resolutions for other operations are kept for their own wait.
-func (r *Recovery) wait(ctx workflow.Context, d onceactivity.EffectUnknownDetails, activity string) Resolution {
-	if res, ok := r.early[d.RecordKey]; ok {
-		delete(r.early, d.RecordKey)
-		return res
+// wait lists the incident as pending and blocks until a decision for it is
+// applied, or ctx is done.
+func (r *Recovery) wait(ctx workflow.Context, d onceactivity.EffectUnknownDetails, activity string,
+	decodes func(json.RawMessage) error, resultType string,
+) (Resolution, error) {
+	inc := Incident{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev}
+	w, ok := r.waiting[inc]
+	if !ok {
+		w = &waiter{decodes: decodes, info: PendingRecovery{
+			Incident: inc, RecordKey: d.RecordKey, Activity: activity, Details: d, Since: workflow.Now(ctx), ResultType: resultType,
+		}}
+		r.waiting[inc] = w
+		r.order = append(r.order, inc)
 	}
-	r.pending[d.RecordKey] = PendingRecovery{RecordKey: d.RecordKey, Activity: activity, Details: d, Since: workflow.Now(ctx)}
-	defer delete(r.pending, d.RecordKey)
-	workflow.GetLogger(ctx).Warn("onceflow: effect unknown; waiting for a "+ResolveSignal+" signal", "record", d.RecordKey, "activity", activity)
-	for {
-		var res Resolution
-		r.signals.Receive(ctx, &res)
-		switch {
-		case res.Decision != Completed && res.Decision != Retry && res.Decision != Fail:
-			workflow.GetLogger(ctx).Warn("onceflow: ignoring a resolution with an unknown decision", "decision", res.Decision)
-		case res.RecordKey == d.RecordKey:
-			return res
-		default:
-			r.early[res.RecordKey] = res
+	w.waiters++
+	defer func() {
+		if w.waiters--; w.waiters == 0 {
+			delete(r.waiting, inc)
+			r.order = slices.DeleteFunc(r.order, func(i Incident) bool { return i == inc })
 		}
+	}()
+	workflow.GetLogger(ctx).Warn("onceflow: effect unknown; waiting for a decision ("+ResolveUpdate+" or "+ResolveSignal+")",
+		"incident", inc.String(), "activity", activity)
+	if err := workflow.Await(ctx, func() bool { return w.decision != nil }); err != nil {
+		return Resolution{}, err
 	}
+	return *w.decision, nil
 }

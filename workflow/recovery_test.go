@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,42 +21,57 @@ import (
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
-var unknown = onceactivity.EffectUnknownDetails{RecordKey: "charge-payment:d1:abc", OperationCode: "charge-payment", Attempt: 1, Rev: 2, State: "ABANDONED", Recorded: true}
+// incident returns the details of the n-th unknown effect of record key.
+func incident(key string, n int64) onceactivity.EffectUnknownDetails {
+	return onceactivity.EffectUnknownDetails{RecordKey: key, OperationCode: "charge-payment", Attempt: n, Rev: 2 * n, State: "ABANDONED", Recorded: true}
+}
+
+func decision(d onceactivity.EffectUnknownDetails, what idemwf.Decision) idemwf.Resolution {
+	return idemwf.Resolution{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev, Decision: what}
+}
+
+var activityOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: time.Minute, HeartbeatTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+}
 
 func payWorkflow(ctx workflow.Context, in string, reconcile string) (string, error) {
 	r, err := idemwf.NewRecovery(ctx)
 	if err != nil {
 		return "", err
 	}
-	opts := idemwf.Options{
-		Activity: workflow.ActivityOptions{
-			StartToCloseTimeout: time.Minute, HeartbeatTimeout: 10 * time.Second,
-			RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		},
-		Reconcile: reconcile,
-	}
-	return idemwf.Execute[string](ctx, r, opts, "charge", in)
+	return idemwf.Execute[string](ctx, r, idemwf.Options{Activity: activityOptions, Reconcile: reconcile}, "charge", in)
 }
 
+// world is a test workflow environment whose "charge" activity answers
+// with an unknown effect for each incident in unknowns, in turn, then
+// charges.
 type world struct {
 	env      *testsuite.TestWorkflowEnvironment
-	charges  int
+	mu       sync.Mutex
+	charges  map[string]int
 	resolved []onceactivity.ResolveRecordInput
 }
 
-func newWorld(t *testing.T, reconcile func(context.Context, string) (idemwf.ReconcileResult, error)) *world {
+func newWorld(t *testing.T, unknowns map[string][]onceactivity.EffectUnknownDetails, reconcile func(context.Context, string) (idemwf.ReconcileResult, error)) *world {
+	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	w := &world{env: suite.NewTestWorkflowEnvironment()}
+	w := &world{env: suite.NewTestWorkflowEnvironment(), charges: map[string]int{}}
 	w.env.RegisterWorkflow(payWorkflow)
 	w.env.RegisterActivityWithOptions(func(ctx context.Context, in string) (string, error) {
-		w.charges++
-		if w.charges == 1 {
-			return "", temporal.NewNonRetryableApplicationError("effect unknown", onceactivity.TypeEffectUnknown, nil, unknown)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		n := w.charges[in]
+		w.charges[in]++
+		if n < len(unknowns[in]) {
+			return "", temporal.NewNonRetryableApplicationError("effect unknown", onceactivity.TypeEffectUnknown, nil, unknowns[in][n])
 		}
-		return "charged again", nil
+		return "charged " + in, nil
 	}, sdkactivity.RegisterOptions{Name: "charge"})
 	w.env.RegisterActivityWithOptions(func(ctx context.Context, in onceactivity.ResolveRecordInput) error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		w.resolved = append(w.resolved, in)
 		return nil
 	}, sdkactivity.RegisterOptions{Name: onceactivity.ResolveRecordActivity})
@@ -63,74 +81,299 @@ func newWorld(t *testing.T, reconcile func(context.Context, string) (idemwf.Reco
 	return w
 }
 
-// decide queries the pending recoveries, then sends the decision.
-func (w *world) decide(t *testing.T, res idemwf.Resolution) {
-	w.env.RegisterDelayedCallback(func() {
-		v, err := w.env.QueryWorkflow(idemwf.PendingQuery)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		var pending []idemwf.PendingRecovery
-		if err := v.Get(&pending); err != nil || len(pending) != 1 || pending[0].RecordKey != unknown.RecordKey || pending[0].Activity != "charge" {
-			t.Errorf("pending = %+v, %v", pending, err)
-		}
-		// A decision for another operation first: it must not be taken for this one.
-		w.env.SignalWorkflow(idemwf.ResolveSignal, idemwf.Resolution{RecordKey: "other", Decision: idemwf.Fail})
-		w.env.SignalWorkflow(idemwf.ResolveSignal, res)
-	}, time.Hour)
+func (w *world) pending(t *testing.T) []idemwf.PendingRecovery {
+	t.Helper()
+	v, err := w.env.QueryWorkflow(idemwf.PendingQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []idemwf.PendingRecovery
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func (w *world) refusals(t *testing.T) idemwf.RefusalsReport {
+	t.Helper()
+	v, err := w.env.QueryWorkflow(idemwf.RefusalsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out idemwf.RefusalsReport
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// answer is how an Update was answered; the test environment fills it in
+// when the workflow has handled the Update.
+type answer struct {
+	done  bool
+	reply idemwf.DecisionReply
+	err   error
+}
+
+// update sends res as an Update.
+func (w *world) update(res idemwf.Resolution) *answer {
+	a := &answer{}
+	w.env.UpdateWorkflow(idemwf.ResolveUpdate, fmt.Sprint(res.Incident(), res.Decision, string(res.Result)), &testsuite.TestUpdateCallback{
+		OnAccept: func() {},
+		OnReject: func(e error) { a.done, a.err = true, e },
+		OnComplete: func(v any, e error) {
+			a.done, a.err = true, e
+			if e == nil {
+				a.reply = v.(idemwf.DecisionReply)
+			}
+		},
+	}, res)
+	return a
+}
+
+func refusedWith(t *testing.T, a *answer, want string) {
+	t.Helper()
+	if !a.done {
+		t.Fatal("the update was never answered")
+	}
+	err := a.err
+	var ae *temporal.ApplicationError
+	if !errors.As(err, &ae) || ae.Type() != idemwf.TypeDecisionRefused || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v, want a %s saying %q", err, idemwf.TypeDecisionRefused, want)
+	}
 }
 
 func TestRetryDecisionRunsTheActivityAgain(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nil)
-	w.decide(t, idemwf.Resolution{RecordKey: unknown.RecordKey, Decision: idemwf.Retry, Reason: "provider has no charge"})
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	var answered *answer
+	w.env.RegisterDelayedCallback(func() {
+		p := w.pending(t)
+		if len(p) != 1 || p[0].Incident != (idemwf.Incident{RecordKey: a.RecordKey, Attempt: 1, Rev: 2}) || p[0].Activity != "charge" || p[0].ResultType != "string" {
+			t.Errorf("pending = %+v", p)
+		}
+		res := decision(a, idemwf.Retry)
+		res.Reason = "provider has no charge"
+		answered = w.update(res)
+	}, time.Hour)
 	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
-	var out string
-	if err := w.env.GetWorkflowResult(&out); err != nil || out != "charged again" || w.charges != 2 {
-		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges)
+	if !answered.done || answered.err != nil || answered.reply.Applied != (idemwf.Incident{RecordKey: a.RecordKey, Attempt: 1, Rev: 2}) {
+		t.Fatalf("update answered %+v", answered)
 	}
-	if len(w.resolved) != 1 || w.resolved[0].Target != "FAILED_RETRYABLE" || w.resolved[0].Details != unknown {
+	var out string
+	if err := w.env.GetWorkflowResult(&out); err != nil || out != "charged order-42" || w.charges["order-42"] != 2 {
+		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges["order-42"])
+	}
+	if len(w.resolved) != 1 || w.resolved[0].Target != "FAILED_RETRYABLE" || w.resolved[0].Details != a {
 		t.Fatalf("resolved = %+v", w.resolved)
 	}
 }
 
 func TestCompletedDecisionReturnsTheGivenResult(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nil)
-	w.decide(t, idemwf.Resolution{RecordKey: unknown.RecordKey, Decision: idemwf.Completed, Result: json.RawMessage(`"ch_found"`)})
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w.env.RegisterDelayedCallback(func() {
+		res := decision(a, idemwf.Completed)
+		res.Result = json.RawMessage(`"ch_found"`)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, res)
+	}, time.Hour)
 	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
 	var out string
-	if err := w.env.GetWorkflowResult(&out); err != nil || out != "ch_found" || w.charges != 1 {
-		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges)
+	if err := w.env.GetWorkflowResult(&out); err != nil || out != "ch_found" || w.charges["order-42"] != 1 {
+		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges["order-42"])
 	}
 	if len(w.resolved) != 1 || w.resolved[0].Target != "COMPLETED" || string(w.resolved[0].Response) != `"ch_found"` {
 		t.Fatalf("resolved = %+v", w.resolved)
 	}
 }
 
-func TestFailDecisionFailsTheWorkflow(t *testing.T) {
+// Recovery defect 7: a fail decision is recorded (FAILED), so later
+// attempts fail at once instead of waiting for an operator again.
+func TestFailDecisionFailsTheWorkflowAndIsRecorded(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, nil)
-	w.decide(t, idemwf.Resolution{RecordKey: unknown.RecordKey, Decision: idemwf.Fail, Reason: "refunded by hand"})
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w.env.RegisterDelayedCallback(func() {
+		res := decision(a, idemwf.Fail)
+		res.Reason = "refunded by hand"
+		w.env.SignalWorkflow(idemwf.ResolveSignal, res)
+	}, time.Hour)
 	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
 	var ae *temporal.ApplicationError
-	if err := w.env.GetWorkflowError(); !errors.As(err, &ae) || ae.Type() != idemwf.TypeRecoveryFailed || w.charges != 1 || len(w.resolved) != 0 {
-		t.Fatalf("err %v, charges %d, resolved %+v", err, w.charges, w.resolved)
+	if err := w.env.GetWorkflowError(); !errors.As(err, &ae) || ae.Type() != idemwf.TypeRecoveryFailed || w.charges["order-42"] != 1 {
+		t.Fatalf("err %v, charges %d", err, w.charges["order-42"])
+	}
+	if len(w.resolved) != 1 || w.resolved[0].Target != "FAILED" || !strings.Contains(w.resolved[0].Reason, "refunded by hand") {
+		t.Fatalf("resolved = %+v; the failure must be recorded", w.resolved)
 	}
 }
 
 func TestReconcileActivityResolvesWithoutWaiting(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(context.Context, string) (idemwf.ReconcileResult, error) {
-		return idemwf.ReconcileResult{Found: true, Result: json.RawMessage(`"ch_at_provider"`)}, nil
-	})
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {incident("charge-payment:d1:abc", 1)}},
+		func(context.Context, string) (idemwf.ReconcileResult, error) {
+			return idemwf.ReconcileResult{Found: true, Result: json.RawMessage(`"ch_at_provider"`)}, nil
+		})
 	w.env.ExecuteWorkflow(payWorkflow, "order-42", "reconcile")
 	var out string
-	if err := w.env.GetWorkflowResult(&out); err != nil || out != "ch_at_provider" || w.charges != 1 {
-		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges)
+	if err := w.env.GetWorkflowResult(&out); err != nil || out != "ch_at_provider" || w.charges["order-42"] != 1 {
+		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges["order-42"])
 	}
 	if len(w.resolved) != 1 || w.resolved[0].Target != "COMPLETED" {
 		t.Fatalf("resolved = %+v", w.resolved)
+	}
+}
+
+// Recovery defect 1: a decision applies to the incident it names. The same
+// retry sent again (a resend, a double click) is refused, visibly, and is
+// not taken for the next incident of the same record, which is listed.
+func TestADecisionAppliesToItsIncidentOnly(t *testing.T) {
+	t.Parallel()
+	key := "charge-payment:d1:abc"
+	a, b := incident(key, 1), incident(key, 2)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a, b}}, nil)
+	var stale, empty *answer
+	w.env.RegisterDelayedCallback(func() {
+		retryA := decision(a, idemwf.Retry)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, retryA)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, retryA) // the resend
+	}, time.Hour)
+	w.env.RegisterDelayedCallback(func() {
+		p := w.pending(t)
+		if len(p) != 1 || p[0].Incident != (idemwf.Incident{RecordKey: key, Attempt: 2, Rev: 4}) {
+			t.Errorf("pending after the resend = %+v; the second incident must be listed", p)
+		}
+		rep := w.refusals(t)
+		if rep.Count != 1 || len(rep.Recent) != 1 || rep.Recent[0].Via != "signal" || !strings.Contains(rep.Recent[0].Why, "no such pending incident") {
+			t.Errorf("refusals = %+v; the resend must be refused visibly", rep)
+		}
+		// The same decision as an Update is answered at once.
+		stale = w.update(decision(a, idemwf.Retry))
+		empty = w.update(decision(b, idemwf.Completed))
+	}, 2*time.Hour)
+	w.env.RegisterDelayedCallback(func() {
+		refusedWith(t, stale, "no such pending incident "+key+"@1.2")
+		refusedWith(t, empty, "completed needs the activity's result")
+		res := decision(b, idemwf.Completed)
+		res.Result = json.RawMessage(`"ch_b"`)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, res)
+	}, 3*time.Hour)
+	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
+	var out string
+	if err := w.env.GetWorkflowResult(&out); err != nil || out != "ch_b" || w.charges["order-42"] != 2 {
+		t.Fatalf("out %q, err %v, charges %d; want two charges (one approved retry), not three", out, w.env.GetWorkflowError(), w.charges["order-42"])
+	}
+}
+
+// twoWorkflow runs two idempotent activities at once on one Recovery.
+func twoWorkflow(ctx workflow.Context) ([]string, error) {
+	r, err := idemwf.NewRecovery(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 2)
+	errs := make([]error, 2)
+	wg := workflow.NewWaitGroup(ctx)
+	for i, in := range []string{"a", "b"} {
+		wg.Add(1)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			defer wg.Done()
+			out[i], errs[i] = idemwf.Execute[string](ctx, r, idemwf.Options{Activity: activityOptions}, "charge", in)
+		})
+	}
+	wg.Wait(ctx)
+	return out, errors.Join(errs...)
+}
+
+// Recovery defect 2: any number of waits on one Recovery each get their own
+// decision, in whatever order the decisions arrive.
+func TestParallelRecoveriesGetTheirOwnDecisions(t *testing.T) {
+	t.Parallel()
+	a, b := incident("charge-payment:d1:aaa", 1), incident("charge-payment:d1:bbb", 1)
+	for _, order := range [][2]onceactivity.EffectUnknownDetails{{a, b}, {b, a}} {
+		t.Run(order[0].RecordKey+" first", func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"a": {a}, "b": {b}}, nil)
+			w.env.RegisterWorkflow(twoWorkflow)
+			w.env.RegisterDelayedCallback(func() {
+				if p := w.pending(t); len(p) != 2 {
+					t.Errorf("pending = %+v, want both", p)
+				}
+				for _, d := range order {
+					res := decision(d, idemwf.Completed)
+					res.Result = json.RawMessage(`"decided ` + d.RecordKey + `"`)
+					w.env.SignalWorkflow(idemwf.ResolveSignal, res)
+				}
+			}, time.Hour)
+			w.env.ExecuteWorkflow(twoWorkflow)
+			var out []string
+			if err := w.env.GetWorkflowResult(&out); err != nil || len(out) != 2 || out[0] != `decided `+a.RecordKey || out[1] != `decided `+b.RecordKey {
+				t.Fatalf("out %q, err %v", out, w.env.GetWorkflowError())
+			}
+		})
+	}
+}
+
+func amountWorkflow(ctx workflow.Context) (int, error) {
+	r, err := idemwf.NewRecovery(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return idemwf.Execute[int](ctx, r, idemwf.Options{Activity: activityOptions}, "amount")
+}
+
+// Recovery defect 3: a completed result that does not decode into the
+// activity's result type is refused (by the Update at once, and visibly
+// for a signal); the incident stays pending and a good result is taken.
+func TestAResultThatDoesNotDecodeIsRefused(t *testing.T) {
+	t.Parallel()
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, nil, nil)
+	w.env.RegisterWorkflow(amountWorkflow)
+	w.env.RegisterActivityWithOptions(func(context.Context) (int, error) {
+		return 0, temporal.NewNonRetryableApplicationError("effect unknown", onceactivity.TypeEffectUnknown, nil, a)
+	}, sdkactivity.RegisterOptions{Name: "amount"})
+	var rejected *answer
+	w.env.RegisterDelayedCallback(func() {
+		bad := decision(a, idemwf.Completed)
+		bad.Result = json.RawMessage(`"not a number"`)
+		rejected = w.update(bad)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, bad)
+	}, time.Hour)
+	w.env.RegisterDelayedCallback(func() {
+		refusedWith(t, rejected, "result does not decode into int")
+		if p := w.pending(t); len(p) != 1 || p[0].ResultType != "int" {
+			t.Errorf("pending = %+v; the incident must stay", p)
+		}
+		if rep := w.refusals(t); rep.Count != 1 || !strings.Contains(rep.Recent[0].Why, "does not decode") {
+			t.Errorf("refusals = %+v", rep)
+		}
+		good := decision(a, idemwf.Completed)
+		good.Result = json.RawMessage(`1999`)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, good)
+	}, 2*time.Hour)
+	w.env.ExecuteWorkflow(amountWorkflow)
+	var out int
+	if err := w.env.GetWorkflowResult(&out); err != nil || out != 1999 {
+		t.Fatalf("out %d, err %v", out, w.env.GetWorkflowError())
+	}
+}
+
+// An unknown decision is refused the same way.
+func TestAnUnknownDecisionIsRefused(t *testing.T) {
+	t.Parallel()
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	var maybe *answer
+	w.env.RegisterDelayedCallback(func() { maybe = w.update(decision(a, "maybe")) }, time.Hour)
+	w.env.RegisterDelayedCallback(func() {
+		refusedWith(t, maybe, `unknown decision "maybe"`)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
+	}, 2*time.Hour)
+	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
+	if err := w.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -102,6 +102,8 @@ func decode(op string, ref idemstore.Ref, raw any) (any, error) {
 			out = idemstore.FingerprintMismatch{Record: rec}
 		case codeRecoveryRequired:
 			out = idemstore.RecoveryRequired{Record: rec}
+		case codeOperationFailed:
+			out = idemstore.OperationFailed{Record: rec}
 		case codeOwnerOperationConflict:
 			out = idemstore.OwnerOperationConflict{Record: rec}
 		case codeCodecMismatch:

@@ -154,7 +154,7 @@ func (u *universe) genStep(src byteSource) step {
 				func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Inspect(ctx, ref) },
 				func(now time.Time, m *refmodel.Model) any { return m.Inspect(now, ref) }}
 		}
-		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateCompleted})
+		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateCompleted, idemstore.StateFailed})
 		req := idemstore.ResolveRequest{Ref: ref, Attempt: max(o.Attempt, 1), Rev: o.Rev, Target: target,
 			Response: resp, Codec: "json-v2", Policy: 2, Reason: "resolved", TTL: ttl}
 		return step{"resolve " + string(target) + " " + name,

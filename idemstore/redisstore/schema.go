@@ -62,7 +62,7 @@ const (
 type fieldKind string
 
 const (
-	kindState     fieldKind = "state"     // one of the five states
+	kindState     fieldKind = "state"     // one of the six states
 	kindHex64     fieldKind = "hex64"     // 64 lowercase hex characters
 	kindHex32     fieldKind = "hex32"     // 32 lowercase hex characters
 	kindChecksum  fieldKind = "hex8"      // 8 lowercase hex characters (CRC-32C of resp)
@@ -122,7 +122,7 @@ func (k fieldKind) valid(v string) bool {
 	switch k {
 	case kindState:
 		switch v {
-		case "CLAIMED", "EXECUTING", "COMPLETED", "FAILED_RETRYABLE", "ABANDONED":
+		case "CLAIMED", "EXECUTING", "COMPLETED", "FAILED_RETRYABLE", "ABANDONED", "FAILED":
 			return true
 		}
 		return false
@@ -217,6 +217,7 @@ const (
 	codeFound
 	codeResolved
 	codeCorrupt
+	codeOperationFailed
 )
 
 var replyNames = []struct {
@@ -231,7 +232,7 @@ var replyNames = []struct {
 	{codeNotOwner, "NOT_OWNER"}, {codeOpConflict, "OP_CONFLICT"}, {codeStaleRev, "STALE_REV"},
 	{codeWrongState, "WRONG_STATE"}, {codeNonceMismatch, "NONCE_MISMATCH"}, {codeStaleAttempt, "STALE_ATTEMPT"},
 	{codeRenewed, "RENEWED"}, {codeReleased, "RELEASED"}, {codeFound, "FOUND"}, {codeResolved, "RESOLVED"},
-	{codeCorrupt, "CORRUPT"},
+	{codeCorrupt, "CORRUPT"}, {codeOperationFailed, "OPERATION_FAILED"},
 }
 
 func (c replyCode) String() string {
@@ -360,7 +361,7 @@ func (k fieldKind) luaInvalid(x string) string {
 	hexN := func(n int) string { return fmt.Sprintf("#%s ~= %d or find(%s, '[^0-9a-f]')", x, n, x) }
 	switch k {
 	case kindState:
-		return fmt.Sprintf("not (%[1]s == 'CLAIMED' or %[1]s == 'EXECUTING' or %[1]s == 'COMPLETED' or %[1]s == 'FAILED_RETRYABLE' or %[1]s == 'ABANDONED')", x)
+		return fmt.Sprintf("not (%[1]s == 'CLAIMED' or %[1]s == 'EXECUTING' or %[1]s == 'COMPLETED' or %[1]s == 'FAILED_RETRYABLE' or %[1]s == 'ABANDONED' or %[1]s == 'FAILED')", x)
 	case kindHex64:
 		return hexN(64)
 	case kindHex32:

@@ -95,6 +95,9 @@ func (m *Model) Claim(now time.Time, req idemstore.ClaimRequest, nonce idemstore
 	if r.state == idemstore.StateAbandoned {
 		return idemstore.RecoveryRequired{Record: r.snapshot(now, false)}
 	}
+	if r.state == idemstore.StateFailed {
+		return idemstore.OperationFailed{Record: r.snapshot(now, false)}
+	}
 	expired := r.state == idemstore.StateFailedRetryable || r.leaseUntil <= nowMs
 	same := r.owner == req.Owner
 	if same {
@@ -248,7 +251,7 @@ func (m *Model) Resolve(now time.Time, req idemstore.ResolveRequest) idemstore.R
 		why = idemstore.RefusedAttempt
 	case r.rev != req.Rev:
 		why = idemstore.RefusedStaleRev
-	case r.state != idemstore.StateAbandoned:
+	case r.state != idemstore.StateAbandoned && !(r.state == idemstore.StateFailed && req.Target == idemstore.StateFailedRetryable):
 		why = idemstore.RefusedState
 	}
 	if why != "" {

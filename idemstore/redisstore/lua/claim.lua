@@ -19,6 +19,7 @@
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
 --   CODEC_MISMATCH            COMPLETED, but stored codec/policy differ from ours
 --   RECOVERY_REQUIRED         ABANDONED
+--   OPERATION_FAILED          FAILED: a decision failed the operation for good
 --   OWNER_OPERATION_CONFLICT  same owner, another op
 --   REPLAYED_ACQUIRE          same owner and op, and either FAILED_RETRYABLE, or
 --                             a live lease, or EXECUTING under this very nonce
@@ -108,6 +109,7 @@ if r.state == 'COMPLETED' then
   return reply(R.CODEC_MISMATCH, key, now, r)
 end
 if r.state == 'ABANDONED' then return reply(R.RECOVERY_REQUIRED, key, now, r) end
+if r.state == 'FAILED' then return reply(R.OPERATION_FAILED, key, now, r) end
 
 local expired = r.state == 'FAILED_RETRYABLE' or tonumber(r.leaseUntil) <= now
 local same = r.owner == owner

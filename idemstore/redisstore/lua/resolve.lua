@@ -1,10 +1,11 @@
 #!lua
 -- resolve.lua: RESOLVE an ABANDONED record (operator or workflow decision),
--- compare-and-set on the attempt and rev the resolver saw.
+-- or reopen a FAILED one, compare-and-set on the attempt and rev the
+-- resolver saw.
 --
 -- KEYS[1]  record key
 -- ARGV[1]  expected attempt        ARGV[2]  expected rev
--- ARGV[3]  target: COMPLETED or FAILED_RETRYABLE
+-- ARGV[3]  target: COMPLETED, FAILED_RETRYABLE or FAILED
 -- ARGV[4]  response (COMPLETED)    ARGV[5]  its CRC-32C, 8 hex (COMPLETED)
 -- ARGV[6]  codec (COMPLETED)       ARGV[7]  policy (COMPLETED)
 -- ARGV[8]  reason                  ARGV[9]  key TTL in ms
@@ -16,7 +17,7 @@
 --                  (and, for COMPLETED, with this very response)
 --   STALE_ATTEMPT  the attempt moved on
 --   STALE_REV      the revision moved on
---   WRONG_STATE    not ABANDONED
+--   WRONG_STATE    not ABANDONED (nor FAILED, to reopen it to FAILED_RETRYABLE)
 --   RESOLVED       applied: state, rev+1, reason; uncertain and leaseUntil
 --                  dropped (and resp, sum, codec, policy for COMPLETED); PEXPIRE
 local key = KEYS[1]
@@ -33,7 +34,9 @@ if r.state == target and tonumber(r.attempt) == attempt and tonumber(r.rev) == r
 end
 if tonumber(r.attempt) ~= attempt then return reply(R.STALE_ATTEMPT, key, now, r) end
 if tonumber(r.rev) ~= rev then return reply(R.STALE_REV, key, now, r) end
-if r.state ~= 'ABANDONED' then return reply(R.WRONG_STATE, key, now, r) end
+if r.state ~= 'ABANDONED' and not (r.state == 'FAILED' and target == 'FAILED_RETRYABLE') then
+  return reply(R.WRONG_STATE, key, now, r)
+end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
 redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt)
