@@ -123,6 +123,24 @@ type Wrapper struct {
 	exec     *idemstore.Executor
 	digester *idemstore.Digester
 	logger   *slog.Logger
+	// running counts the wrapped activities that have not returned yet:
+	// Wait waits for them to record their outcomes.
+	running sync.WaitGroup
+}
+
+// Wait waits until every wrapped activity that has started has returned,
+// so its outcome (COMPLETED, FAILED_RETRYABLE, ABANDONED) is written, or
+// until ctx is done. A worker that stops calls it after the Temporal
+// worker stopped and before it closes Redis.
+func (w *Wrapper) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { w.running.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("onceflow: activities still recording their outcome: %w", context.Cause(ctx))
+	}
 }
 
 // New validates cfg and returns a Wrapper.
@@ -162,7 +180,31 @@ type Options[In, Out any] struct {
 	// ("json-v2"). A result stored under another codec ID is not replayed:
 	// the activity fails with TypeCodecMismatch.
 	Codec Codec
+	// InProgress says what an attempt does when another attempt (of
+	// another workflow, with BusinessScoped) holds the operation.
+	// InProgressDefault waits for BusinessScoped and retries otherwise.
+	InProgress InProgressPolicy
 }
+
+// InProgressPolicy says what an attempt does when the operation is in
+// progress elsewhere.
+type InProgressPolicy int
+
+const (
+	// InProgressDefault is InProgressWait for BusinessScoped activities
+	// and InProgressRetry for the others.
+	InProgressDefault InProgressPolicy = iota
+	// InProgressWait waits inside the activity, heartbeating, until the
+	// other attempt finishes (its result is replayed), dies (its lease runs
+	// out and this attempt takes over) or the activity's own timeouts end
+	// the wait. The wait does not use up the retry policy's
+	// MaximumAttempts; the activity's StartToCloseTimeout must cover it.
+	InProgressWait
+	// InProgressRetry fails the attempt with the retryable TypeInProgress,
+	// NextRetryDelay set to the lease the other attempt has left: each
+	// such attempt counts against MaximumAttempts.
+	InProgressRetry
+)
 
 // Codec encodes activity results for storage and replay.
 type Codec interface {
@@ -207,6 +249,8 @@ func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Contex
 }
 
 func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error), in In) (Out, error) {
+	w.running.Add(1)
+	defer w.running.Done()
 	var zero Out
 	info := sdkactivity.GetInfo(ctx)
 	if info.HeartbeatTimeout <= 0 {
@@ -324,7 +368,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 			}
 		}
 	})
-	res, err := w.exec.Execute(ctx, req, func(actx context.Context) ([]byte, error) {
+	action := func(actx context.Context) ([]byte, error) {
 		if x, ok := idemstore.ExecutionFrom(actx); ok {
 			mu.Lock()
 			cp = &Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Phase: "executing", TemporalAttempt: info.Attempt}
@@ -341,7 +385,29 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 			return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
 		}
 		return b, nil
-	})
+	}
+	wait := opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped
+	res, err := w.exec.Execute(ctx, req, action)
+	for waited := false; wait; waited = true {
+		// Another attempt holds the operation: wait for it here, beating
+		// the heart, instead of using up a retry.
+		var ip *idemstore.InProgressError
+		if !errors.As(err, &ip) {
+			break
+		}
+		if !waited {
+			log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
+		}
+		delay := min(max(ip.RetryAfter, 50*time.Millisecond), interval)
+		select {
+		case <-ctx.Done():
+			err = fmt.Errorf("waiting for the attempt in progress: %w (%w)", context.Cause(ctx), err)
+			wait = false
+			continue
+		case <-time.After(delay):
+		}
+		res, err = w.exec.Execute(ctx, req, action)
+	}
 	stopHeartbeats()
 	wg.Wait()
 	if err != nil {

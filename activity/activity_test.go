@@ -105,16 +105,26 @@ func businessKey(in chargeIn) string { return in.Order + "/charge" }
 // in EXECUTING for lease, as the wrapper would have.
 func (f *fixture) holdBusinessKey(t *testing.T, in chargeIn, lease time.Duration) idemstore.Ref {
 	t.Helper()
+	ref, _, _ := f.holdBusinessKeyAs(t, in, lease)
+	return ref
+}
+
+// holdBusinessKeyAs is holdBusinessKey, with the holder's ownership and
+// nonce, so the test can complete the held operation.
+func (f *fixture) holdBusinessKeyAs(t *testing.T, in chargeIn, lease time.Duration) (idemstore.Ref, idemstore.Ownership, idemstore.Nonce) {
+	t.Helper()
 	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
 	held := storetest.NewFixture()
 	held.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
 	input, _ := json.Marshal(in)
 	held.Fingerprint = idemstore.FingerprintOf(input)
 	held.Lease = lease
-	if _, err := f.store.ClaimStart(t.Context(), held.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+	nonce := idemstore.NewNonce()
+	out, err := f.store.ClaimStart(t.Context(), held.ClaimStart(idemstore.NewOwner(), nonce))
+	if err != nil {
 		t.Fatal(err)
 	}
-	return held.Ref
+	return held.Ref, out.(idemstore.Acquired).Ownership, nonce
 }
 
 func appError(t *testing.T, err error) *temporal.ApplicationError {
@@ -218,7 +228,8 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 	in := chargeIn{Order: "p-" + storetest.RandomHex(4)}
 	// Another workflow's attempt holds the business key right now.
 	f.holdBusinessKey(t, in, time.Minute)
-	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
+	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey,
+		InProgress: onceactivity.InProgressRetry}
 	_, err := f.run(t, opts, f.charge, in, 10*time.Second, 1)
 	ae := appError(t, err)
 	if ae.Type() != onceactivity.TypeInProgress || ae.NonRetryable() || f.runs.Load() != 0 {
@@ -226,6 +237,28 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 	}
 	if d := ae.NextRetryDelay(); d < 30*time.Second || d > time.Minute {
 		t.Fatalf("NextRetryDelay = %v, want the holder's lease left (about 1m)", d)
+	}
+}
+
+// A business-scoped attempt that finds another workflow's attempt running
+// waits for it inside the activity, heartbeating, and replays its result:
+// it does not use up its one attempt.
+func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := chargeIn{Order: "w-" + storetest.RandomHex(4)}
+	_, held, nonce := f.holdBusinessKeyAs(t, in, time.Minute)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // the other attempt finishes meanwhile
+		theirs, _ := json.Marshal(chargeOut{ChargeID: "ch_theirs", Key: "k"})
+		if _, err := f.store.Complete(context.Background(), idemstore.CompleteRequest{Ownership: held, Nonce: nonce, Response: theirs, TTL: time.Hour}); err != nil {
+			t.Error(err)
+		}
+	}()
+	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
+	out, err := f.run(t, opts, f.charge, in, time.Second, 1)
+	if err != nil || out.ChargeID != "ch_theirs" || f.runs.Load() != 0 {
+		t.Fatalf("out %+v, err %v, runs %d; want the other attempt's result replayed", out, err, f.runs.Load())
 	}
 }
 

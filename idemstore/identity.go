@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // MaxOperationIDLen is the longest OperationID a store accepts, in bytes.
@@ -216,8 +217,25 @@ func (r Ref) Validate() error {
 	return r.Digest.Validate()
 }
 
-// String returns "<code>:<digest>", safe to log: it holds no raw key.
+// String returns "<code>:d<version>:<digest>", safe to log: it holds no
+// raw key. ParseRef reads it back.
 func (r Ref) String() string { return string(r.Code) + ":" + r.Digest.String() }
+
+// ParseRef reads a Ref from its String form, "<code>:d<version>:<digest>"
+// (the record key operators see in logs and in EffectUnknown details).
+func ParseRef(s string) (Ref, error) {
+	code, rest, ok1 := strings.Cut(s, ":")
+	version, hexDigest, ok2 := strings.Cut(rest, ":")
+	if !ok1 || !ok2 || !strings.HasPrefix(version, "d") {
+		return Ref{}, invalid("record key", "must be <code>:d<version>:<digest>, such as charge-payment:d1:9f86…, got %q", truncate(s))
+	}
+	v, err := strconv.Atoi(version[1:])
+	if err != nil {
+		return Ref{}, invalid("record key", "has digest version %q, not d<number>", version)
+	}
+	r := Ref{Code: OperationCode(code), Digest: ScopeDigest{Version: v, Hex: hexDigest}}
+	return r, r.Validate()
+}
 
 // newOwnerAndNonce returns a random owner and a random nonce, from one
 // read of the system's randomness into one string.

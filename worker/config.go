@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -26,6 +28,7 @@ const (
 	DefaultHTTPAddr        = "127.0.0.1:8080"
 	DefaultKeyNamespace    = "onceflow"
 	DefaultStopTimeout     = 30 * time.Second
+	DefaultOutcomeTimeout  = 10 * time.Second
 )
 
 // Config configures a Worker. Empty fields take their defaults.
@@ -35,6 +38,33 @@ type Config struct {
 	TemporalAddress string
 	// Namespace is the Temporal namespace. Default "default".
 	Namespace string
+	// TemporalTLS connects to Temporal over TLS with the system's root
+	// certificates (Temporal Cloud with an API key). Any of the TLS files
+	// or an API key imply it.
+	TemporalTLS bool
+	// TemporalTLSCertFile and TemporalTLSKeyFile are the client
+	// certificate and key (PEM) for mutual TLS.
+	TemporalTLSCertFile, TemporalTLSKeyFile string
+	// TemporalTLSCAFile is the CA (PEM) that signed the server's
+	// certificate, when it is not in the system's roots.
+	TemporalTLSCAFile string
+	// TemporalTLSServerName is the name the server's certificate is
+	// checked against. Default: the host of TemporalAddress.
+	TemporalTLSServerName string
+	// TemporalAPIKey authenticates to Temporal Cloud (or any server that
+	// takes API keys). Prefer the TEMPORAL_API_KEY variable: flags show in
+	// ps.
+	TemporalAPIKey string
+	// ClientOptions are passed to the Temporal client as they are: set
+	// DataConverter, Interceptors, ContextPropagators, Identity and the
+	// like here. HostPort, Namespace, Logger, and ConnectionOptions.TLS and
+	// Credentials when TLS or an API key is set above, are filled in from
+	// the fields of this Config when they are empty.
+	ClientOptions client.Options
+	// WorkerOptions are passed to the Temporal worker as they are
+	// (concurrency limits, sticky schedule-to-start timeout, interceptors,
+	// …); WorkerStopTimeout is StopTimeout when it is zero.
+	WorkerOptions sdkworker.Options
 	// TaskQueue is the task queue the worker polls. Default "onceflow".
 	TaskQueue string
 	// RedisURL selects Redis: "redis://[user:pass@]host:port/db" or
@@ -69,6 +99,10 @@ type Config struct {
 	// before their contexts are cancelled (an activity cancelled mid-action
 	// ends ABANDONED). Default 30s.
 	StopTimeout time.Duration
+	// OutcomeTimeout is how long a stopping worker then waits for the
+	// cancelled activities to record their outcome in Redis before it
+	// closes its clients. Default 10s.
+	OutcomeTimeout time.Duration
 	// HTTPAddr is where /healthz and /readyz are served. Default
 	// "127.0.0.1:8080"; "off" disables the listener.
 	HTTPAddr string
@@ -123,6 +157,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.StopTimeout < 0 {
 		return fmt.Errorf("worker: StopTimeout (-stop-timeout) must be positive, got %v", c.StopTimeout)
+	}
+	if c.OutcomeTimeout == 0 {
+		c.OutcomeTimeout = DefaultOutcomeTimeout
+	}
+	if c.OutcomeTimeout < 0 {
+		return fmt.Errorf("worker: OutcomeTimeout (-outcome-timeout) must be positive, got %v", c.OutcomeTimeout)
+	}
+	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
+		return errors.New("worker: give both -temporal-tls-cert and -temporal-tls-key (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY), or neither")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
@@ -217,15 +260,15 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		}
 		return def
 	}
-	var secret, lease, replay, retention, stop, version, redisTimeout string
+	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
-	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+DefaultTemporalAddress+")")
-	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+DefaultNamespace+")")
+	registerTemporalFlags(fs, &c, env)
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+DefaultTaskQueue+")")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+DefaultRedisURL+")")
 	fs.BoolVar(&c.AllowEviction, "allow-eviction", env("ONCEFLOW_ALLOW_EVICTION", "") == "true",
 		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+DefaultKeyNamespace+")")
 	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
 	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
 	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
@@ -233,6 +276,10 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
 	fs.StringVar(&retention, "failure-retention", env("ONCEFLOW_FAILURE_RETENTION", ""), "how long failed and abandoned records are kept (ONCEFLOW_FAILURE_RETENTION; default 24h)")
 	fs.StringVar(&stop, "stop-timeout", env("ONCEFLOW_STOP_TIMEOUT", ""), "how long in-flight activities may finish after SIGTERM (ONCEFLOW_STOP_TIMEOUT; default 30s)")
+	fs.StringVar(&outcome, "outcome-timeout", env("ONCEFLOW_OUTCOME_TIMEOUT", ""), "then, how long cancelled activities may take to record their outcome (ONCEFLOW_OUTCOME_TIMEOUT; default 10s)")
+	fs.StringVar(&maxActivities, "max-concurrent-activities", env("ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", ""), "activities run at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES; default the SDK's)")
+	fs.StringVar(&maxWorkflowTasks, "max-concurrent-workflow-tasks", env("ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", ""), "workflow tasks run at once (ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS; default the SDK's)")
+	fs.StringVar(&sticky, "sticky-schedule-to-start-timeout", env("ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", ""), "sticky workflow task schedule-to-start timeout (ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT; default the SDK's)")
 	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+DefaultHTTPAddr+")")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -249,12 +296,26 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		flag, val string
 		dst       *time.Duration
 	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention},
-		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}, {"-redis-timeout / REDIS_TIMEOUT", redisTimeout, &c.RedisCommandTimeout}} {
+		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}, {"-redis-timeout / REDIS_TIMEOUT", redisTimeout, &c.RedisCommandTimeout},
+		{"-outcome-timeout / ONCEFLOW_OUTCOME_TIMEOUT", outcome, &c.OutcomeTimeout},
+		{"-sticky-schedule-to-start-timeout / ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", sticky, &c.WorkerOptions.StickyScheduleToStartTimeout}} {
 		if d.val == "" {
 			continue
 		}
 		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst <= 0 {
 			return Config{}, fmt.Errorf("worker: %s must be a positive duration such as 30s, got %q", d.flag, d.val)
+		}
+	}
+	for _, n := range []struct {
+		flag, val string
+		dst       *int
+	}{{"-max-concurrent-activities / ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", maxActivities, &c.WorkerOptions.MaxConcurrentActivityExecutionSize},
+		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize}} {
+		if n.val == "" {
+			continue
+		}
+		if *n.dst, err = strconv.Atoi(n.val); err != nil || *n.dst <= 0 {
+			return Config{}, fmt.Errorf("worker: %s must be a positive integer, got %q", n.flag, n.val)
 		}
 	}
 	return c, nil

@@ -7,24 +7,38 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"strings"
+	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
-// RunOperator runs an operator command against a workflow waiting in
-// idemwf.Execute:
+// OperatorCommands are the commands RunOperator knows.
+var OperatorCommands = []string{"pending", "resolve", "reopen"}
+
+// RunOperator runs an operator command:
 //
 //	pending -workflow-id ID [-run-id ID]
-//	    prints the operations whose effect is unknown, as JSON
-//	resolve -workflow-id ID [-run-id ID] -record KEY -decision completed|retry|fail [-result JSON] [-reason TEXT]
-//	    sends the decision (the onceflow.resolve signal)
+//	    prints the incidents the workflow waits on a decision for, and the
+//	    decisions it refused, as JSON
+//	resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N -decision completed|retry|fail [-result JSON] [-reason TEXT] [-signal]
+//	    sends the decision about that incident as an Update and prints
+//	    whether it was applied or refused (with -signal: as a signal, fire
+//	    and forget)
+//	reopen -record KEY [-reason TEXT]
+//	    reopens a record a fail decision left FAILED, so the next attempt
+//	    runs (it talks to Redis: -redis-url, -key-namespace)
 //
-// Both take -temporal-address and -namespace, falling back to
-// TEMPORAL_ADDRESS and TEMPORAL_NAMESPACE.
+// pending and resolve take the Temporal connection flags of the worker
+// (-temporal-address, -namespace, the TLS files and the API key), each
+// falling back to the same environment variable.
 func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -34,62 +48,192 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		}
 		return def
 	}
-	addr := fs.String("temporal-address", env("TEMPORAL_ADDRESS", DefaultTemporalAddress), "Temporal frontend host:port (TEMPORAL_ADDRESS)")
-	ns := fs.String("namespace", env("TEMPORAL_NAMESPACE", DefaultNamespace), "Temporal namespace (TEMPORAL_NAMESPACE)")
-	wfID := fs.String("workflow-id", "", "the waiting workflow's ID (required)")
+	var c Config
+	registerTemporalFlags(fs, &c, env)
+	wfID := fs.String("workflow-id", "", "the waiting workflow's ID (pending, resolve)")
 	runID := fs.String("run-id", "", "its run ID (default: the latest run)")
-	record := fs.String("record", "", "resolve: the record key from the pending list (required)")
-	decision := fs.String("decision", "", "resolve: completed, retry or fail (required)")
+	record := fs.String("record", "", "the record key of the incident, as pending lists it (resolve, reopen)")
+	attempt := fs.Int64("attempt", 0, "resolve: the incident's attempt, as pending lists it")
+	rev := fs.Int64("rev", 0, "resolve: the incident's rev, as pending lists it")
+	decision := fs.String("decision", "", "resolve: completed, retry or fail")
 	result := fs.String("result", "", "resolve completed: the activity's result as JSON")
-	reason := fs.String("reason", "", "resolve: why, for the history and the record")
+	reason := fs.String("reason", "", "resolve, reopen: why, for the history and the record")
+	signal := fs.Bool("signal", false, "resolve: send the decision as a signal, without waiting for an answer")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", DefaultRedisURL), "reopen: Redis URL (REDIS_URL)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", DefaultKeyNamespace), "reopen: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *wfID == "" {
-		return fmt.Errorf("%s: -workflow-id is required", command)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %q", command, fs.Args())
 	}
-	var res idemwf.Resolution
 	switch command {
 	case "pending":
-	case "resolve":
-		res = idemwf.Resolution{RecordKey: *record, Decision: idemwf.Decision(*decision), Reason: *reason}
-		if res.RecordKey == "" {
-			return errors.New("resolve: -record is required (see the pending command)")
+		if *wfID == "" {
+			return errors.New("pending: -workflow-id is required")
 		}
-		switch res.Decision {
-		case idemwf.Completed:
-			if !json.Valid([]byte(*result)) {
-				return errors.New("resolve: -decision completed needs -result with the activity's result as valid JSON")
-			}
-			res.Result = json.RawMessage(*result)
-		case idemwf.Retry, idemwf.Fail:
-		default:
-			return fmt.Errorf("resolve: -decision must be completed, retry or fail, got %q", *decision)
+		return pending(ctx, c, *wfID, *runID, out)
+	case "resolve":
+		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason}
+		if err := validateResolution(&res, *result); err != nil {
+			return err
+		}
+		if *wfID == "" {
+			return errors.New("resolve: -workflow-id is required")
+		}
+		return resolve(ctx, c, *wfID, *runID, res, *signal, out)
+	case "reopen":
+		return reopen(ctx, c, *record, *reason, out)
+	}
+	return fmt.Errorf("unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+}
+
+// validateResolution checks what the command can before anything is sent:
+// the incident is named, the decision is known, a completed result is
+// non-empty JSON.
+func validateResolution(res *idemwf.Resolution, result string) error {
+	if _, err := idemstore.ParseRef(res.RecordKey); err != nil {
+		return fmt.Errorf("resolve: -record: %w (copy it from the pending list)", err)
+	}
+	if res.Attempt <= 0 || res.Rev <= 0 {
+		return errors.New("resolve: -attempt and -rev are required: they name the incident, as the pending list shows them")
+	}
+	switch res.Decision {
+	case idemwf.Completed:
+		if strings.TrimSpace(result) == "" || !json.Valid([]byte(result)) {
+			return errors.New("resolve: -decision completed needs -result with the activity's result as valid JSON (the pending list says its type)")
+		}
+		res.Result = json.RawMessage(result)
+	case idemwf.Retry, idemwf.Fail:
+		if result != "" {
+			return fmt.Errorf("resolve: -result goes with -decision completed only, not %s", res.Decision)
 		}
 	default:
-		return fmt.Errorf("unknown operator command %q (want pending or resolve)", command)
+		return fmt.Errorf("resolve: -decision must be completed, retry or fail, got %q", res.Decision)
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: *addr, Namespace: *ns, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	return nil
+}
+
+func dial(ctx context.Context, c Config, command string) (client.Client, error) {
+	opts, err := c.TemporalClientOptions()
 	if err != nil {
-		return fmt.Errorf("%s: Temporal at %s is not reachable (check -temporal-address): %w", command, *addr, err)
+		return nil, err
 	}
-	defer c.Close()
-	if command == "resolve" {
-		if err := c.SignalWorkflow(ctx, *wfID, *runID, idemwf.ResolveSignal, res); err != nil {
-			return fmt.Errorf("resolve: signal %s: %w", *wfID, err)
-		}
-		_, err := fmt.Fprintf(out, "sent %s %s to %s\n", res.Decision, res.RecordKey, *wfID)
+	tc, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: Temporal at %s is not reachable (check -temporal-address and the TLS flags): %w", command, opts.HostPort, err)
+	}
+	return tc, nil
+}
+
+// PendingReport is what the pending command prints.
+type PendingReport struct {
+	WorkflowID string                   `json:"workflowId"`
+	Pending    []idemwf.PendingRecovery `json:"pending"`
+	Refused    idemwf.RefusalsReport    `json:"refused"`
+}
+
+func pending(ctx context.Context, c Config, wfID, runID string, out io.Writer) error {
+	tc, err := dial(ctx, c, "pending")
+	if err != nil {
 		return err
 	}
-	v, err := c.QueryWorkflow(ctx, *wfID, *runID, idemwf.PendingQuery)
+	defer tc.Close()
+	rep := PendingReport{WorkflowID: wfID}
+	v, err := tc.QueryWorkflow(ctx, wfID, runID, idemwf.PendingQuery)
 	if err != nil {
-		return fmt.Errorf("pending: query %s: %w", *wfID, err)
+		return fmt.Errorf("pending: query %s: %w", wfID, err)
 	}
-	var pending []idemwf.PendingRecovery
-	if err := v.Get(&pending); err != nil {
+	if err := v.Get(&rep.Pending); err != nil {
 		return fmt.Errorf("pending: decode the answer: %w", err)
+	}
+	if v, err := tc.QueryWorkflow(ctx, wfID, runID, idemwf.RefusalsQuery); err == nil {
+		_ = v.Get(&rep.Refused)
 	}
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
-	return enc.Encode(pending)
+	return enc.Encode(rep)
+}
+
+func resolve(ctx context.Context, c Config, wfID, runID string, res idemwf.Resolution, signal bool, out io.Writer) error {
+	tc, err := dial(ctx, c, "resolve")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	inc := res.Incident()
+	sendSignal := func() error {
+		if err := tc.SignalWorkflow(ctx, wfID, runID, idemwf.ResolveSignal, res); err != nil {
+			return fmt.Errorf("resolve: signal %s: %w", wfID, err)
+		}
+		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal: no answer comes back; run pending to see it applied or refused\n", res.Decision, inc, wfID)
+		return err
+	}
+	if signal {
+		return sendSignal()
+	}
+	handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: wfID, RunID: runID, UpdateName: idemwf.ResolveUpdate, Args: []any{res},
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	var reply idemwf.DecisionReply
+	if err == nil {
+		err = handle.Get(ctx, &reply)
+	}
+	var unimplemented *serviceerror.Unimplemented
+	var ae *temporal.ApplicationError
+	switch {
+	case err == nil:
+		_, err := fmt.Fprintf(out, "applied: %s for %s in %s\n", reply.Decision, reply.Applied, wfID)
+		return err
+	case errors.As(err, &ae) && ae.Type() == idemwf.TypeDecisionRefused:
+		_, _ = fmt.Fprintln(out, ae.Error())
+		return fmt.Errorf("resolve: the workflow %s %s", wfID, ae.Error())
+	case errors.As(err, &unimplemented):
+		_, _ = fmt.Fprintln(out, "this Temporal server does not take Updates; sending the decision as a signal")
+		return sendSignal()
+	}
+	return fmt.Errorf("resolve: update %s: %w", wfID, err)
+}
+
+func reopen(ctx context.Context, c Config, record, reason string, out io.Writer) error {
+	ref, err := idemstore.ParseRef(record)
+	if err != nil {
+		return fmt.Errorf("reopen: -record: %w", err)
+	}
+	opts, err := ParseRedisURL(c.RedisURL)
+	if err != nil {
+		return err
+	}
+	opts.ContextTimeoutEnabled = true
+	rdb := redis.NewUniversalClient(opts)
+	defer rdb.Close()
+	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, CommandTimeout: 5 * time.Second})
+	if err != nil {
+		return err
+	}
+	obs, err := store.Inspect(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("reopen: read %s: %w", record, err)
+	}
+	if !obs.Found {
+		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
+	}
+	r := obs.Record
+	if r.State != idemstore.StateFailed {
+		return fmt.Errorf("reopen: %s is %s, not FAILED: only a record a fail decision left FAILED is reopened", record, r.State)
+	}
+	if reason == "" {
+		reason = "reopened by an operator"
+	}
+	res, err := store.Resolve(ctx, idemstore.ResolveRequest{Ref: ref, Attempt: r.Attempt, Rev: r.Rev, Target: idemstore.StateFailedRetryable,
+		Reason: reason, TTL: max(r.TTL, time.Minute)})
+	if err != nil {
+		return fmt.Errorf("reopen: %s: %w", record, err)
+	}
+	if ref, ok := res.(idemstore.Refused); ok {
+		return fmt.Errorf("reopen: %s moved on (%s); run it again", record, ref.Reason)
+	}
+	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was failed: %s)\n", record, r.Reason)
+	return err
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/onceflow/onceflow/activity"
@@ -124,15 +123,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tc, err := client.DialContext(startCtx, client.Options{
-		HostPort: c.TemporalAddress, Namespace: c.Namespace, Logger: sdklog.NewStructuredLogger(log),
-	})
+	copts, err := c.TemporalClientOptions()
+	if err != nil {
+		return err
+	}
+	tc, err := client.DialContext(startCtx, copts)
 	if err != nil {
 		return fmt.Errorf("worker: Temporal at %s is not reachable (check -temporal-address / TEMPORAL_ADDRESS): %w", c.TemporalAddress, err)
 	}
 	defer tc.Close()
 
-	tw := sdkworker.New(tc, c.TaskQueue, sdkworker.Options{WorkerStopTimeout: c.StopTimeout})
+	wopts := c.WorkerOptions
+	if wopts.WorkerStopTimeout == 0 {
+		wopts.WorkerStopTimeout = c.StopTimeout
+	}
+	tw := sdkworker.New(tc, c.TaskQueue, wopts)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -178,7 +183,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err := tw.Start(); err != nil {
 		return fmt.Errorf("worker: start polling task queue %q: %w", c.TaskQueue, err)
 	}
-	defer tw.Stop()
 
 	if srv != nil {
 		go func() {
@@ -192,12 +196,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	close(w.started)
 
 	<-ctx.Done()
-	log.Info("onceflow: worker stopping")
+	// Stop in order: the HTTP listener, then polling (in-flight activities
+	// get StopTimeout to finish, then their contexts are cancelled), then
+	// wait for the cancelled ones to record their outcome in Redis, and
+	// only then (the deferred calls) close the Temporal client and Redis.
+	log.Info("onceflow: worker stopping", "stop_timeout", wopts.WorkerStopTimeout, "outcome_timeout", c.OutcomeTimeout)
 	if srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shutdownCtx)
 	}
+	tw.Stop()
+	waitCtx, cancel := context.WithTimeout(context.Background(), c.OutcomeTimeout)
+	defer cancel()
+	if err := wrapper.Wait(waitCtx); err != nil {
+		log.Warn("onceflow: stopping before every activity recorded its outcome; their records stay EXECUTING until their leases run out", "err", err)
+	}
+	log.Info("onceflow: worker stopped")
 	return nil
 }
 

@@ -3,8 +3,9 @@
 //
 //	go run ./cmd/worker -dev     # embedded Temporal and Redis, nothing to install
 //	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0
-//	go run ./cmd/worker pending -workflow-id ID          # operations waiting for a recovery decision
-//	go run ./cmd/worker resolve -workflow-id ID -record KEY -decision retry
+//	go run ./cmd/worker pending -workflow-id ID          # incidents waiting for a recovery decision
+//	go run ./cmd/worker resolve -workflow-id ID -record KEY -attempt N -rev N -decision retry
+//	go run ./cmd/worker reopen -record KEY               # a record a fail decision left FAILED
 //
 // Every flag falls back to an environment variable; -h lists them.
 //
@@ -22,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
@@ -42,7 +44,7 @@ func main() {
 func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if len(os.Args) > 1 && (os.Args[1] == "pending" || os.Args[1] == "resolve") {
+	if len(os.Args) > 1 && slices.Contains(worker.OperatorCommands, os.Args[1]) {
 		return worker.RunOperator(ctx, os.Args[1], os.Args[2:], os.Getenv, os.Stdout)
 	}
 	cfg, err := worker.ParseFlags("worker", os.Args[1:], os.Getenv)

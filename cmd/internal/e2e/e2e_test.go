@@ -5,9 +5,7 @@ package e2e_test
 // package, and they share one server (TestMain).
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,9 +13,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -38,7 +36,6 @@ import (
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
-	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // The child process (a worker killed with SIGKILL) is this test binary,
@@ -51,6 +48,7 @@ const (
 	envRedis     = "ONCEFLOW_E2E_REDIS"
 	envKeys      = "ONCEFLOW_E2E_KEYS"
 	envLease     = "ONCEFLOW_E2E_LEASE"
+	envStop      = "ONCEFLOW_E2E_STOP_TIMEOUT"
 )
 
 var temporalServer *temporaltest.TestServer
@@ -247,19 +245,28 @@ func effectWorkflow(ctx workflow.Context, activityName string, in effectIn, hear
 	return out, err
 }
 
-// runChild is the worker process that the SIGKILL test kills.
+// runChild is the worker process that the SIGKILL and SIGTERM tests
+// stop: it runs until killed, or until SIGTERM stops it in order.
 func runChild() int {
 	lease, _ := time.ParseDuration(os.Getenv(envLease))
 	cfg := workerConfig(os.Getenv(envTemporal), os.Getenv(envNamespace), os.Getenv(envQueue), os.Getenv(envRedis), os.Getenv(envKeys), lease)
 	cfg.HTTPAddr = "off"
+	if d, err := time.ParseDuration(os.Getenv(envStop)); err == nil {
+		cfg.StopTimeout = d
+	}
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(envRedis)})
 	cfg.Register = func(r worker.Registry) error { return registerEffect(r, rdb, os.Getenv(envKeys)) }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
 	w, err := worker.New(cfg)
 	if err == nil {
-		err = w.Run(context.Background()) // runs until killed
+		err = w.Run(ctx)
 	}
-	fmt.Fprintln(os.Stderr, "child worker:", err)
-	return 1
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child worker:", err)
+		return 1
+	}
+	return 0
 }
 
 // activityAttempt reads the attempt of the workflow's activity from its
@@ -370,8 +377,11 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 			if n := h.counter("effects"); n != 1 {
 				t.Fatalf("the effect happened %d times", n)
 			}
-			if attempt := h.activityAttempt(run); attempt < 3 {
-				t.Fatalf("took over at attempt %d; want an in-progress attempt between the kill and the takeover", attempt)
+			// Attempt 2 found the dead attempt's lease live and waited
+			// inside the activity (the default for business-scoped
+			// activities) until it ran out.
+			if attempt := h.activityAttempt(run); attempt < 2 {
+				t.Fatalf("took over at attempt %d; want a later attempt, after the kill", attempt)
 			}
 			if withReconcile {
 				if err != nil || out.Value != "reconciled: effect of attempt 1" {
@@ -392,8 +402,8 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 }
 
 // TestLongActivityKeepsOwnershipThroughHeartbeats: an activity running 3×
-// its lease keeps ownership; a duplicate workflow with the same key sees
-// in-progress throughout and then the replay.
+// its lease keeps ownership; a duplicate workflow with the same key finds
+// it in progress throughout, waits, and then gets the replay.
 func TestLongActivityKeepsOwnershipThroughHeartbeats(t *testing.T) {
 	t.Parallel()
 	const lease = time.Second
@@ -416,8 +426,10 @@ func TestLongActivityKeepsOwnershipThroughHeartbeats(t *testing.T) {
 	if h.activityAttempt(first) != 1 {
 		t.Fatalf("the long activity needed %d attempts: it lost its lease", h.activityAttempt(first))
 	}
-	if h.activityAttempt(second) < 2 {
-		t.Fatal("the duplicate never saw in-progress")
+	// The duplicate found it in progress the whole time and waited inside
+	// its first attempt (business-scoped activities wait by default).
+	if n := h.activityAttempt(second); n != 1 {
+		t.Fatalf("the duplicate took %d attempts; want it to wait in its first", n)
 	}
 }
 
@@ -436,66 +448,4 @@ func TestCancellingTheWorkflowCancelsTheAction(t *testing.T) {
 		t.Fatalf("err = %v, want canceled", err)
 	}
 	h.waitFor("the action's context to be cancelled", func() bool { return h.get("cancelled") != "" })
-}
-
-func recoverWorkflow(ctx workflow.Context, in string) (string, error) {
-	r, err := idemwf.NewRecovery(ctx)
-	if err != nil {
-		return "", err
-	}
-	return idemwf.Execute[string](ctx, r, idemwf.Options{Activity: workflow.ActivityOptions{
-		StartToCloseTimeout: time.Minute, HeartbeatTimeout: 5 * time.Second,
-		RetryPolicy: &temporal.RetryPolicy{InitialInterval: 100 * time.Millisecond, MaximumAttempts: 3},
-	}}, "flaky", in)
-}
-
-// TestOperatorResolvesAnUnknownEffect: an activity whose effect is unknown
-// leaves the workflow waiting; the operator commands list it and decide
-// "retry"; the record becomes FAILED_RETRYABLE and the activity runs again.
-func TestOperatorResolvesAnUnknownEffect(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, 0)
-	var calls atomic.Int32
-	w := h.startWorker(func(r worker.Registry) error {
-		r.Worker.RegisterWorkflow(recoverWorkflow)
-		r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[string, string]{Code: "flaky"},
-			func(_ context.Context, in string) (string, error) {
-				if calls.Add(1) == 1 {
-					return "", errors.New("read timeout after the request was sent")
-				}
-				return "done: " + in, nil
-			}), sdkactivity.RegisterOptions{Name: "flaky"})
-		return nil
-	})
-	run := h.start(recoverWorkflow, "recover-"+h.keys, "x")
-	noenv := func(string) string { return "" }
-	opArgs := []string{"-temporal-address", temporalServer.GetFrontendHostPort(), "-namespace", temporalServer.GetDefaultNamespace(), "-workflow-id", run.GetID()}
-	var pending []idemwf.PendingRecovery
-	h.waitFor("the workflow to wait for a decision", func() bool {
-		var buf bytes.Buffer
-		if err := worker.RunOperator(context.Background(), "pending", opArgs, noenv, &buf); err != nil {
-			return false
-		}
-		return json.Unmarshal(buf.Bytes(), &pending) == nil && len(pending) == 1
-	})
-	d := pending[0].Details
-	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: w.Config().KeyNamespace})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := idemstore.Ref{Code: idemstore.OperationCode(d.OperationCode), Digest: idemstore.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
-	if obs, err := store.Inspect(context.Background(), ref); err != nil || obs.Record.State != idemstore.StateAbandoned {
-		t.Fatalf("record before the decision: %+v, %v", obs.Record, err)
-	}
-	resolve := append(opArgs, "-record", pending[0].RecordKey, "-decision", "retry", "-reason", "the provider shows no charge")
-	if err := worker.RunOperator(context.Background(), "resolve", resolve, noenv, io.Discard); err != nil {
-		t.Fatal(err)
-	}
-	var out string
-	if err := run.Get(context.Background(), &out); err != nil || out != "done: x" || calls.Load() != 2 {
-		t.Fatalf("out %q, err %v, calls %d", out, err, calls.Load())
-	}
-	if obs, err := store.Inspect(context.Background(), ref); err != nil || obs.Record.State != idemstore.StateFailedRetryable || obs.Record.Reason != "the provider shows no charge" {
-		t.Fatalf("record after the decision: %+v, %v", obs.Record, err)
-	}
 }
