@@ -177,6 +177,8 @@ func (h *harness) counter(key string) int {
 type effectIn struct {
 	Key  string
 	Mode string // "return", "block" (until cancelled), "retry-once", "sleep:<duration>"
+	// Linger is how long a cancelled "sleep:" action takes to stop.
+	Linger time.Duration
 }
 
 type effectOut struct {
@@ -208,6 +210,7 @@ func registerEffect(r worker.Registry, rdb redis.UniversalClient, keys string) e
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
+				time.Sleep(in.Linger) // finishing what it was doing
 				return effectOut{}, context.Cause(ctx)
 			}
 		}

@@ -266,7 +266,9 @@ func TestSIGTERMRecordsTheOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
-	in := effectIn{Key: h.keys + "/term", Mode: "sleep:1m"}
+	// The action takes a moment to stop once cancelled, as a real one
+	// finishing its step does: the worker must wait for its outcome.
+	in := effectIn{Key: h.keys + "/term", Mode: "sleep:1m", Linger: 300 * time.Millisecond}
 	h.start(effectWorkflow, "term-"+h.keys, "effect-blind", in, 5*time.Second)
 	h.waitFor("the child to enter the action", func() bool { return h.get("entered") == "1" })
 	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
