@@ -14,7 +14,7 @@
 //
 // # States and outcomes
 //
-// A record is CLAIMED, EXECUTING, COMPLETED, FAILED_RETRYABLE or
+// A record is CLAIMED, EXECUTING, COMPLETED, FAILED_RETRYABLE, FAILED or
 // ABANDONED; docs/state-machine.md draws the machine. Every Store call
 // answers with a closed sum type (ClaimOutcome, TransitionOutcome,
 // RenewOutcome, ReleaseOutcome, ResolveOutcome) or an error whose type says

@@ -7,10 +7,13 @@
 //	)
 //
 // Execute runs an idempotent activity and recovers from an unknown effect
-// with the workflow's own history: a reconcile activity, or a decision sent
-// with the ResolveSignal (completed with a result, retry, or fail) while
-// PendingQuery lists what waits. `cmd/worker pending` and `cmd/worker
-// resolve` are the operator's side of it.
+// with the workflow's own history: a reconcile activity, or a decision
+// (completed with a result, retry, or fail) about exactly the incident
+// PendingQuery lists, sent with the ResolveUpdate (validated and answered)
+// or the ResolveSignal (fire and forget; refusals are listed by
+// RefusalsQuery). Any number of Execute calls may wait on one Recovery.
+// `cmd/worker pending`, `resolve` and `reopen` are the operator's side of
+// it.
 //
 // EffectUnknown and InProgress read what an idempotent activity's error
 // says, for workflows that handle it themselves.

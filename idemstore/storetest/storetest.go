@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"RenewRefusesAndChangesNothing", testRenewRefusals},
 		{"ReleaseOnlyFromClaimed", testRelease},
 		{"ResolveSettlesAbandoned", testResolve},
+		{"ResolveFailsForGoodAndReopens", testResolveFailed},
 		{"InvalidInputWritesNothing", testInvalidInput},
 	}
 	for _, tt := range tests {
@@ -820,6 +821,38 @@ func testResolve(t *testing.T, h Harness) {
 	as[idemstore.Missing](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
 		Ref: NewFixture().Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
 	}))))
+}
+
+func testResolveFailed(t *testing.T, h Harness) {
+	s, f := h.NewStore(t), NewFixture()
+	ab := fail(t, s, f, idemstore.StateAbandoned)
+	failed := as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: idemstore.StateFailed, Reason: "refunded by hand", TTL: f.TTL,
+	}))))
+	if failed.Record.State != idemstore.StateFailed || failed.Record.Reason != "refunded by hand" {
+		t.Fatalf("resolved to %+v", failed.Record)
+	}
+	// Every claim, by anyone, is told the operation failed, and why.
+	for _, owner := range []idemstore.Owner{idemstore.NewOwner(), ab.Owner} {
+		of := as[idemstore.OperationFailed](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, idemstore.NewNonce())))))
+		if of.Record.Reason != "refunded by hand" {
+			t.Fatalf("operation failed: %+v", of.Record)
+		}
+	}
+	// Only a reopen (to FAILED_RETRYABLE) moves it on; then the next claim takes over.
+	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: idemstore.StateCompleted,
+		Response: []byte("x"), Codec: f.Codec, Policy: f.Policy, TTL: f.TTL,
+	})))); r.Reason != idemstore.RefusedState {
+		t.Fatalf("completing a FAILED record refused %s, want %s", r.Reason, idemstore.RefusedState)
+	}
+	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
+		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: idemstore.StateFailedRetryable, Reason: "reopened", TTL: f.TTL,
+	}))))
+	to := as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	if to.From != idemstore.StateFailedRetryable || to.EffectMayHaveHappened {
+		t.Fatalf("takeover after reopening: %+v", to)
+	}
 }
 
 func testInvalidInput(t *testing.T, h Harness) {
