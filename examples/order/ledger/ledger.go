@@ -1,0 +1,279 @@
+// Package ledger is the order system's relational ledger: orders, payments
+// with UNIQUE(idempotency_key) and a fencing token, the gateway's calls,
+// inventory reservations, shipments, confirmations and webhook events. It
+// speaks database/sql to SQLite (modernc.org/sqlite, pure Go) or PostgreSQL
+// (pgx): the program that opens it imports the driver, as cmd/worker does:
+//
+//	import (
+//		_ "github.com/jackc/pgx/v5/stdlib"
+//		_ "modernc.org/sqlite"
+//	)
+//
+// The ledger is the third line of defence, after the Redis record and the
+// Temporal workflow ID: a step that runs again after Redis lost its record
+// finds its row (or cannot insert a second one), and FencedUpsert keeps a
+// zombie attempt from overwriting a newer attempt's write.
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+//go:embed schema.sql
+var schema string
+
+// Dialect is the SQL a database speaks, where SQLite and PostgreSQL differ.
+type Dialect int
+
+// The dialects.
+const (
+	SQLite Dialect = iota
+	Postgres
+)
+
+// Driver is the database/sql driver name of the dialect.
+func (d Dialect) Driver() string {
+	if d == Postgres {
+		return "pgx"
+	}
+	return "sqlite"
+}
+
+// rebind turns the ? placeholders of q into the dialect's.
+func (d Dialect) rebind(q string) string {
+	if d != Postgres {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for i := 0; i < len(q); i++ {
+		if q[i] == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteByte(q[i])
+	}
+	return b.String()
+}
+
+// ParseDSN reads a ledger DSN: "sqlite:<path>" (a file, created if
+// missing) or "postgres://…" / "postgresql://…".
+func ParseDSN(dsn string) (Dialect, string, error) {
+	switch {
+	case strings.HasPrefix(dsn, "sqlite:"):
+		path := strings.TrimPrefix(dsn, "sqlite:")
+		if path == "" {
+			return 0, "", errors.New("ledger: the DSN sqlite: needs a file, such as sqlite:onceflow-ledger.db")
+		}
+		// WAL and a busy timeout: the worker and the HTTP API share it.
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		return SQLite, "file:" + path + sep + "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)", nil
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return Postgres, dsn, nil
+	}
+	return 0, "", fmt.Errorf("ledger: DSN %q: want sqlite:<path> or postgres://…", RedactDSN(dsn))
+}
+
+// RedactDSN hides the password of a DSN, for logs and errors.
+func RedactDSN(dsn string) string {
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		if at := strings.Index(dsn[i+3:], "@"); at >= 0 {
+			return dsn[:i+3] + "…@" + dsn[i+3+at+1:]
+		}
+	}
+	return dsn
+}
+
+// Ledger is an open ledger. It is safe for concurrent use.
+type Ledger struct {
+	db      *sql.DB
+	dialect Dialect
+	now     func() time.Time
+}
+
+// Open opens the ledger at dsn and creates its tables if they are missing.
+func Open(ctx context.Context, dsn string) (*Ledger, error) {
+	d, source, err := ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db, err := sql.Open(d.Driver(), source)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s (is the %s driver imported?): %w", RedactDSN(dsn), d.Driver(), err)
+	}
+	if d == SQLite {
+		db.SetMaxOpenConns(1) // one writer: SQLite serialises writes anyway
+	}
+	l := &Ledger{db: db, dialect: d, now: time.Now}
+	if err := l.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("ledger: %s: %w", RedactDSN(dsn), err)
+	}
+	return l, nil
+}
+
+func (l *Ledger) migrate(ctx context.Context) error {
+	for _, stmt := range strings.Split(schema, ";\n") {
+		if strings.TrimSpace(stripComments(stmt)) == "" {
+			continue
+		}
+		if _, err := l.db.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("create the schema: %w", err)
+		}
+	}
+	return nil
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Close closes the database.
+func (l *Ledger) Close() error { return l.db.Close() }
+
+// DB is the database, for queries of your own.
+func (l *Ledger) DB() *sql.DB { return l.db }
+
+// Dialect is the database's dialect.
+func (l *Ledger) Dialect() Dialect { return l.dialect }
+
+func (l *Ledger) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return l.db.ExecContext(ctx, l.dialect.rebind(q), args...)
+}
+
+func (l *Ledger) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
+	return l.db.QueryRowContext(ctx, l.dialect.rebind(q), args...)
+}
+
+func (l *Ledger) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return l.db.QueryContext(ctx, l.dialect.rebind(q), args...)
+}
+
+func (l *Ledger) millis() int64 { return l.now().UnixMilli() }
+
+func fromMillis(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// Item is one line of an order.
+type Item struct {
+	SKU string `json:"sku"`
+	Qty int    `json:"qty"`
+}
+
+// Order is an order row.
+type Order struct {
+	ID          string    `json:"order_id"`
+	CustomerID  string    `json:"customer_id"`
+	Items       []Item    `json:"items"`
+	AmountCents int64     `json:"amount_cents"`
+	Currency    string    `json:"currency"`
+	Status      string    `json:"status"`
+	PaymentID   string    `json:"payment_id,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	WorkflowID  string    `json:"workflow_id,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+const orderColumns = "order_id, customer_id, items, amount_cents, currency, status, payment_id, reason, workflow_id, created_at, updated_at"
+
+func scanOrder(row interface{ Scan(...any) error }) (Order, error) {
+	var o Order
+	var items string
+	var created, updated int64
+	err := row.Scan(&o.ID, &o.CustomerID, &items, &o.AmountCents, &o.Currency, &o.Status, &o.PaymentID, &o.Reason, &o.WorkflowID, &created, &updated)
+	if err != nil {
+		return Order{}, err
+	}
+	if err := json.Unmarshal([]byte(items), &o.Items); err != nil {
+		return Order{}, fmt.Errorf("ledger: order %s has items that do not decode: %w", o.ID, err)
+	}
+	o.CreatedAt, o.UpdatedAt = fromMillis(created), fromMillis(updated)
+	return o, nil
+}
+
+// CreateOrder records an order in status "pending", or returns the order
+// already recorded under its ID.
+func (l *Ledger) CreateOrder(ctx context.Context, o Order) (Order, error) {
+	items, err := json.Marshal(o.Items)
+	if err != nil {
+		return Order{}, err
+	}
+	now := l.millis()
+	if o.Status == "" {
+		o.Status = "pending"
+	}
+	_, err = l.exec(ctx, "INSERT INTO orders ("+orderColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (order_id) DO NOTHING",
+		o.ID, o.CustomerID, string(items), o.AmountCents, o.Currency, o.Status, o.PaymentID, o.Reason, o.WorkflowID, now, now)
+	if err != nil {
+		return Order{}, fmt.Errorf("ledger: create order %s: %w", o.ID, err)
+	}
+	stored, ok, err := l.Order(ctx, o.ID)
+	if err == nil && !ok {
+		err = fmt.Errorf("ledger: order %s vanished after it was created", o.ID)
+	}
+	return stored, err
+}
+
+// SetOrderStatus moves an order to status (with the payment and a reason,
+// when given).
+func (l *Ledger) SetOrderStatus(ctx context.Context, id, status, paymentID, reason string) error {
+	_, err := l.exec(ctx, "UPDATE orders SET status = ?, payment_id = CASE WHEN ? = '' THEN payment_id ELSE ? END, reason = ?, updated_at = ? WHERE order_id = ?",
+		status, paymentID, paymentID, reason, l.millis(), id)
+	if err != nil {
+		return fmt.Errorf("ledger: set the status of order %s: %w", id, err)
+	}
+	return nil
+}
+
+// Order reads an order.
+func (l *Ledger) Order(ctx context.Context, id string) (Order, bool, error) {
+	o, err := scanOrder(l.queryRow(ctx, "SELECT "+orderColumns+" FROM orders WHERE order_id = ?", id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("ledger: read order %s: %w", id, err)
+	}
+	return o, true, nil
+}
+
+// RecentOrders lists the latest orders, newest first.
+func (l *Ledger) RecentOrders(ctx context.Context, limit int) ([]Order, error) {
+	rows, err := l.query(ctx, "SELECT "+orderColumns+" FROM orders ORDER BY created_at DESC, order_id DESC LIMIT ?", limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list orders: %w", err)
+	}
+	defer rows.Close()
+	var out []Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,224 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Payment statuses.
+const (
+	PaymentCaptured = "captured"
+	PaymentDeclined = "declined"
+)
+
+// Payment is a payments row: one per charge, by idempotency key.
+type Payment struct {
+	ID string `json:"payment_id"`
+	// IdempotencyKey is the charge's operation key (onceactivity.OperationKey):
+	// UNIQUE, so a charge that runs again cannot add a second row.
+	IdempotencyKey  string `json:"idempotency_key"`
+	OrderID         string `json:"order_id"`
+	AmountCents     int64  `json:"amount_cents"`
+	Currency        string `json:"currency"`
+	GatewayChargeID string `json:"gateway_charge_id"`
+	Status          string `json:"status"`
+	// Fence is the attempt that wrote the row.
+	Fence     Fence     `json:"fence"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+const paymentColumns = "payment_id, idempotency_key, order_id, amount_cents, currency, gateway_charge_id, status, fence_attempt, fence_rev, created_at, updated_at"
+
+func scanPayment(row interface{ Scan(...any) error }) (Payment, error) {
+	var p Payment
+	var created, updated int64
+	err := row.Scan(&p.ID, &p.IdempotencyKey, &p.OrderID, &p.AmountCents, &p.Currency, &p.GatewayChargeID, &p.Status,
+		&p.Fence.Attempt, &p.Fence.Rev, &created, &updated)
+	p.CreatedAt, p.UpdatedAt = fromMillis(created), fromMillis(updated)
+	return p, err
+}
+
+// PaymentByKey reads the payment of an idempotency key.
+func (l *Ledger) PaymentByKey(ctx context.Context, key string) (Payment, bool, error) {
+	p, err := scanPayment(l.queryRow(ctx, "SELECT "+paymentColumns+" FROM payments WHERE idempotency_key = ?", key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Payment{}, false, nil
+	}
+	if err != nil {
+		return Payment{}, false, fmt.Errorf("ledger: read the payment of %s: %w", key, err)
+	}
+	return p, true, nil
+}
+
+// Payments lists an order's payments, oldest first.
+func (l *Ledger) Payments(ctx context.Context, orderID string) ([]Payment, error) {
+	rows, err := l.query(ctx, "SELECT "+paymentColumns+" FROM payments WHERE order_id = ? ORDER BY created_at, payment_id", orderID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list the payments of order %s: %w", orderID, err)
+	}
+	defer rows.Close()
+	out := []Payment{}
+	for rows.Next() {
+		p, err := scanPayment(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// RecordPayment writes p under its fence (FencedUpsert keyed by
+// IdempotencyKey) and returns the stored row. A new row gets p.ID, or a
+// new UUIDv7 when it is empty; a row that exists keeps its ID and creation
+// time, so a step that runs again after Redis lost its record answers
+// with the original payment. A write whose fence is older than the stored
+// row's is refused with a *StaleFenceError (and the stored row).
+func (l *Ledger) RecordPayment(ctx context.Context, p Payment) (Payment, error) {
+	if p.IdempotencyKey == "" {
+		return Payment{}, errors.New("ledger: a payment needs an idempotency key")
+	}
+	if p.ID == "" {
+		p.ID = uuid.Must(uuid.NewV7()).String()
+	}
+	now := l.millis()
+	written, err := FencedUpsert(ctx, l.db, l.dialect, FencedWrite{
+		Table: "payments", KeyColumn: "idempotency_key", Key: p.IdempotencyKey, Fence: p.Fence,
+		Columns: []string{"payment_id", "order_id", "amount_cents", "currency", "gateway_charge_id", "status", "created_at", "updated_at"},
+		Values:  []any{p.ID, p.OrderID, p.AmountCents, p.Currency, p.GatewayChargeID, p.Status, now, now},
+		Update:  []string{"gateway_charge_id", "status", "updated_at"},
+	})
+	if err != nil {
+		return Payment{}, err
+	}
+	stored, ok, err := l.PaymentByKey(ctx, p.IdempotencyKey)
+	if err == nil && !ok {
+		err = fmt.Errorf("ledger: the payment of %s vanished after it was written", p.IdempotencyKey)
+	}
+	if err != nil {
+		return Payment{}, err
+	}
+	if !written {
+		return stored, &StaleFenceError{Table: "payments", Key: p.IdempotencyKey, Stored: stored.Fence, Attempted: p.Fence}
+	}
+	return stored, nil
+}
+
+// EnsurePayment inserts p unless a payment with its idempotency key exists,
+// and returns the stored row either way, with whether it inserted it. It
+// never overwrites: it is for writers without a fence (a reconcile, an
+// operator's decision), whose row an attempt that holds a fence may later
+// overwrite.
+func (l *Ledger) EnsurePayment(ctx context.Context, p Payment) (Payment, bool, error) {
+	if p.IdempotencyKey == "" {
+		return Payment{}, false, errors.New("ledger: a payment needs an idempotency key")
+	}
+	if p.ID == "" {
+		p.ID = uuid.Must(uuid.NewV7()).String()
+	}
+	now := l.millis()
+	res, err := l.exec(ctx, "INSERT INTO payments ("+paymentColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+		p.ID, p.IdempotencyKey, p.OrderID, p.AmountCents, p.Currency, p.GatewayChargeID, p.Status, p.Fence.Attempt, p.Fence.Rev, now, now)
+	if err != nil {
+		return Payment{}, false, fmt.Errorf("ledger: record the payment of %s: %w", p.IdempotencyKey, err)
+	}
+	n, _ := res.RowsAffected()
+	stored, ok, err := l.PaymentByKey(ctx, p.IdempotencyKey)
+	if err == nil && !ok {
+		err = fmt.Errorf("ledger: the payment of %s vanished after it was written", p.IdempotencyKey)
+	}
+	return stored, n > 0, err
+}
+
+// Gateway call outcomes.
+const (
+	CallCharged            = "charged"
+	CallChargedThenTimeout = "charged-then-timeout"
+	CallChargedThenCrash   = "charged-then-crash"
+	CallDeclined           = "declined"
+	CallUnavailable        = "unavailable"
+	// CallTimeoutBeforeCharge: the caller heard a timeout, and nothing
+	// was charged.
+	CallTimeoutBeforeCharge = "timeout-before-charge"
+)
+
+// GatewayCall is one call the gateway simulator took.
+type GatewayCall struct {
+	ID           string    `json:"call_id"`
+	OperationKey string    `json:"operation_key"`
+	OrderID      string    `json:"order_id"`
+	AmountCents  int64     `json:"amount_cents"`
+	Currency     string    `json:"currency"`
+	Outcome      string    `json:"outcome"`
+	ChargeID     string    `json:"charge_id,omitempty"`
+	CalledAt     time.Time `json:"called_at"`
+}
+
+// Charged reports whether the call took money (whatever the caller heard).
+func (c GatewayCall) Charged() bool {
+	return c.Outcome == CallCharged || c.Outcome == CallChargedThenTimeout || c.Outcome == CallChargedThenCrash
+}
+
+const callColumns = "call_id, operation_key, order_id, amount_cents, currency, outcome, charge_id, called_at"
+
+// RecordGatewayCall records a call; c.ID and c.CalledAt are filled in when
+// empty.
+func (l *Ledger) RecordGatewayCall(ctx context.Context, c GatewayCall) (GatewayCall, error) {
+	if c.ID == "" {
+		c.ID = uuid.Must(uuid.NewV7()).String()
+	}
+	if c.CalledAt.IsZero() {
+		c.CalledAt = l.now().UTC()
+	}
+	_, err := l.exec(ctx, "INSERT INTO gateway_calls ("+callColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		c.ID, c.OperationKey, c.OrderID, c.AmountCents, c.Currency, c.Outcome, c.ChargeID, c.CalledAt.UnixMilli())
+	if err != nil {
+		return GatewayCall{}, fmt.Errorf("ledger: record a gateway call for order %s: %w", c.OrderID, err)
+	}
+	return c, nil
+}
+
+// UpdateGatewayCallOutcome changes what a call's caller heard (a charge
+// then a timeout or a crash).
+func (l *Ledger) UpdateGatewayCallOutcome(ctx context.Context, id, outcome string) error {
+	if _, err := l.exec(ctx, "UPDATE gateway_calls SET outcome = ? WHERE call_id = ?", outcome, id); err != nil {
+		return fmt.Errorf("ledger: update gateway call %s: %w", id, err)
+	}
+	return nil
+}
+
+func (l *Ledger) gatewayCalls(ctx context.Context, where string, arg any) ([]GatewayCall, error) {
+	rows, err := l.query(ctx, "SELECT "+callColumns+" FROM gateway_calls WHERE "+where+" = ? ORDER BY called_at, call_id", arg)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list gateway calls: %w", err)
+	}
+	defer rows.Close()
+	out := []GatewayCall{}
+	for rows.Next() {
+		var c GatewayCall
+		var at int64
+		if err := rows.Scan(&c.ID, &c.OperationKey, &c.OrderID, &c.AmountCents, &c.Currency, &c.Outcome, &c.ChargeID, &at); err != nil {
+			return nil, err
+		}
+		c.CalledAt = fromMillis(at)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// GatewayCallsByKey lists the calls made under an operation key, oldest
+// first: what a reconcile asks.
+func (l *Ledger) GatewayCallsByKey(ctx context.Context, key string) ([]GatewayCall, error) {
+	return l.gatewayCalls(ctx, "operation_key", key)
+}
+
+// GatewayCalls lists an order's calls, oldest first.
+func (l *Ledger) GatewayCalls(ctx context.Context, orderID string) ([]GatewayCall, error) {
+	return l.gatewayCalls(ctx, "order_id", orderID)
+}

@@ -1,0 +1,89 @@
+-- The order system's ledger: SQLite and PostgreSQL alike. Times are epoch
+-- milliseconds. Applied on every start; every statement is idempotent.
+
+CREATE TABLE IF NOT EXISTS orders (
+  order_id     TEXT PRIMARY KEY,
+  customer_id  TEXT NOT NULL,
+  items        TEXT NOT NULL,
+  amount_cents BIGINT NOT NULL,
+  currency     TEXT NOT NULL,
+  status       TEXT NOT NULL,
+  payment_id   TEXT NOT NULL DEFAULT '',
+  reason       TEXT NOT NULL DEFAULT '',
+  workflow_id  TEXT NOT NULL DEFAULT '',
+  created_at   BIGINT NOT NULL,
+  updated_at   BIGINT NOT NULL
+);
+
+-- One row per charge. UNIQUE(idempotency_key) is the last line of defence
+-- (seed 001 §4): a step that runs again after Redis lost its record cannot
+-- add a second row. The fence is the (attempt, rev) of the attempt that
+-- wrote the row: an older one may not overwrite it.
+CREATE TABLE IF NOT EXISTS payments (
+  payment_id        TEXT PRIMARY KEY,
+  idempotency_key   TEXT NOT NULL UNIQUE,
+  order_id          TEXT NOT NULL,
+  amount_cents      BIGINT NOT NULL,
+  currency          TEXT NOT NULL,
+  gateway_charge_id TEXT NOT NULL,
+  status            TEXT NOT NULL,
+  fence_attempt     BIGINT NOT NULL,
+  fence_rev         BIGINT NOT NULL,
+  created_at        BIGINT NOT NULL,
+  updated_at        BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS payments_order ON payments (order_id);
+
+-- Every call the (non-idempotent) gateway simulator took: no unique key,
+-- on purpose. The count survives worker restarts. outcome is charged,
+-- charged-then-timeout, charged-then-crash, declined, unavailable or
+-- timeout-before-charge.
+CREATE TABLE IF NOT EXISTS gateway_calls (
+  call_id       TEXT PRIMARY KEY,
+  operation_key TEXT NOT NULL,
+  order_id      TEXT NOT NULL,
+  amount_cents  BIGINT NOT NULL,
+  currency      TEXT NOT NULL,
+  outcome       TEXT NOT NULL,
+  charge_id     TEXT NOT NULL DEFAULT '',
+  called_at     BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS gateway_calls_key ON gateway_calls (operation_key);
+CREATE INDEX IF NOT EXISTS gateway_calls_order ON gateway_calls (order_id);
+
+-- Stock per SKU. A SKU the ledger has not seen starts with DefaultStock.
+CREATE TABLE IF NOT EXISTS inventory (
+  sku       TEXT PRIMARY KEY,
+  available BIGINT NOT NULL
+);
+
+-- One reservation per order: reserving twice takes the stock once, and
+-- releasing gives it back only from status reserved.
+CREATE TABLE IF NOT EXISTS inventory_reservations (
+  order_id    TEXT PRIMARY KEY,
+  items       TEXT NOT NULL,
+  status      TEXT NOT NULL,
+  reserved_at BIGINT NOT NULL,
+  released_at BIGINT NOT NULL DEFAULT 0
+);
+
+CREATE TABLE IF NOT EXISTS shipments (
+  shipment_id TEXT PRIMARY KEY,
+  order_id    TEXT NOT NULL UNIQUE,
+  created_at  BIGINT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS confirmations (
+  order_id   TEXT PRIMARY KEY,
+  payment_id TEXT NOT NULL,
+  sent_at    BIGINT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS webhook_events (
+  event_id    TEXT PRIMARY KEY,
+  sender      TEXT NOT NULL,
+  order_id    TEXT NOT NULL,
+  kind        TEXT NOT NULL,
+  payload     TEXT NOT NULL,
+  received_at BIGINT NOT NULL
+);
