@@ -487,3 +487,12 @@ func Fence(ctx context.Context) (idemstore.Fence, bool) {
 	x, ok := idemstore.ExecutionFrom(ctx)
 	return x.Fence, ok
 }
+
+// BusinessOperationKey returns the operation key (OperationKey) that a
+// BusinessScoped activity with this code and business key has in a
+// Temporal namespace: what a reconcile activity, an HTTP handler or an
+// operator's tool looks the operation's downstream effect up by, outside
+// the wrapped activity.
+func (w *Wrapper) BusinessOperationKey(namespace string, code idemstore.OperationCode, key string) string {
+	return idemstore.Ref{Code: code, Digest: w.digester.Digest("business", namespace, key)}.String()
+}

@@ -145,6 +145,11 @@ func TestBusinessScopedRunsOnceAcrossWorkflows(t *testing.T) {
 	if err != nil || first.ChargeID != "ch_"+in.Order || first.Key == "" {
 		t.Fatalf("first = %+v, %v", first, err)
 	}
+	// Outside the activity, the same key is derived from what a reconcile
+	// activity or an HTTP handler knows.
+	if k := f.wrapper.BusinessOperationKey("default-test-namespace", "charge-payment", businessKey(in)); k != first.Key {
+		t.Fatalf("BusinessOperationKey = %q, the activity's OperationKey %q", k, first.Key)
+	}
 	second, err := f.run(t, opts, f.charge, in, 10*time.Second, 3)
 	if err != nil || second != first || f.runs.Load() != 1 {
 		t.Fatalf("second = %+v, %v; ran %d times", second, err, f.runs.Load())

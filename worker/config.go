@@ -252,14 +252,17 @@ func ParseRedisURL(raw string) (*redis.UniversalOptions, error) {
 // back to an environment variable, and then to its default. getenv is
 // usually os.Getenv.
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	return ParseFlagsWith(name, args, getenv, nil)
+}
+
+// ParseFlagsWith is ParseFlags with flags of the caller's own: extra
+// defines them on the flag set before it is parsed (cmd/worker adds the
+// example's ledger and gateway flags this way). Read their environment
+// variables in extra, as the worker's flags do.
+func ParseFlagsWith(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (Config, error) {
 	var c Config
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	env := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
+	env := envOr(getenv)
 	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
@@ -281,6 +284,9 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&maxWorkflowTasks, "max-concurrent-workflow-tasks", env("ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", ""), "workflow tasks run at once (ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS; default the SDK's)")
 	fs.StringVar(&sticky, "sticky-schedule-to-start-timeout", env("ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", ""), "sticky workflow task schedule-to-start timeout (ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT; default the SDK's)")
 	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+DefaultHTTPAddr+")")
+	if extra != nil {
+		extra(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}

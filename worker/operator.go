@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -25,6 +27,11 @@ var OperatorCommands = []string{"pending", "resolve", "reopen"}
 
 // RunOperator runs an operator command:
 //
+//	pending [-task-queue Q] [-limit N] [-json]
+//	    lists every running workflow of the task queue that waits on a
+//	    decision: one line per incident, with the resolve command to send
+//	    (visibility lists the running workflows, newest first, at most
+//	    -limit of them; each is asked PendingQuery)
 //	pending -workflow-id ID [-run-id ID]
 //	    prints the incidents the workflow waits on a decision for, and the
 //	    decisions it refused, as JSON
@@ -42,12 +49,7 @@ var OperatorCommands = []string{"pending", "resolve", "reopen"}
 func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(out)
-	env := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
+	env := envOr(getenv)
 	var c Config
 	registerTemporalFlags(fs, &c, env)
 	wfID := fs.String("workflow-id", "", "the waiting workflow's ID (pending, resolve)")
@@ -59,6 +61,9 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	result := fs.String("result", "", "resolve completed: the activity's result as JSON")
 	reason := fs.String("reason", "", "resolve, reopen: why, for the history and the record")
 	signal := fs.Bool("signal", false, "resolve: send the decision as a signal, without waiting for an answer")
+	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
+	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
+	asJSON := fs.Bool("json", false, "pending: print the list as JSON")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", DefaultRedisURL), "reopen: Redis URL (REDIS_URL)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", DefaultKeyNamespace), "reopen: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	if err := fs.Parse(args); err != nil {
@@ -70,7 +75,10 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	switch command {
 	case "pending":
 		if *wfID == "" {
-			return errors.New("pending: -workflow-id is required")
+			if *limit <= 0 {
+				return errors.New("pending: -limit must be positive")
+			}
+			return pendingList(ctx, c, *limit, *asJSON, out)
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
@@ -153,6 +161,94 @@ func pending(ctx context.Context, c Config, wfID, runID string, out io.Writer) e
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(rep)
+}
+
+// Waiting is one running workflow that waits on decisions, as pending
+// without -workflow-id lists it.
+type Waiting struct {
+	WorkflowID string                   `json:"workflowId"`
+	RunID      string                   `json:"runId"`
+	Type       string                   `json:"workflowType"`
+	Pending    []idemwf.PendingRecovery `json:"pending"`
+}
+
+// listPending lists the running workflows of c.TaskQueue that wait on a
+// decision, inspecting at most limit of them, newest first.
+func listPending(ctx context.Context, tc client.Client, c Config, limit int) ([]Waiting, error) {
+	query := fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", strings.ReplaceAll(c.TaskQueue, "'", "''"))
+	out := []Waiting{}
+	var token []byte
+	seen := 0
+	for seen < limit {
+		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: c.Namespace, Query: query, PageSize: int32(min(limit-seen, 100)), NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("pending: list the running workflows of %s: %w", c.TaskQueue, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			if seen == limit {
+				break
+			}
+			seen++
+			id, run := e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()
+			v, err := tc.QueryWorkflow(ctx, id, run, idemwf.PendingQuery)
+			if err != nil {
+				// Not a onceflow workflow (no such query), or it just
+				// ended: nothing to decide there.
+				continue
+			}
+			var p []idemwf.PendingRecovery
+			if err := v.Get(&p); err != nil || len(p) == 0 {
+				continue
+			}
+			out = append(out, Waiting{WorkflowID: id, RunID: run, Type: e.GetType().GetName(), Pending: p})
+		}
+		token = resp.GetNextPageToken()
+		if len(token) == 0 {
+			break
+		}
+	}
+	return out, nil
+}
+
+func pendingList(ctx context.Context, c Config, limit int, asJSON bool, out io.Writer) error {
+	if c.Namespace == "" {
+		c.Namespace = DefaultNamespace
+	}
+	tc, err := dial(ctx, c, "pending")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	list, err := listPending(ctx, tc, c, limit)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	if len(list) == 0 {
+		_, err := fmt.Fprintf(out, "no running workflow of task queue %s waits on a decision\n", c.TaskQueue)
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKFLOW ID\tACTIVITY\tRECORD\tATTEMPT\tREV\tSTATE\tRESULT TYPE\tSINCE")
+	for _, w := range list {
+		for _, p := range w.Pending {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", w.WorkflowID, p.Activity, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev,
+				p.Details.State, p.ResultType, p.Since.UTC().Format(time.RFC3339))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	w, p := list[0], list[0].Pending[0]
+	_, err = fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
+		w.WorkflowID, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev, p.ResultType)
+	return err
 }
 
 func resolve(ctx context.Context, c Config, wfID, runID string, res idemwf.Resolution, signal bool, out io.Writer) error {

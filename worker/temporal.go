@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -88,6 +89,28 @@ func (c Config) temporalTLS(hostPort string) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	return cfg, nil
+}
+
+// RegisterTemporalFlags defines the Temporal connection flags of the worker
+// (-temporal-address, -namespace, the TLS files, the API key) on fs, each
+// falling back to its environment variable through getenv: for commands of
+// your own that talk to the same Temporal as the worker, with Dial.
+func RegisterTemporalFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) {
+	registerTemporalFlags(fs, c, envOr(getenv))
+}
+
+// Dial connects to Temporal with c's TemporalClientOptions; the error says
+// which flags to check.
+func Dial(ctx context.Context, c Config) (client.Client, error) { return dial(ctx, c, "worker") }
+
+// envOr returns a lookup of getenv with a default.
+func envOr(getenv func(string) string) func(key, def string) string {
+	return func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
 }
 
 // registerTemporalFlags defines the flags of the Temporal connection, each

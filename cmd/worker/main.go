@@ -1,9 +1,12 @@
-// Command worker runs a onceflow worker: the example order workflow and
-// its idempotent charge activity, with /healthz and /readyz.
+// Command worker runs a onceflow worker with the example order system:
+// the PlaceOrder saga over a SQL ledger and a gateway simulator, and the
+// quick start's ChargeOrder, with /healthz and /readyz.
 //
-//	go run ./cmd/worker -dev     # embedded Temporal and Redis, nothing to install
-//	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0
-//	go run ./cmd/worker pending -workflow-id ID          # incidents waiting for a recovery decision
+//	go run ./cmd/worker -dev     # embedded Temporal and Redis, a SQLite ledger: nothing to install
+//	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0 -ledger-dsn postgres://…
+//	go run ./cmd/worker order -customer c-1 -item A-1:2 -amount-cents 1999   # place an order
+//	go run ./cmd/worker ledger -order-id ID             # its rows: order, payments, gateway calls
+//	go run ./cmd/worker pending                         # every workflow waiting on a recovery decision
 //	go run ./cmd/worker resolve -workflow-id ID -record KEY -attempt N -rev N -decision retry
 //	go run ./cmd/worker reopen -record KEY               # a record a fail decision left FAILED
 //
@@ -20,14 +23,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
 
-	"github.com/onceflow/onceflow/cmd/internal/devserver"
-	"github.com/onceflow/onceflow/examples/order"
+	// The ledger's database drivers: pure Go SQLite, and pgx for PostgreSQL.
+	_ "github.com/jackc/pgx/v5/stdlib"
+	_ "modernc.org/sqlite"
+
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -44,28 +48,16 @@ func main() {
 func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	if len(os.Args) > 1 && slices.Contains(worker.OperatorCommands, os.Args[1]) {
-		return worker.RunOperator(ctx, os.Args[1], os.Args[2:], os.Getenv, os.Stdout)
-	}
-	cfg, err := worker.ParseFlags("worker", os.Args[1:], os.Getenv)
-	if err != nil {
-		return err
-	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	if cfg.Dev {
-		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-		stop, err := devserver.Start(&cfg, log)
-		if err != nil {
-			return err
+	args := os.Args[1:]
+	if len(args) > 0 {
+		switch cmd := args[0]; {
+		case slices.Contains(worker.OperatorCommands, cmd):
+			return worker.RunOperator(ctx, cmd, args[1:], os.Getenv, os.Stdout)
+		case cmd == "order":
+			return placeOrder(ctx, args[1:], os.Getenv, os.Stdout)
+		case cmd == "ledger":
+			return showLedger(ctx, args[1:], os.Getenv, os.Stdout)
 		}
-		defer stop()
 	}
-	cfg.Logger = log
-	provider := order.NewProvider()
-	cfg.Register = func(r worker.Registry) error { return order.Register(r, provider) }
-	w, err := worker.New(cfg)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx)
+	return serve(ctx, args, os.Getenv)
 }

@@ -41,12 +41,12 @@ func Example() {
 		suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 		env := suite.NewTestWorkflowEnvironment()
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})
-		env.RegisterWorkflow(order.PlaceOrder)
+		env.RegisterWorkflow(order.ChargeOrder)
 		env.RegisterActivityWithOptions(
 			onceactivity.Wrap(wrapper, order.ChargeOptions(provider), order.ChargeFunc(provider)),
 			activity.RegisterOptions{Name: order.ChargeActivity},
 		)
-		env.ExecuteWorkflow(order.PlaceOrder, charge)
+		env.ExecuteWorkflow(order.ChargeOrder, charge)
 		var receipt order.Receipt
 		if err := env.GetWorkflowResult(&receipt); err != nil {
 			panic(err)

@@ -1,6 +1,3 @@
-// Package order is onceflow's example application: an order workflow that
-// charges a card through an idempotent activity. `go run ./cmd/worker -dev`
-// registers it.
 package order
 
 import (
@@ -36,9 +33,9 @@ type Receipt struct {
 	ProviderKey string `json:"providerKey"`
 }
 
-// PlaceOrder charges the order's card once, however often the activity is
+// ChargeOrder charges the order's card once, however often the activity is
 // retried and however many workflows are started for the same order.
-func PlaceOrder(ctx workflow.Context, c Charge) (Receipt, error) {
+func ChargeOrder(ctx workflow.Context, c Charge) (Receipt, error) {
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		HeartbeatTimeout:    10 * time.Second, // required: it drives the lease renewal
@@ -109,9 +106,9 @@ func ChargeFunc(p *Provider) func(context.Context, Charge) (Receipt, error) {
 	}
 }
 
-// Register registers the workflow and the idempotent activity.
-func Register(r worker.Registry, p *Provider) error {
-	r.Worker.RegisterWorkflow(PlaceOrder)
+// RegisterCharge registers the workflow and the idempotent activity.
+func RegisterCharge(r worker.Registry, p *Provider) error {
+	r.Worker.RegisterWorkflow(ChargeOrder)
 	r.Worker.RegisterActivityWithOptions(
 		onceactivity.Wrap(r.Activities, ChargeOptions(p), ChargeFunc(p)),
 		activity.RegisterOptions{Name: ChargeActivity},

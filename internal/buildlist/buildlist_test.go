@@ -17,6 +17,7 @@ var libraryPackages = []string{
 	"github.com/onceflow/onceflow/idemstore/redisstore",
 	"github.com/onceflow/onceflow/idemstore/storetest",
 	"github.com/onceflow/onceflow/examples/order",
+	"github.com/onceflow/onceflow/examples/order/ledger",
 }
 
 // Modules that must never reach a user's build list.

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/alicebob/miniredis/v2"
 
@@ -19,10 +21,44 @@ import (
 	"github.com/onceflow/onceflow/worker"
 )
 
+// StateDir is the directory -dev keeps what outlives a run in (the
+// example's SQLite ledger): $ONCEFLOW_DEV_STATE_DIR, else
+// $XDG_STATE_HOME/onceflow/dev, else ~/.local/state/onceflow/dev. It is
+// created if missing.
+func StateDir() (string, error) {
+	dir := os.Getenv("ONCEFLOW_DEV_STATE_DIR")
+	if dir == "" {
+		base := os.Getenv("XDG_STATE_HOME")
+		if base == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("devserver: no state directory (set ONCEFLOW_DEV_STATE_DIR): %w", err)
+			}
+			base = filepath.Join(home, ".local", "state")
+		}
+		dir = filepath.Join(base, "onceflow", "dev")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("devserver: create the state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// LedgerDSN is the ledger -dev uses when none is given: a SQLite file in
+// StateDir.
+func LedgerDSN() (string, error) {
+	dir, err := StateDir()
+	if err != nil {
+		return "", err
+	}
+	return "sqlite:" + filepath.Join(dir, "ledger.db"), nil
+}
+
 // Start fills in cfg's TemporalAddress, Namespace and RedisURL when they
 // are empty by starting embedded servers, logs one line saying what it
-// started and where, and returns a function that stops them.
-func Start(cfg *worker.Config, log *slog.Logger) (_ func(), err error) {
+// started and where (with attrs, the caller's own, such as the ledger it
+// uses), and returns a function that stops them.
+func Start(cfg *worker.Config, log *slog.Logger, attrs ...any) (_ func(), err error) {
 	var stops []func()
 	stopAll := func() {
 		for i := len(stops) - 1; i >= 0; i-- {
@@ -67,8 +103,6 @@ func Start(cfg *worker.Config, log *slog.Logger) (_ func(), err error) {
 			return nil, err
 		}
 	}
-	if len(started) > 0 {
-		log.Info("onceflow: -dev started embedded servers", started...)
-	}
+	log.Info("onceflow: -dev started embedded servers", append(started, attrs...)...)
 	return stopAll, nil
 }

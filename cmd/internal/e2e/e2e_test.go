@@ -70,6 +70,8 @@ type harness struct {
 	queue string
 	keys  string
 	lease time.Duration
+	// redis is the address of the Redis the workers use.
+	redis string
 	rdb   *redis.Client
 	tc    client.Client
 }
@@ -78,7 +80,7 @@ func newHarness(t *testing.T, lease time.Duration) *harness {
 	t.Helper()
 	h := &harness{
 		t: t, queue: "q-" + storetest.RandomHex(6), keys: redistest.Namespace(t), lease: lease,
-		rdb: redistest.Client(t),
+		rdb: redistest.Client(t), redis: redistest.Addr(t),
 	}
 	// Not temporalServer.NewClientWithOptions: it is not safe for
 	// concurrent use, and these tests run in parallel.
@@ -109,7 +111,7 @@ func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease 
 // startWorker runs an in-process worker until the test ends.
 func (h *harness) startWorker(register func(worker.Registry) error) *worker.Worker {
 	h.t.Helper()
-	cfg := workerConfig(temporalServer.GetFrontendHostPort(), temporalServer.GetDefaultNamespace(), h.queue, redistest.Addr(h.t), h.keys, h.lease)
+	cfg := workerConfig(temporalServer.GetFrontendHostPort(), temporalServer.GetDefaultNamespace(), h.queue, h.redis, h.keys, h.lease)
 	cfg.Register = register
 	w, err := worker.New(cfg)
 	if err != nil {
@@ -251,6 +253,9 @@ func effectWorkflow(ctx workflow.Context, activityName string, in effectIn, hear
 // runChild is the worker process that the SIGKILL and SIGTERM tests
 // stop: it runs until killed, or until SIGTERM stops it in order.
 func runChild() int {
+	if os.Getenv(envChild) == "order" {
+		return runOrderChild()
+	}
 	lease, _ := time.ParseDuration(os.Getenv(envLease))
 	cfg := workerConfig(os.Getenv(envTemporal), os.Getenv(envNamespace), os.Getenv(envQueue), os.Getenv(envRedis), os.Getenv(envKeys), lease)
 	cfg.HTTPAddr = "off"
@@ -294,11 +299,11 @@ func TestHappyPathRunsOnceAndReplaysAcrossWorkflows(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, 0)
 	provider := order.NewProvider()
-	w := h.startWorker(func(r worker.Registry) error { return order.Register(r, provider) })
+	w := h.startWorker(func(r worker.Registry) error { return order.RegisterCharge(r, provider) })
 	c := order.Charge{OrderID: "order-" + storetest.RandomHex(4), Customer: "c-7", AmountCents: 1000}
 	var receipts [2]order.Receipt
 	for i := range receipts {
-		run := h.start(order.PlaceOrder, fmt.Sprintf("place-%s-%d", c.OrderID, i), c)
+		run := h.start(order.ChargeOrder, fmt.Sprintf("place-%s-%d", c.OrderID, i), c)
 		if err := run.Get(context.Background(), &receipts[i]); err != nil {
 			t.Fatal(err)
 		}

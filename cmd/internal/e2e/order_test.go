@@ -1,0 +1,498 @@
+package e2e_test
+
+// End-to-end tests of the order system: the PlaceOrder saga on a real
+// Temporal server and Redis, with the ledger in SQLite and, when
+// LEDGER_DSN names one, in PostgreSQL too.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	_ "modernc.org/sqlite"
+
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/worker"
+)
+
+const (
+	envLedger = "ONCEFLOW_E2E_LEDGER"
+	// envUpdate rewrites the recorded history examples/order replays.
+	envUpdate = "ONCEFLOW_UPDATE_TESTDATA"
+)
+
+// forEachLedger runs test against a SQLite ledger and, when LEDGER_DSN is
+// set (.ci/run sets it to the local PostgreSQL), against that one too.
+func forEachLedger(t *testing.T, test func(t *testing.T, dsn string)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		test(t, "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	})
+	if dsn := os.Getenv("LEDGER_DSN"); dsn != "" {
+		t.Run("postgres", func(t *testing.T) {
+			t.Parallel()
+			test(t, dsn)
+		})
+	}
+}
+
+// shop is one test's order system: a harness and a ledger.
+type shop struct {
+	*harness
+	dsn string
+	l   *ledger.Ledger
+}
+
+func newShop(t *testing.T, dsn string, lease time.Duration) *shop {
+	t.Helper()
+	l, err := ledger.Open(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return &shop{harness: newHarness(t, lease), dsn: dsn, l: l}
+}
+
+func (s *shop) startOrderWorker(g order.GatewayConfig) *worker.Worker {
+	s.t.Helper()
+	return s.startWorker(func(r worker.Registry) error {
+		gw, err := order.NewGateway(s.l, g)
+		if err != nil {
+			return err
+		}
+		return order.Register(r, s.l, gw)
+	})
+}
+
+// newOrder is an order of a SKU of the test's own, so stock is its own.
+func (s *shop) newOrder() order.PlaceOrderInput {
+	return order.PlaceOrderInput{OrderID: order.NewOrderID(), CustomerID: "c-1",
+		Items: []ledger.Item{{SKU: "sku-" + storetest.RandomHex(6), Qty: 2}}, AmountCents: 1999, Currency: "USD"}
+}
+
+func (s *shop) result(run client.WorkflowRun) order.OrderResult {
+	s.t.Helper()
+	var res order.OrderResult
+	if err := run.Get(context.Background(), &res); err != nil {
+		s.t.Fatalf("workflow %s: %v", run.GetID(), err)
+	}
+	return res
+}
+
+// books is what the ledger holds of one order.
+type books struct {
+	calls    []ledger.GatewayCall
+	charges  int
+	payments []ledger.Payment
+	stock    int64
+	reserved string
+}
+
+func (s *shop) books(in order.PlaceOrderInput) books {
+	s.t.Helper()
+	ctx := context.Background()
+	var b books
+	var err error
+	if b.calls, err = s.l.GatewayCalls(ctx, in.OrderID); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, c := range b.calls {
+		if c.Charged() {
+			b.charges++
+		}
+	}
+	if b.payments, err = s.l.Payments(ctx, in.OrderID); err != nil {
+		s.t.Fatal(err)
+	}
+	if b.stock, err = s.l.Stock(ctx, in.Items[0].SKU); err != nil {
+		s.t.Fatal(err)
+	}
+	if r, ok, err := s.l.ReservationOf(ctx, in.OrderID); err != nil {
+		s.t.Fatal(err)
+	} else if ok {
+		b.reserved = r.Status
+	}
+	return b
+}
+
+func TestOrderIsPlacedOnceAcrossWorkflows(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{})
+		in := s.newOrder()
+		first := s.result(s.start(order.PlaceOrder, "order-"+in.OrderID, in))
+		if first.Status != order.StatusCompleted || first.PaymentID == "" || first.ShipmentID == "" || first.ChargedCents != in.AmountCents {
+			t.Fatalf("first = %+v", first)
+		}
+		// Another workflow for the same order replays every step.
+		second := s.result(s.start(order.PlaceOrder, "again-"+in.OrderID, in))
+		b := s.books(in)
+		if second != first || len(b.calls) != 1 || len(b.payments) != 1 || b.stock != ledger.DefaultStock-2 {
+			t.Fatalf("second %+v (first %+v); %d gateway calls, %d payments, stock %d", second, first, len(b.calls), len(b.payments), b.stock)
+		}
+		o, _, err := s.l.Order(t.Context(), in.OrderID)
+		if err != nil || o.Status != order.StatusCompleted || o.PaymentID != first.PaymentID {
+			t.Fatalf("order row %+v, %v", o, err)
+		}
+	})
+}
+
+// runOrderChild is a worker process of the order system whose gateway
+// crashes it right after the charge (-gateway-crash-after-charge 1).
+func runOrderChild() int {
+	lease, _ := time.ParseDuration(os.Getenv(envLease))
+	cfg := workerConfig(os.Getenv(envTemporal), os.Getenv(envNamespace), os.Getenv(envQueue), os.Getenv(envRedis), os.Getenv(envKeys), lease)
+	cfg.HTTPAddr = "off"
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	l, err := ledger.Open(ctx, os.Getenv(envLedger))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "order child:", err)
+		return 1
+	}
+	defer l.Close()
+	gw, err := order.NewGateway(l, order.GatewayConfig{CrashAfterCharge: 1, Crash: func() { os.Exit(3) }})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "order child:", err)
+		return 1
+	}
+	cfg.Register = func(r worker.Registry) error { return order.Register(r, l, gw) }
+	w, err := worker.New(cfg)
+	if err == nil {
+		err = w.Run(ctx)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "order child:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestCrashAfterChargeIsReconciled: the worker process dies right after
+// the gateway charged, before the activity returns (the record stays
+// EXECUTING). The next attempt waits for the dead attempt's lease, takes
+// over, and the charge's Reconcile finds the charge at the gateway by the
+// operation key: the order completes with one gateway call and one
+// payment row, written under the taking-over attempt's fence.
+func TestCrashAfterChargeIsReconciled(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		const lease = 3 * time.Second // shorter than the step's 5 s heartbeat timeout
+		s := newShop(t, dsn, lease)
+		child := exec.Command(os.Args[0], "-test.run=^$")
+		child.Env = append(os.Environ(), envChild+"=order", envLedger+"="+dsn,
+			envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
+			envQueue+"="+s.queue, envRedis+"="+s.redis, envKeys+"="+s.keys, envLease+"="+lease.String())
+		child.Stderr = os.Stderr
+		if err := child.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- child.Wait() }()
+		t.Cleanup(func() { _ = child.Process.Kill(); <-exited })
+
+		in := s.newOrder()
+		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+		var exitErr *exec.ExitError
+		select {
+		case err := <-exited:
+			exited <- err // for the cleanup
+			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 {
+				t.Fatalf("the child worker ended with %v; want exit status 3 from the crash after the charge", err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the child worker did not crash")
+		}
+		if b := s.books(in); len(b.calls) != 1 || b.calls[0].Outcome != ledger.CallChargedThenCrash || len(b.payments) != 0 {
+			t.Fatalf("after the crash: calls %+v, payments %+v", b.calls, b.payments)
+		}
+
+		s.startOrderWorker(order.GatewayConfig{})
+		res := s.result(run)
+		b := s.books(in)
+		if res.Status != order.StatusCompleted || len(b.calls) != 1 || len(b.payments) != 1 || b.payments[0].ID != res.PaymentID {
+			t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
+		}
+		if p := b.payments[0]; p.GatewayChargeID != b.calls[0].ChargeID || p.Fence.Attempt < 2 {
+			t.Fatalf("payment %+v; want the crashed call's charge, written by a later attempt", p)
+		}
+	})
+}
+
+// resolveArgs are the arguments of `worker resolve` for a workflow's only
+// pending incident.
+func (s *shop) waitPending(wfID string) []string {
+	s.t.Helper()
+	p := s.pendingOf(wfID, 1).Pending[0]
+	if p.Activity != order.ChargeCardActivity || p.ResultType != "ledger.Payment" {
+		s.t.Fatalf("pending %+v; want the charge", p)
+	}
+	// The list of every waiting workflow of the task queue shows it too.
+	out, err := s.operator("pending", "-task-queue", s.queue, "-json")
+	var list []worker.Waiting
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].WorkflowID != wfID {
+		s.t.Fatalf("pending list: %s, %v", out, err)
+	}
+	table, err := s.operator("pending", "-task-queue", s.queue)
+	if err != nil || !strings.Contains(table, wfID) || !strings.Contains(table, p.Incident.RecordKey) {
+		s.t.Fatalf("pending table: %s, %v", table, err)
+	}
+	return incidentArgs(wfID, p.Incident, "")[:8]
+}
+
+// TestTimeoutAfterChargeWaitsForADecision: the gateway charges and times
+// out; without the reconcile activity the charge waits in the pending
+// list; `resolve completed` with the gateway's charge finishes the order,
+// and a later duplicate replays it. One gateway call throughout.
+func TestTimeoutAfterChargeWaitsForADecision(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{TimeoutAfterCharge: 1})
+		in := s.newOrder()
+		in.SkipChargeReconcile = true
+		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+		args := s.waitPending(run.GetID())
+		b := s.books(in)
+		if len(b.calls) != 1 || b.calls[0].Outcome != ledger.CallChargedThenTimeout || len(b.payments) != 0 {
+			t.Fatalf("before the decision: calls %+v, payments %+v", b.calls, b.payments)
+		}
+		result := fmt.Sprintf(`{"status":"captured","gateway_charge_id":%q}`, b.calls[0].ChargeID)
+		if out, err := s.operator("resolve", append(args, "-decision", "completed", "-result", result)...); err != nil {
+			t.Fatalf("resolve: %s, %v", out, err)
+		}
+		res := s.result(run)
+		b = s.books(in)
+		if res.Status != order.StatusCompleted || len(b.payments) != 1 || b.payments[0].GatewayChargeID != b.calls[0].ChargeID || b.payments[0].ID != res.PaymentID {
+			t.Fatalf("result %+v; payments %+v", res, b.payments)
+		}
+		dup := s.result(s.start(order.PlaceOrder, "again-"+in.OrderID, in))
+		if b := s.books(in); dup != res || len(b.calls) != 1 || len(b.payments) != 1 {
+			t.Fatalf("duplicate %+v (first %+v); %d calls, %d payments", dup, res, len(b.calls), len(b.payments))
+		}
+		if !strings.HasPrefix(dsn, "sqlite:") {
+			return
+		}
+		// The recorded history replays deterministically; with
+		// ONCEFLOW_UPDATE_TESTDATA=1 it becomes examples/order's fixture.
+		hist := s.history(run)
+		replayer := sdkworker.NewWorkflowReplayer()
+		replayer.RegisterWorkflow(order.PlaceOrder)
+		if err := replayer.ReplayWorkflowHistory(quietLogger(), hist); err != nil {
+			t.Fatalf("replay: %v", err)
+		}
+		if os.Getenv(envUpdate) != "" {
+			b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile("../../../examples/order/testdata/place-order-resolved.json", append(b, '\n'), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func (h *harness) history(run client.WorkflowRun) *historypb.History {
+	h.t.Helper()
+	it := h.tc.GetWorkflowHistory(context.Background(), run.GetID(), run.GetRunID(), false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	hist := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	return hist
+}
+
+// sequence returns the numbers in turn, then the last one for ever.
+func sequence(n ...float64) func() float64 {
+	var i atomic.Int64
+	return func() float64 { return n[min(int(i.Add(1))-1, len(n)-1)] }
+}
+
+// TestResolveRetryChargesOnce: the gateway timed out before it charged;
+// the operator sees no charge there and decides retry: the step runs again
+// and the order completes with one charge.
+func TestResolveRetryChargesOnce(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{TimeoutBeforeCharge: 0.5, Rand: sequence(0.1, 0.9)})
+		in := s.newOrder()
+		in.SkipChargeReconcile = true
+		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+		args := s.waitPending(run.GetID())
+		if b := s.books(in); b.charges != 0 {
+			t.Fatalf("%d charges before the decision", b.charges)
+		}
+		if out, err := s.operator("resolve", append(args, "-decision", "retry", "-reason", "the gateway shows no charge")...); err != nil {
+			t.Fatalf("resolve: %s, %v", out, err)
+		}
+		res := s.result(run)
+		b := s.books(in)
+		if res.Status != order.StatusCompleted || len(b.calls) != 2 || b.charges != 1 || len(b.payments) != 1 {
+			t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
+		}
+	})
+}
+
+// TestResolveFailReleasesTheReservation: the operator fails the charge;
+// the order ends failed and its stock is given back, once.
+func TestResolveFailReleasesTheReservation(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{TimeoutBeforeCharge: 1})
+		in := s.newOrder()
+		in.SkipChargeReconcile = true
+		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+		args := s.waitPending(run.GetID())
+		if b := s.books(in); b.reserved != ledger.Reserved || b.stock != ledger.DefaultStock-2 {
+			t.Fatalf("before the decision: reservation %q, stock %d", b.reserved, b.stock)
+		}
+		if out, err := s.operator("resolve", append(args, "-decision", "fail", "-reason", "customer cancelled")...); err != nil {
+			t.Fatalf("resolve: %s, %v", out, err)
+		}
+		res := s.result(run)
+		b := s.books(in)
+		if res.Status != order.StatusFailed || !strings.Contains(res.Reason, "customer cancelled") ||
+			b.reserved != ledger.Released || b.stock != ledger.DefaultStock || b.charges != 0 || len(b.payments) != 0 {
+			t.Fatalf("result %+v; books %+v", res, b)
+		}
+		o, _, _ := s.l.Order(t.Context(), in.OrderID)
+		if o.Status != order.StatusFailed {
+			t.Fatalf("order row status %q", o.Status)
+		}
+	})
+}
+
+// TestRedisLossIsCaughtByTheLedger: Redis loses every record (FLUSHALL)
+// after the order completed; a duplicate order runs every step again, and
+// the ledger answers each from its rows: the original payment, no second
+// charge, no second row, the stock taken once.
+func TestRedisLossIsCaughtByTheLedger(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		srv := redistest.Start(t) // a Redis of its own, to flush
+		s.redis, s.rdb = srv.Addr(), redistest.NewClient(t, srv.Addr())
+		s.startOrderWorker(order.GatewayConfig{})
+		in := s.newOrder()
+		first := s.result(s.start(order.PlaceOrder, "order-"+in.OrderID, in))
+		if err := s.rdb.FlushAll(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := s.rdb.DBSize(context.Background()).Result(); n != 0 {
+			t.Fatalf("%d keys after FLUSHALL", n)
+		}
+		dup := s.result(s.start(order.PlaceOrder, "again-"+in.OrderID, in))
+		b := s.books(in)
+		if dup.PaymentID != first.PaymentID || dup.ShipmentID != first.ShipmentID || dup.Status != order.StatusCompleted ||
+			len(b.calls) != 1 || len(b.payments) != 1 || b.stock != ledger.DefaultStock-2 {
+			t.Fatalf("duplicate %+v, first %+v; books %+v", dup, first, b)
+		}
+		// Redis holds the steps' records again: they ran (answered by the
+		// ledger), they were not replayed from Redis.
+		keys, _ := s.rdb.Keys(context.Background(), s.keys+":*").Result()
+		if !slices.ContainsFunc(keys, func(k string) bool { return strings.Contains(k, string(order.ChargeCode)) }) {
+			t.Fatalf("no charge record after the duplicate: %v", keys)
+		}
+	})
+}
+
+// TestDeclinedCardIsCompensatedOnce: a declined card releases the
+// reservation and ends the order declined; a duplicate replays it and the
+// stock is given back once.
+func TestDeclinedCardIsCompensatedOnce(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{DeclineRate: 1})
+		in := s.newOrder()
+		res := s.result(s.start(order.PlaceOrder, "order-"+in.OrderID, in))
+		dup := s.result(s.start(order.PlaceOrder, "again-"+in.OrderID, in))
+		b := s.books(in)
+		if res.Status != order.StatusDeclined || dup != res || res.ChargedCents != 0 {
+			t.Fatalf("result %+v, duplicate %+v", res, dup)
+		}
+		if b.reserved != ledger.Released || b.stock != ledger.DefaultStock || len(b.calls) != 1 || b.charges != 0 ||
+			len(b.payments) != 1 || b.payments[0].Status != ledger.PaymentDeclined {
+			t.Fatalf("books %+v", b)
+		}
+	})
+}
+
+// TestLedgerFencing: a write under an older fence than the stored row's
+// is refused, and a newer or equal one goes through; a second writer under
+// the same key gets the first one's payment ID.
+func TestLedgerFencing(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		l, err := ledger.Open(t.Context(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ctx := t.Context()
+		key := "charge-card:d1:" + storetest.RandomHex(16)
+		p := ledger.Payment{IdempotencyKey: key, OrderID: "o-" + storetest.RandomHex(4), AmountCents: 100, Currency: "USD",
+			GatewayChargeID: "ch_new", Status: ledger.PaymentCaptured, Fence: ledger.Fence{Attempt: 2, Rev: 3}}
+		newer, err := l.RecordPayment(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zombie := p
+		zombie.ID, zombie.GatewayChargeID, zombie.Status, zombie.Fence = "", "ch_zombie", ledger.PaymentDeclined, ledger.Fence{Attempt: 1, Rev: 2}
+		stored, err := l.RecordPayment(ctx, zombie)
+		var stale *ledger.StaleFenceError
+		if !errors.Is(err, ledger.ErrStaleFence) || !errors.As(err, &stale) || stale.Stored != p.Fence || stale.Attempted != zombie.Fence {
+			t.Fatalf("zombie write: %v", err)
+		}
+		if stored != newer {
+			t.Fatalf("the zombie changed the row: %+v, was %+v", stored, newer)
+		}
+		// The same attempt again, and a later one, go through; the row
+		// keeps its ID.
+		for _, f := range []ledger.Fence{{Attempt: 2, Rev: 3}, {Attempt: 2, Rev: 4}, {Attempt: 3, Rev: 1}} {
+			w := p
+			w.ID, w.Fence, w.GatewayChargeID = "", f, "ch_"+f.String()
+			got, err := l.RecordPayment(ctx, w)
+			if err != nil || got.ID != newer.ID || got.Fence != f || got.GatewayChargeID != w.GatewayChargeID {
+				t.Fatalf("write under %v: %+v, %v", f, got, err)
+			}
+		}
+		// EnsurePayment never overwrites, and answers with the row.
+		got, created, err := l.EnsurePayment(ctx, ledger.Payment{IdempotencyKey: key, OrderID: p.OrderID, Status: ledger.PaymentDeclined})
+		if err != nil || created || got.ID != newer.ID || got.Status != ledger.PaymentCaptured {
+			t.Fatalf("EnsurePayment: %+v, created %v, %v", got, created, err)
+		}
+		ps, err := l.Payments(ctx, p.OrderID)
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("%d payment rows, %v", len(ps), err)
+		}
+	})
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/worker"
+)
+
+// items is a repeatable -item SKU:QTY flag.
+type items []ledger.Item
+
+func (it *items) String() string { return fmt.Sprint(*it) }
+
+func (it *items) Set(v string) error {
+	sku, qty, ok := strings.Cut(v, ":")
+	n, err := strconv.Atoi(qty)
+	if !ok || sku == "" || err != nil || n <= 0 {
+		return fmt.Errorf("want SKU:QTY such as A-1:2, got %q", v)
+	}
+	*it = append(*it, ledger.Item{SKU: sku, Qty: n})
+	return nil
+}
+
+// placeOrder starts PlaceOrder and waits a while for its result.
+func placeOrder(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("order", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var c worker.Config
+	worker.RegisterTemporalFlags(fs, &c, getenv)
+	queue := fs.String("task-queue", envDefault(getenv, "TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the worker's task queue (TEMPORAL_TASK_QUEUE)")
+	in := order.PlaceOrderInput{}
+	fs.StringVar(&in.OrderID, "order-id", "", "the order's ID (default: a new UUIDv7); the same ID places the same order")
+	wfID := fs.String("workflow-id", "", "the workflow's ID (default order-<order id>)")
+	fs.StringVar(&in.CustomerID, "customer", "c-1", "the customer")
+	var its items
+	fs.Var(&its, "item", "an item, SKU:QTY; repeat it for more (default A-1:2)")
+	fs.Int64Var(&in.AmountCents, "amount-cents", 1999, "the amount to charge, in cents")
+	fs.StringVar(&in.Currency, "currency", "USD", "the currency")
+	fs.BoolVar(&in.SkipChargeReconcile, "skip-reconcile", false,
+		"leave a charge whose effect is unknown to an operator's decision, instead of asking the gateway first")
+	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the order to end; 0 returns at once")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("order: unexpected arguments %q", fs.Args())
+	}
+	if in.OrderID == "" {
+		in.OrderID = order.NewOrderID()
+	}
+	in.Items = its
+	if len(in.Items) == 0 {
+		in.Items = []ledger.Item{{SKU: "A-1", Qty: 2}}
+	}
+	if err := in.Validate(); err != nil {
+		return fmt.Errorf("order: %w", err)
+	}
+	if *wfID == "" {
+		*wfID = "order-" + in.OrderID
+	}
+	tc, err := worker.Dial(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: *wfID, TaskQueue: *queue,
+		// The same order ID again attaches to the running workflow, and
+		// never starts a second run of a finished one.
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+	}, order.PlaceOrder, in)
+	if err != nil {
+		return fmt.Errorf("order: start the workflow: %w", err)
+	}
+	fmt.Fprintf(out, "order %s: workflow %s\n", in.OrderID, run.GetID())
+	if *wait <= 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	var res order.OrderResult
+	if err := run.Get(wctx, &res); err != nil {
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			_, err := fmt.Fprintf(out, "still running after %v: see `worker pending` (a step may wait on a decision) and `worker ledger -order-id %s`\n", *wait, in.OrderID)
+			return err
+		}
+		return fmt.Errorf("order: %w", err)
+	}
+	return printJSON(out, res)
+}
+
+// Rows is what the ledger command prints: every row of one order.
+type Rows struct {
+	Order        *ledger.Order        `json:"order"`
+	Reservation  *ledger.Reservation  `json:"reservation"`
+	Payments     []ledger.Payment     `json:"payments"`
+	GatewayCalls []ledger.GatewayCall `json:"gateway_calls"`
+	Shipment     *ledger.Shipment     `json:"shipment"`
+}
+
+// showLedger prints the ledger's rows of an order.
+func showLedger(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
+	fs.SetOutput(out)
+	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger (LEDGER_DSN; default "+DefaultLedgerDSN+", with -dev the dev ledger)")
+	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "read the ledger of -dev (in the dev state directory)")
+	orderID := fs.String("order-id", "", "the order (required)")
+	asJSON := fs.Bool("json", false, "print every row as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *orderID == "" || fs.NArg() > 0 {
+		return errors.New("ledger: -order-id is required")
+	}
+	if *dsn == "" && *dev {
+		var err error
+		if *dsn, err = devserver.LedgerDSN(); err != nil {
+			return err
+		}
+	}
+	if *dsn == "" {
+		*dsn = DefaultLedgerDSN
+	}
+	l, err := ledger.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	rows, err := readRows(ctx, l, *orderID)
+	if err != nil {
+		return err
+	}
+	if rows.Order == nil {
+		return fmt.Errorf("ledger: no order %s in %s", *orderID, ledger.RedactDSN(*dsn))
+	}
+	if *asJSON {
+		return printJSON(out, rows)
+	}
+	return printRows(out, rows)
+}
+
+// printRows prints an order's rows, one line each.
+func printRows(out io.Writer, r Rows) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	o := r.Order
+	fmt.Fprintf(tw, "order\t%s\t%s, %d %s, workflow %s%s\n", o.ID, o.Status, o.AmountCents, o.Currency, o.WorkflowID, suffix(" reason: ", o.Reason))
+	if res := r.Reservation; res != nil {
+		var items []string
+		for _, it := range res.Items {
+			items = append(items, fmt.Sprintf("%s×%d", it.SKU, it.Qty))
+		}
+		fmt.Fprintf(tw, "reservation\t%s\t%s\n", res.Status, strings.Join(items, " "))
+	}
+	for _, p := range r.Payments {
+		fmt.Fprintf(tw, "payment\t%s\t%s, %d %s, charge %s, fence %s, key %s\n", p.ID, p.Status, p.AmountCents, p.Currency, p.GatewayChargeID, p.Fence, p.IdempotencyKey)
+	}
+	for _, c := range r.GatewayCalls {
+		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", c.ID, c.Outcome, suffix(", charge ", c.ChargeID), c.OperationKey)
+	}
+	if s := r.Shipment; s != nil {
+		fmt.Fprintf(tw, "shipment\t%s\t\n", s.ID)
+	}
+	charged := 0
+	for _, c := range r.GatewayCalls {
+		if c.Charged() {
+			charged++
+		}
+	}
+	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged\t\n", len(r.Payments), len(r.GatewayCalls), charged)
+	return tw.Flush()
+}
+
+func suffix(label, v string) string {
+	if v == "" {
+		return ""
+	}
+	return label + v
+}
+
+func readRows(ctx context.Context, l *ledger.Ledger, orderID string) (Rows, error) {
+	var r Rows
+	o, ok, err := l.Order(ctx, orderID)
+	if err != nil || !ok {
+		return r, err
+	}
+	r.Order = &o
+	if res, ok, err := l.ReservationOf(ctx, orderID); err != nil {
+		return r, err
+	} else if ok {
+		r.Reservation = &res
+	}
+	if r.Payments, err = l.Payments(ctx, orderID); err != nil {
+		return r, err
+	}
+	if r.GatewayCalls, err = l.GatewayCalls(ctx, orderID); err != nil {
+		return r, err
+	}
+	if s, ok, err := l.ShipmentOf(ctx, orderID); err != nil {
+		return r, err
+	} else if ok {
+		r.Shipment = &s
+	}
+	return r, nil
+}
+
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func envDefault(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,21 @@
+// Package order is onceflow's example application, in two sizes.
+//
+// The quick start (order.go): ChargeOrder, a workflow that charges a card
+// through one idempotent activity against an in-memory provider.
+//
+// The order system (saga.go, activities.go, gateway.go and the ledger
+// package): PlaceOrder, a saga of idempotent steps — reserve inventory,
+// charge the card, create the shipment, send the confirmation — each an
+// activity with its own operation code and a business key
+// "<order id>/<step>", run through idemwf.Execute so that an unknown effect
+// goes to the step's reconcile activity, then to an operator's decision.
+// A declined card releases the reservation (compensation, itself an
+// idempotent step) and ends the order "declined". The payment gateway is a
+// simulator that is deliberately not idempotent (every call charges) and
+// records its calls in the ledger, a SQL database (SQLite or PostgreSQL)
+// whose UNIQUE keys and fencing tokens are the last line of defence when
+// Redis has lost a record.
+//
+// `go run ./cmd/worker -dev` registers both; `go run ./cmd/worker order`
+// places an order.
+package order

@@ -1,0 +1,242 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	idemwf "github.com/onceflow/onceflow/workflow"
+)
+
+// Order statuses, as the ledger's orders table and OrderResult carry them.
+const (
+	StatusPending   = "pending"
+	StatusReserved  = "reserved"
+	StatusCharged   = "charged"
+	StatusCompleted = "completed"
+	// StatusDeclined: the card was declined; the reservation is released.
+	StatusDeclined = "declined"
+	// StatusRejected: an item is out of stock; nothing was charged.
+	StatusRejected = "rejected"
+	// StatusFailed: a step failed for good (an operator's fail decision,
+	// a gateway that stayed unavailable); the reservation is released if
+	// the charge did not happen.
+	StatusFailed = "failed"
+)
+
+// TypeInvalidOrder is the error type of an order PlaceOrder refuses.
+const TypeInvalidOrder = "order.InvalidOrder"
+
+// PlaceOrderInput is an order.
+type PlaceOrderInput struct {
+	// OrderID names the order: a UUIDv7 (NewOrderID) by convention, but
+	// any string of 1–128 printable characters. Every step's business key
+	// derives from it, so two workflows placing one order ID charge once.
+	OrderID     string        `json:"order_id"`
+	CustomerID  string        `json:"customer_id"`
+	Items       []ledger.Item `json:"items"`
+	AmountCents int64         `json:"amount_cents"`
+	Currency    string        `json:"currency"`
+	// SkipChargeReconcile leaves a charge whose effect is unknown to an
+	// operator's decision instead of asking the gateway first (the README
+	// walk-through and tests use it).
+	SkipChargeReconcile bool `json:"skip_charge_reconcile,omitempty"`
+}
+
+// Validate checks an order.
+func (in PlaceOrderInput) Validate() error {
+	var errs []error
+	if n := len(in.OrderID); n == 0 || n > 128 {
+		errs = append(errs, fmt.Errorf("order_id must be 1 to 128 characters, got %d", n))
+	}
+	for _, r := range in.OrderID {
+		if r < 0x21 || r > 0x7e {
+			errs = append(errs, errors.New("order_id must be printable ASCII without spaces"))
+			break
+		}
+	}
+	if in.CustomerID == "" {
+		errs = append(errs, errors.New("customer_id is required"))
+	}
+	if len(in.Items) == 0 {
+		errs = append(errs, errors.New("items must list at least one item"))
+	}
+	for i, it := range in.Items {
+		if it.SKU == "" || it.Qty <= 0 {
+			errs = append(errs, fmt.Errorf("items[%d] needs a sku and a positive qty", i))
+		}
+	}
+	if in.AmountCents <= 0 {
+		errs = append(errs, errors.New("amount_cents must be positive"))
+	}
+	if len(in.Currency) != 3 {
+		errs = append(errs, errors.New("currency must be a three-letter code such as USD"))
+	}
+	return errors.Join(errs...)
+}
+
+// OrderResult is how an order ended.
+type OrderResult struct {
+	OrderID      string `json:"order_id"`
+	Status       string `json:"status"`
+	PaymentID    string `json:"payment_id,omitempty"`
+	ChargedCents int64  `json:"charged_cents"`
+	ShipmentID   string `json:"shipment_id,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+}
+
+// StepActivityOptions are the options of PlaceOrder's idempotent steps:
+// the heartbeat timeout drives the lease renewal and detects a dead worker
+// within 5 s; in-progress waits happen inside the activity, so a few
+// attempts cover a gateway that is briefly unavailable.
+var StepActivityOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 2 * time.Minute,
+	HeartbeatTimeout:    5 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    10 * time.Second,
+		MaximumAttempts:    8,
+	},
+}
+
+// bookkeeping are the options of the ledger writes that are idempotent by
+// themselves (an UPDATE to a status, an insert-or-get): retried until the
+// database answers.
+var bookkeeping = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+	},
+}
+
+// PlaceOrder is the order saga: reserve the items, charge the card, create
+// the shipment, send the confirmation. Each step runs through
+// idemwf.Execute; an unknown effect goes to the step's reconcile activity
+// (the charge's asks the gateway), then waits in the pending list for an
+// operator's decision (`worker pending`, `worker resolve`). A declined card
+// or a failed charge releases the reservation. The workflow returns the
+// OrderResult, whatever the status; it fails only on an invalid order
+// (TypeInvalidOrder) or when a compensation itself cannot run.
+func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
+	if err := in.Validate(); err != nil {
+		return OrderResult{}, temporal.NewNonRetryableApplicationError("order: "+err.Error(), TypeInvalidOrder, nil)
+	}
+	rec, err := idemwf.NewRecovery(ctx)
+	if err != nil {
+		return OrderResult{}, err
+	}
+	s := saga{ctx: ctx, rec: rec, in: in, book: bookCtx{workflow.WithActivityOptions(ctx, bookkeeping)}}
+	result := OrderResult{OrderID: in.OrderID}
+	if err := s.book.run(CreateOrderActivity, in); err != nil {
+		return result, err
+	}
+
+	reservation, err := idemwf.Execute[ledger.Reservation](ctx, rec, s.step(""), ReserveActivity, ReserveInput{OrderID: in.OrderID, Items: in.Items})
+	if err != nil {
+		return s.end(result, StatusFailed, "reserve: "+reason(err))
+	}
+	if reservation.Status != ledger.Reserved {
+		return s.end(result, StatusRejected, "out of stock")
+	}
+	s.status(StatusReserved, "", "")
+
+	charge := ChargeInput{OrderID: in.OrderID, CustomerID: in.CustomerID, AmountCents: in.AmountCents, Currency: in.Currency}
+	reconcile := ReconcileChargeActivity
+	if in.SkipChargeReconcile {
+		reconcile = ""
+	}
+	payment, err := idemwf.Execute[ledger.Payment](ctx, rec, s.step(reconcile), ChargeCardActivity, charge)
+	if err != nil {
+		// Execute returns an error only when the charge certainly did not
+		// happen (the gateway stayed unavailable) or an operator decided it
+		// failed: give the stock back.
+		if err := s.release(); err != nil {
+			return result, err
+		}
+		return s.end(result, StatusFailed, "charge: "+reason(err))
+	}
+	// The ledger's row is the payment of record, whatever path the result
+	// took (the action, a reconcile, an operator's decision).
+	if err := s.book.get(RecordPaymentActivity, RecordPaymentInput{Charge: charge, Payment: payment}, &payment); err != nil {
+		return result, err
+	}
+	result.PaymentID = payment.ID
+	if payment.Status == ledger.PaymentDeclined {
+		if err := s.release(); err != nil {
+			return result, err
+		}
+		return s.end(result, StatusDeclined, "the card was declined")
+	}
+	result.ChargedCents = payment.AmountCents
+	s.status(StatusCharged, payment.ID, "")
+
+	shipment, err := idemwf.Execute[ledger.Shipment](ctx, rec, s.step(""), ShipActivity, OrderRef{OrderID: in.OrderID})
+	if err != nil {
+		// The money is taken: a refund is an operator's call, not an
+		// automatic compensation.
+		return s.end(result, StatusFailed, "ship (the card was charged): "+reason(err))
+	}
+	result.ShipmentID = shipment.ID
+	if _, err := idemwf.Execute[ledger.Confirmation](ctx, rec, s.step(""), ConfirmActivity, ConfirmInput{OrderID: in.OrderID, PaymentID: payment.ID}); err != nil {
+		return s.end(result, StatusFailed, "confirm (the card was charged, the shipment created): "+reason(err))
+	}
+	return s.end(result, StatusCompleted, "")
+}
+
+type saga struct {
+	ctx  workflow.Context
+	rec  *idemwf.Recovery
+	in   PlaceOrderInput
+	book bookCtx
+}
+
+// bookCtx runs the bookkeeping activities.
+type bookCtx struct{ ctx workflow.Context }
+
+func (b bookCtx) run(activity string, arg any) error {
+	return workflow.ExecuteActivity(b.ctx, activity, arg).Get(b.ctx, nil)
+}
+
+func (b bookCtx) get(activity string, arg, out any) error {
+	return workflow.ExecuteActivity(b.ctx, activity, arg).Get(b.ctx, out)
+}
+
+func (s saga) step(reconcile string) idemwf.Options {
+	return idemwf.Options{Activity: StepActivityOptions, Reconcile: reconcile}
+}
+
+func (s saga) release() error {
+	_, err := idemwf.Execute[ledger.Reservation](s.ctx, s.rec, s.step(""), ReleaseActivity, OrderRef{OrderID: s.in.OrderID})
+	return err
+}
+
+// status records a status on the order row; the row is bookkeeping, so a
+// failure to write it is logged, not fatal.
+func (s saga) status(status, paymentID, why string) {
+	err := s.book.run(SetStatusActivity, StatusInput{OrderID: s.in.OrderID, Status: status, PaymentID: paymentID, Reason: why})
+	if err != nil {
+		workflow.GetLogger(s.ctx).Warn("order: could not record the status", "status", status, "err", err)
+	}
+}
+
+func (s saga) end(r OrderResult, status, why string) (OrderResult, error) {
+	r.Status, r.Reason = status, why
+	s.status(status, r.PaymentID, why)
+	return r, nil
+}
+
+// reason is what an error says, without the SDK's wrapping.
+func reason(err error) string {
+	var ae *temporal.ApplicationError
+	if errors.As(err, &ae) {
+		return ae.Message()
+	}
+	return err.Error()
+}
