@@ -1,0 +1,41 @@
+// Package idemhttp is an HTTP Idempotency-Key middleware on
+// idemstore.Executor (draft-ietf-httpapi-idempotency-key-header): a POST
+// retried with the same key runs its handler once and replays the stored
+// response.
+//
+//	mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: digester, Code: "orders-api"})
+//	mux.Handle("POST /orders", mw.Handler(createOrder))
+//
+// For each request that needs a key (Config.Require; POST and PATCH by
+// default):
+//
+//   - the key is the Idempotency-Key header, an RFC 8941 sf-string or a bare
+//     value, 1–255 printable ASCII (Config.Key may take it from the body,
+//     such as a webhook's event ID); missing or malformed: 400;
+//   - its scope is principal + method + route pattern + key, digested with
+//     the Digester's secret: no raw key or principal reaches Redis;
+//   - its fingerprint is the SHA-256 of method, route and body, a JSON body
+//     canonicalised first (CanonicalJSON), so the same JSON with its keys
+//     reordered or other whitespace is the same request;
+//   - the same key with another fingerprint: 422; in progress: 409 with
+//     Retry-After (the lease left, at least 1 s), or, with Prefer: wait=N
+//     (RFC 7240), a wait of up to N seconds (capped by Config.MaxWait) for
+//     the stored response;
+//   - final 2xx and 4xx answers but 202, 408, 409, 425 and 429 are stored
+//     and replayed byte for byte, with Content-Type, Location and
+//     Config.ReplayHeaders (never Set-Cookie) and Idempotency-Replayed: true;
+//     anything else, a 5xx and a panic leave the key retryable, or, with
+//     Config.UnknownOn5xx, effect-unknown: later requests get a 409 until an
+//     operator resolves the record;
+//   - a body over Config.MaxBodyBytes (1 MiB): 413 before any claim; Redis
+//     unreachable or a claim whose outcome is unknown: 503 with Retry-After,
+//     and the handler does not run;
+//   - every error is an RFC 9457 application/problem+json with a type, a
+//     title, the status and a detail that says what to do.
+//
+// The handler runs under the executor's lease: its context is cancelled if
+// the lease cannot be kept. A handler's response that cannot be recorded
+// (the store's reply lost) is still sent to its client; a retry then finds
+// the record in flight and, once its lease has run out, effect-unknown: it
+// never runs the handler a second time.
+package idemhttp

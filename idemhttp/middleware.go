@@ -1,0 +1,515 @@
+package idemhttp
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Defaults.
+const (
+	DefaultCode            idemstore.OperationCode = "http"
+	DefaultMaxBodyBytes                            = 1 << 20
+	DefaultMaxWait                                 = 10 * time.Second
+	DefaultStoreRetryAfter                         = time.Second
+	// Codec is the codec ID of stored responses.
+	Codec = "http-v1"
+)
+
+// Config configures a Middleware. Empty fields take their defaults.
+type Config struct {
+	// Executor runs the requests. Required.
+	Executor *idemstore.Executor
+	// Digester digests each request's scope, so no raw key or principal
+	// reaches Redis. Required.
+	Digester *idemstore.Digester
+	// Code is the operation code of the records, [a-z0-9-]{1,64}. Default
+	// "http". Give each API its own.
+	Code idemstore.OperationCode
+	// Principal names who sent the request: a key is scoped to principal +
+	// method + route pattern + key. Default AuthorizationPrincipal.
+	Principal func(*http.Request) string
+	// Key returns the request's idempotency key from the request and its
+	// body (read whole, at most MaxBodyBytes). It returns ErrKeyMissing
+	// when there is none and an error matching ErrInvalidKey when it is
+	// malformed. Default HeaderKey (the Idempotency-Key header); use
+	// JSONFieldKey for webhooks keyed by an event ID.
+	Key func(r *http.Request, body []byte) (string, error)
+	// Require says which requests need a key; the others pass through
+	// untouched. Default: POST and PATCH.
+	Require func(*http.Request) bool
+	// Validate checks a request before anything is claimed: a *Problem it
+	// returns is answered as it is and nothing is stored, so a corrected
+	// request may reuse the key. Optional.
+	Validate func(r *http.Request, body []byte) *Problem
+	// MaxBodyBytes is the largest request body: a larger one is answered
+	// 413 before any claim. Default 1 MiB.
+	MaxBodyBytes int64
+	// MaxWait caps the wait a client asks for with Prefer: wait=N (RFC
+	// 7240) on a key in progress. Default 10s; negative: never wait.
+	MaxWait time.Duration
+	// Store says which statuses are final and stored for replay. Default
+	// StoreStatus. A response not stored leaves the key retryable.
+	Store func(status int) bool
+	// ReplayHeaders are response headers stored and replayed besides
+	// Content-Type and Location (for example "ETag"). Set-Cookie never is.
+	ReplayHeaders []string
+	// UnknownOn5xx is for handlers that are not idempotent themselves: a
+	// 5xx answer or a panic marks the key effect-unknown (ABANDONED), and
+	// later requests get a 409 problem until an operator resolves it.
+	// Default false: a 5xx or a panic leaves the key retryable
+	// (FAILED_RETRYABLE), safe when running the handler again is harmless.
+	UnknownOn5xx bool
+	// StoreRetryAfter is the Retry-After of the 503 answered when Redis
+	// cannot be reached. Default 1s.
+	StoreRetryAfter time.Duration
+	// Logger receives the middleware's lines. Default: discard.
+	Logger *slog.Logger
+}
+
+// ErrKeyMissing is what Config.Key returns when a request has no key.
+var ErrKeyMissing = errors.New("idemhttp: no idempotency key")
+
+// HeaderKey reads the Idempotency-Key header with ParseKey. A request that
+// repeats the header is refused.
+func HeaderKey(r *http.Request, _ []byte) (string, error) {
+	vs := r.Header.Values("Idempotency-Key")
+	switch len(vs) {
+	case 0:
+		return "", ErrKeyMissing
+	case 1:
+		return ParseKey(vs[0])
+	}
+	return "", fmt.Errorf("%w: send the header once", ErrInvalidKey)
+}
+
+// JSONFieldKey returns a Config.Key that takes the key from a string
+// field of the JSON body, such as a webhook's "event_id".
+func JSONFieldKey(field string) func(*http.Request, []byte) (string, error) {
+	return func(_ *http.Request, body []byte) (string, error) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(body, &m); err != nil {
+			return "", fmt.Errorf("%w: the body is not a JSON object with %q", ErrInvalidKey, field)
+		}
+		raw, ok := m[field]
+		if !ok {
+			return "", ErrKeyMissing
+		}
+		var key string
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return "", fmt.Errorf("%w: %q is not a string", ErrInvalidKey, field)
+		}
+		if key == "" || len(key) > MaxKeyLen {
+			return "", fmt.Errorf("%w: %q must be 1 to %d characters", ErrInvalidKey, field, MaxKeyLen)
+		}
+		for i := 0; i < len(key); i++ {
+			if key[i] < 0x20 || key[i] > 0x7e {
+				return "", fmt.Errorf("%w: %q must be printable ASCII", ErrInvalidKey, field)
+			}
+		}
+		return key, nil
+	}
+}
+
+// AuthorizationPrincipal names the principal by the SHA-256 of the
+// Authorization header, or "anonymous" without one.
+func AuthorizationPrincipal(r *http.Request) string {
+	a := r.Header.Get("Authorization")
+	if a == "" {
+		return "anonymous"
+	}
+	sum := sha256.Sum256([]byte(a))
+	return hex.EncodeToString(sum[:])
+}
+
+// StoreStatus is the default Config.Store: final 2xx and 4xx answers are
+// stored, except 202 Accepted (the work goes on: a retry asks again), and
+// 408, 409, 425 and 429 (the client should retry). 1xx, 3xx and 5xx are
+// not stored.
+func StoreStatus(status int) bool {
+	switch {
+	case status == http.StatusAccepted:
+		return false
+	case status >= 200 && status < 300:
+		return true
+	case status == http.StatusRequestTimeout, status == http.StatusConflict, status == http.StatusTooEarly, status == http.StatusTooManyRequests:
+		return false
+	case status >= 400 && status < 500:
+		return true
+	}
+	return false
+}
+
+func requirePostPatch(r *http.Request) bool {
+	return r.Method == http.MethodPost || r.Method == http.MethodPatch
+}
+
+// Middleware makes handlers idempotent per Idempotency-Key. It is safe for
+// concurrent use.
+type Middleware struct {
+	cfg     Config
+	replay  map[string]bool // canonical header names
+	log     *slog.Logger
+	timeout time.Duration
+}
+
+// New validates cfg and returns a Middleware.
+func New(cfg Config) (*Middleware, error) {
+	if cfg.Executor == nil || cfg.Digester == nil {
+		return nil, errors.New("idemhttp: Config.Executor and Config.Digester are required")
+	}
+	if cfg.Code == "" {
+		cfg.Code = DefaultCode
+	}
+	if _, err := idemstore.ParseOperationCode(string(cfg.Code)); err != nil {
+		return nil, fmt.Errorf("idemhttp: Config.Code: %w", err)
+	}
+	if cfg.Principal == nil {
+		cfg.Principal = AuthorizationPrincipal
+	}
+	if cfg.Key == nil {
+		cfg.Key = HeaderKey
+	}
+	if cfg.Require == nil {
+		cfg.Require = requirePostPatch
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, errors.New("idemhttp: Config.MaxBodyBytes must not be negative")
+	}
+	if cfg.MaxWait == 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.Store == nil {
+		cfg.Store = StoreStatus
+	}
+	if cfg.StoreRetryAfter <= 0 {
+		cfg.StoreRetryAfter = DefaultStoreRetryAfter
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Middleware{cfg: cfg, log: cfg.Logger, replay: map[string]bool{"Content-Type": true, "Location": true}}
+	for _, h := range cfg.ReplayHeaders {
+		h = http.CanonicalHeaderKey(h)
+		if h == "Set-Cookie" {
+			return nil, errors.New("idemhttp: Set-Cookie is never replayed: a response's cookies belong to its first client")
+		}
+		m.replay[h] = true
+	}
+	return m, nil
+}
+
+type scopeKey struct{}
+
+// Scope is what a handler behind the middleware learns of its request's
+// idempotency scope.
+type Scope struct {
+	// Ref names the record: the operation code and the scope's digest
+	// (HMAC of principal, method, route and key). Its Digest.Hex is a
+	// stable, opaque name for the request, fit for a workflow ID.
+	Ref idemstore.Ref
+}
+
+// ScopeFrom returns the scope of a request the middleware passed on.
+func ScopeFrom(ctx context.Context) (Scope, bool) {
+	s, ok := ctx.Value(scopeKey{}).(Scope)
+	return s, ok
+}
+
+// stored is a response as Redis keeps it.
+type stored struct {
+	Status int         `json:"status"`
+	Header http.Header `json:"header,omitempty"`
+	Body   []byte      `json:"body,omitempty"`
+}
+
+// Handler returns next behind the middleware.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !m.cfg.Require(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		m.serve(w, r, next)
+	})
+}
+
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			WriteProblem(w, &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+				Detail: fmt.Sprintf("the body is over %d bytes: send a smaller one", m.cfg.MaxBodyBytes)})
+			return
+		}
+		WriteProblem(w, &Problem{Type: ProblemInvalidRequest, Title: "Request body unreadable", Status: http.StatusBadRequest,
+			Detail: "the body could not be read: " + err.Error()})
+		return
+	}
+	key, err := m.cfg.Key(r, body)
+	switch {
+	case errors.Is(err, ErrKeyMissing):
+		WriteProblem(w, &Problem{Type: ProblemKeyMissing, Title: "Idempotency key missing", Status: http.StatusBadRequest,
+			Detail: "this request needs an idempotency key: send an Idempotency-Key header with a unique value, such as a UUID, and the same value when you retry it"})
+		return
+	case err != nil:
+		WriteProblem(w, &Problem{Type: ProblemKeyInvalid, Title: "Idempotency key invalid", Status: http.StatusBadRequest,
+			Detail: strings.TrimPrefix(err.Error(), "idemhttp: ") + "; send 1 to 255 printable ASCII characters, such as a UUID"})
+		return
+	}
+	if m.cfg.Validate != nil {
+		if p := m.cfg.Validate(r, body); p != nil {
+			WriteProblem(w, p)
+			return
+		}
+	}
+	route := r.Pattern
+	if route == "" {
+		route = r.URL.Path
+	}
+	principal := m.cfg.Principal(r)
+	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest("http", principal, r.Method, route, key)}
+	req := idemstore.Request{
+		Ref:         ref,
+		Operation:   m.cfg.Digester.Operation("http/" + ref.String()),
+		Fingerprint: idemstore.FingerprintOf([]byte(r.Method), []byte(route), canonicalBody(r, body)),
+		Codec:       Codec,
+	}
+
+	var ran *recorder // set when this request ran the handler
+	action := func(actx context.Context) ([]byte, error) {
+		rec := newRecorder()
+		ran = rec
+		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref}))
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.ContentLength = int64(len(body))
+		if p := m.run(next, rec, hr); p != nil {
+			*rec = *newRecorder()
+			WriteProblem(rec, &Problem{Type: ProblemHandlerPanicked, Title: "Internal error", Status: http.StatusInternalServerError,
+				Detail: "the server failed while handling the request; retry it with the same key"})
+			if m.cfg.UnknownOn5xx {
+				return nil, idemstore.EffectUnknown(fmt.Errorf("the handler panicked: %v", p))
+			}
+			return nil, idemstore.RetryableNoEffect(fmt.Errorf("the handler panicked: %v", p))
+		}
+		status := rec.statusCode()
+		if m.cfg.Store(status) {
+			return json.Marshal(stored{Status: status, Header: m.replayed(rec.header), Body: rec.body.Bytes()})
+		}
+		if status >= 500 && m.cfg.UnknownOn5xx {
+			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
+		}
+		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
+	}
+
+	wait := m.preferWait(r)
+	deadline := time.Now().Add(wait)
+	waited := false
+	var res idemstore.Result
+	for {
+		res, err = m.cfg.Executor.Execute(r.Context(), req, action)
+		var ip *idemstore.InProgressError
+		if ran != nil || !errors.As(err, &ip) || wait <= 0 {
+			break
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			break
+		}
+		waited = true
+		t := time.NewTimer(min(left, max(min(ip.RetryAfter, 250*time.Millisecond), 20*time.Millisecond)))
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return // the client is gone
+		case <-t.C:
+		}
+	}
+	if waited {
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+	}
+	switch {
+	case ran != nil:
+		if err != nil && !isRetryable(err) {
+			m.log.WarnContext(r.Context(), "idemhttp: the handler ran but its outcome is not recorded as final", "ref", ref.String(), "status", ran.statusCode(), "err", err)
+		}
+		ran.writeTo(w, nil)
+	case err == nil:
+		var s stored
+		if uerr := json.Unmarshal(res.Response, &s); uerr != nil {
+			WriteProblem(w, &Problem{Type: ProblemCorruptRecord, Title: "Stored response unreadable", Status: http.StatusInternalServerError,
+				Detail: "the response stored for this key does not decode; an operator must delete record " + ref.String()})
+			return
+		}
+		m.log.DebugContext(r.Context(), "idemhttp: replayed", "ref", ref.String(), "status", s.Status)
+		for k, vs := range s.Header {
+			w.Header()[k] = vs
+		}
+		w.Header().Set("Idempotency-Replayed", "true")
+		w.WriteHeader(s.Status)
+		_, _ = w.Write(s.Body)
+	default:
+		WriteProblem(w, m.problem(ref, err))
+	}
+}
+
+// run calls the handler and returns what it panicked with, if it did.
+func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Request) (panicked any) {
+	defer func() {
+		if p := recover(); p != nil {
+			panicked = p
+			m.log.ErrorContext(r.Context(), "idemhttp: handler panicked", "panic", p, "stack", string(debug.Stack()))
+		}
+	}()
+	next.ServeHTTP(w, r)
+	return nil
+}
+
+func isRetryable(err error) bool {
+	var re *idemstore.RetryableError
+	return errors.As(err, &re)
+}
+
+// problem maps an Execute error to the answer.
+func (m *Middleware) problem(ref idemstore.Ref, err error) *Problem {
+	var (
+		ip  *idemstore.InProgressError
+		ce  *idemstore.ConflictError
+		eu  *idemstore.EffectUnknownError
+		of  *idemstore.OperationFailedError
+		cor *idemstore.CorruptRecordError
+	)
+	switch {
+	case errors.As(err, &ip):
+		return &Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict, RetryAfter: max(ip.RetryAfter, time.Second),
+			Detail: "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"}
+	case errors.As(err, &ce) && errors.Is(err, idemstore.ErrFingerprintMismatch):
+		return &Problem{Type: ProblemKeyReused, Title: "Idempotency key reused", Status: http.StatusUnprocessableEntity,
+			Detail: "this key was used for a request with another method, route or body: send a new key for a new request"}
+	case errors.As(err, &ce):
+		return &Problem{Type: ProblemKeyReused, Title: "Idempotency key conflict", Status: http.StatusConflict,
+			Detail: "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"}
+	case errors.As(err, &eu):
+		return &Problem{Type: ProblemOutcomeUnknown, Title: "Outcome unknown", Status: http.StatusConflict,
+			Detail: "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
+				"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"}
+	case errors.As(err, &of):
+		return &Problem{Type: ProblemOperationFailed, Title: "Operation failed", Status: http.StatusConflict,
+			Detail: "an operator marked the request with this key as failed (" + of.Reason + "): send a new key"}
+	case errors.As(err, &cor):
+		return &Problem{Type: ProblemCorruptRecord, Title: "Idempotency record corrupt", Status: http.StatusInternalServerError,
+			Detail: "the record of this key does not decode; an operator must delete record " + ref.String()}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Problem{Type: ProblemStoreUnavailable, Title: "Request not processed", Status: http.StatusServiceUnavailable, RetryAfter: m.cfg.StoreRetryAfter,
+			Detail: "the request ended before it was processed; retry it with the same key"}
+	}
+	m.log.Warn("idemhttp: the idempotency store is unavailable; refusing the request", "ref", ref.String(), "err", err)
+	return &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, RetryAfter: m.cfg.StoreRetryAfter,
+		Detail: "the request was not processed because its key could not be checked; retry it with the same key after Retry-After seconds"}
+}
+
+// preferWait returns the wait the client asked for with Prefer: wait=N,
+// capped by MaxWait.
+func (m *Middleware) preferWait(r *http.Request) time.Duration {
+	if m.cfg.MaxWait < 0 {
+		return 0
+	}
+	for _, v := range r.Header.Values("Prefer") {
+		for _, pref := range strings.Split(v, ",") {
+			pref, _, _ = strings.Cut(pref, ";")
+			name, val, ok := strings.Cut(strings.TrimSpace(pref), "=")
+			if !ok || !strings.EqualFold(strings.TrimSpace(name), "wait") {
+				continue
+			}
+			n, err := strconv.Atoi(strings.Trim(strings.TrimSpace(val), `"`))
+			if err != nil || n <= 0 {
+				continue
+			}
+			return min(time.Duration(n)*time.Second, m.cfg.MaxWait)
+		}
+	}
+	return 0
+}
+
+// replayed keeps the headers that are replayed.
+func (m *Middleware) replayed(h http.Header) http.Header {
+	out := http.Header{}
+	for k, vs := range h {
+		if m.replay[http.CanonicalHeaderKey(k)] {
+			out[http.CanonicalHeaderKey(k)] = vs
+		}
+	}
+	return out
+}
+
+// canonicalBody is the body as fingerprinted: canonical JSON when it is
+// JSON (by Content-Type, or by parsing when there is none), else the bytes.
+func canonicalBody(r *http.Request, body []byte) []byte {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" || strings.HasSuffix(ct, "+json") || ct == "" {
+		if c, err := CanonicalJSON(body); err == nil {
+			return append([]byte("json:"), c...)
+		}
+	}
+	return append([]byte("raw:"), body...)
+}
+
+// recorder captures a handler's response.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *recorder) statusCode() int {
+	if r.status == 0 {
+		return http.StatusOK
+	}
+	return r.status
+}
+
+func (r *recorder) writeTo(w http.ResponseWriter, extra http.Header) {
+	for k, vs := range r.header {
+		w.Header()[k] = vs
+	}
+	for k, vs := range extra {
+		w.Header()[k] = vs
+	}
+	w.WriteHeader(r.statusCode())
+	_, _ = w.Write(r.body.Bytes())
+}
