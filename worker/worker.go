@@ -27,10 +27,15 @@ type Registry struct {
 	// Activities wraps activity functions into idempotent ones
 	// (activity.Wrap).
 	Activities *activity.Wrapper
-	// Executor, Store and Client are there for activities that need them.
+	// Executor, Digester, Store and Client are there for activities and
+	// HTTP handlers that need them (an idemhttp.Middleware takes the
+	// Executor and the Digester).
 	Executor *idemstore.Executor
+	Digester *idemstore.Digester
 	Store    *redisstore.Store
 	Client   client.Client
+	// TaskQueue is the task queue the worker polls.
+	TaskQueue string
 	// HTTP is the worker's HTTP mux, for extra endpoints.
 	HTTP   *http.ServeMux
 	Logger *slog.Logger
@@ -163,7 +168,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	tw.RegisterActivityWithOptions(wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: activity.ResolveRecordActivity})
 	if c.Register != nil {
-		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Store: store, Client: tc, HTTP: mux, Logger: log})
+		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Digester: dig, Store: store, Client: tc, TaskQueue: c.TaskQueue, HTTP: mux, Logger: log})
 		if err != nil {
 			return fmt.Errorf("worker: register: %w", err)
 		}

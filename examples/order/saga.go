@@ -31,6 +31,21 @@ const (
 // TypeInvalidOrder is the error type of an order PlaceOrder refuses.
 const TypeInvalidOrder = "order.InvalidOrder"
 
+// PlaceOrder's signal and query of payment events (webhooks).
+const (
+	// PaymentEventSignal carries a PaymentEvent to the order's workflow.
+	PaymentEventSignal = "order.paymentEvent"
+	// PaymentEventsQuery answers the []PaymentEvent the workflow has, one
+	// per event ID.
+	PaymentEventsQuery = "order.paymentEvents"
+)
+
+// PaymentEvent is a payment provider's event about an order.
+type PaymentEvent struct {
+	EventID string `json:"event_id"`
+	Type    string `json:"type"`
+}
+
 // PlaceOrderInput is an order.
 type PlaceOrderInput struct {
 	// OrderID names the order: a UUIDv7 (NewOrderID) by convention, but
@@ -132,6 +147,9 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 	if err != nil {
 		return OrderResult{}, err
 	}
+	if err := listenForPaymentEvents(ctx); err != nil {
+		return OrderResult{}, err
+	}
 	s := saga{ctx: ctx, rec: rec, in: in, book: bookCtx{workflow.WithActivityOptions(ctx, bookkeeping)}}
 	result := OrderResult{OrderID: in.OrderID}
 	if err := s.book.run(CreateOrderActivity, in); err != nil {
@@ -188,6 +206,28 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 		return s.end(result, StatusFailed, "confirm (the card was charged, the shipment created): "+reason(err))
 	}
 	return s.end(result, StatusCompleted, "")
+}
+
+// listenForPaymentEvents keeps the payment events the workflow is sent,
+// one per event ID however often it is delivered, for PaymentEventsQuery.
+func listenForPaymentEvents(ctx workflow.Context) error {
+	events := []PaymentEvent{}
+	if err := workflow.SetQueryHandler(ctx, PaymentEventsQuery, func() ([]PaymentEvent, error) { return events, nil }); err != nil {
+		return err
+	}
+	ch := workflow.GetSignalChannel(ctx, PaymentEventSignal)
+	seen := map[string]bool{}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var e PaymentEvent
+			ch.Receive(ctx, &e)
+			if !seen[e.EventID] {
+				seen[e.EventID] = true
+				events = append(events, e)
+			}
+		}
+	})
+	return nil
 }
 
 type saga struct {

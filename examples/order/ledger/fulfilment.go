@@ -220,6 +220,9 @@ type WebhookEvent struct {
 	Kind       string          `json:"kind"`
 	Payload    json.RawMessage `json:"payload"`
 	ReceivedAt time.Time       `json:"received_at"`
+	// SignalledAt is when the order's workflow was sent the event; zero
+	// until then.
+	SignalledAt time.Time `json:"signalled_at,omitzero"`
 }
 
 // RecordWebhookEvent records an event once (UNIQUE on its ID) and returns
@@ -238,14 +241,23 @@ func (l *Ledger) RecordWebhookEvent(ctx context.Context, e WebhookEvent) (Webhoo
 func (l *Ledger) webhookEvent(ctx context.Context, id string) (WebhookEvent, error) {
 	var e WebhookEvent
 	var payload string
-	var at int64
-	err := l.queryRow(ctx, "SELECT event_id, sender, order_id, kind, payload, received_at FROM webhook_events WHERE event_id = ?", id).
-		Scan(&e.EventID, &e.Sender, &e.OrderID, &e.Kind, &payload, &at)
+	var at, signalled int64
+	err := l.queryRow(ctx, "SELECT event_id, sender, order_id, kind, payload, received_at, signalled_at FROM webhook_events WHERE event_id = ?", id).
+		Scan(&e.EventID, &e.Sender, &e.OrderID, &e.Kind, &payload, &at, &signalled)
 	if err != nil {
 		return WebhookEvent{}, fmt.Errorf("ledger: read webhook event %s: %w", id, err)
 	}
-	e.Payload, e.ReceivedAt = json.RawMessage(payload), fromMillis(at)
+	e.Payload, e.ReceivedAt, e.SignalledAt = json.RawMessage(payload), fromMillis(at), fromMillis(signalled)
 	return e, nil
+}
+
+// MarkWebhookEventSignalled records that the order's workflow was sent
+// the event.
+func (l *Ledger) MarkWebhookEventSignalled(ctx context.Context, id string) error {
+	if _, err := l.exec(ctx, "UPDATE webhook_events SET signalled_at = ? WHERE event_id = ? AND signalled_at = 0", l.millis(), id); err != nil {
+		return fmt.Errorf("ledger: mark webhook event %s signalled: %w", id, err)
+	}
+	return nil
 }
 
 // WebhookEvents lists an order's events, oldest first.

@@ -79,11 +79,14 @@ CREATE TABLE IF NOT EXISTS confirmations (
   sent_at    BIGINT NOT NULL
 );
 
+-- Events a payment provider delivered (seed 001 §5): one row per event ID,
+-- and signalled_at once the order's workflow has it.
 CREATE TABLE IF NOT EXISTS webhook_events (
-  event_id    TEXT PRIMARY KEY,
-  sender      TEXT NOT NULL,
-  order_id    TEXT NOT NULL,
-  kind        TEXT NOT NULL,
-  payload     TEXT NOT NULL,
-  received_at BIGINT NOT NULL
+  event_id     TEXT PRIMARY KEY,
+  sender       TEXT NOT NULL,
+  order_id     TEXT NOT NULL,
+  kind         TEXT NOT NULL,
+  payload      TEXT NOT NULL,
+  received_at  BIGINT NOT NULL,
+  signalled_at BIGINT NOT NULL DEFAULT 0
 );
