@@ -40,8 +40,10 @@ var OperatorCommands = []string{"pending", "resolve", "reopen"}
 //	    whether it was applied or refused (with -signal: as a signal, fire
 //	    and forget)
 //	reopen -record KEY [-reason TEXT]
-//	    reopens a record a fail decision left FAILED, so the next attempt
-//	    runs (it talks to Redis: -redis-url, -key-namespace)
+//	    reopens a record a fail decision left FAILED, or an ABANDONED one
+//	    no workflow waits on (an idemhttp key whose outcome an operator
+//	    has found to be "no effect"), so the next request or attempt runs
+//	    (it talks to Redis: -redis-url, -key-namespace)
 //
 // pending and resolve take the Temporal connection flags of the worker
 // (-temporal-address, -namespace, the TLS files and the API key), each
@@ -316,8 +318,8 @@ func reopen(ctx context.Context, c Config, record, reason string, out io.Writer)
 		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
 	}
 	r := obs.Record
-	if r.State != idemstore.StateFailed {
-		return fmt.Errorf("reopen: %s is %s, not FAILED: only a record a fail decision left FAILED is reopened", record, r.State)
+	if r.State != idemstore.StateFailed && r.State != idemstore.StateAbandoned {
+		return fmt.Errorf("reopen: %s is %s: only a FAILED or ABANDONED record is reopened", record, r.State)
 	}
 	if reason == "" {
 		reason = "reopened by an operator"
@@ -330,6 +332,6 @@ func reopen(ctx context.Context, c Config, record, reason string, out io.Writer)
 	if ref, ok := res.(idemstore.Refused); ok {
 		return fmt.Errorf("reopen: %s moved on (%s); run it again", record, ref.Reason)
 	}
-	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was failed: %s)\n", record, r.Reason)
+	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was %s: %s)\n", record, r.State, r.Reason)
 	return err
 }
