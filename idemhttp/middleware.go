@@ -107,7 +107,7 @@ func JSONFieldKey(field string) func(*http.Request, []byte) (string, error) {
 		}
 		raw, ok := m[field]
 		if !ok {
-			return "", ErrKeyMissing
+			return "", fmt.Errorf("%w: send the %q field, the same on every delivery of the request", ErrKeyMissing, field)
 		}
 		var key string
 		if err := json.Unmarshal(raw, &key); err != nil {
@@ -267,8 +267,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	key, err := m.cfg.Key(r, body)
 	switch {
 	case errors.Is(err, ErrKeyMissing):
-		WriteProblem(w, &Problem{Type: ProblemKeyMissing, Title: "Idempotency key missing", Status: http.StatusBadRequest,
-			Detail: "this request needs an idempotency key: send an Idempotency-Key header with a unique value, such as a UUID, and the same value when you retry it"})
+		detail := "this request needs an idempotency key: send an Idempotency-Key header with a unique value, such as a UUID, and the same value when you retry it"
+		if err != ErrKeyMissing { // a Config.Key of its own says what it wants
+			detail = "this request needs an idempotency key: " + strings.TrimPrefix(strings.TrimPrefix(err.Error(), ErrKeyMissing.Error()), ": ")
+		}
+		WriteProblem(w, &Problem{Type: ProblemKeyMissing, Title: "Idempotency key missing", Status: http.StatusBadRequest, Detail: detail})
 		return
 	case err != nil:
 		WriteProblem(w, &Problem{Type: ProblemKeyInvalid, Title: "Idempotency key invalid", Status: http.StatusBadRequest,

@@ -28,12 +28,16 @@ type appFlags struct {
 	getenv    func(string) string
 	ledgerDSN string
 	gateway   order.GatewayConfig
+	orderWait time.Duration
 	errs      []error
 }
 
 func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.ledgerDSN, "ledger-dsn", a.getenv("LEDGER_DSN"),
 		"the order ledger: sqlite:<path> or postgres://… (LEDGER_DSN; default "+DefaultLedgerDSN+", under -dev a file in the dev state directory)")
+	a.orderWait = order.DefaultAPIWait
+	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
+		"how long POST /orders waits for the order to end before it answers 202")
 	a.duration(fs, &a.gateway.Latency, "gateway-latency", "GATEWAY_LATENCY", "how long each gateway call takes")
 	a.rate(fs, &a.gateway.DeclineRate, "gateway-decline-rate", "GATEWAY_DECLINE_RATE", "share of charges the gateway declines, 0–1")
 	a.rate(fs, &a.gateway.FailBeforeCharge, "gateway-fail-before-charge", "GATEWAY_FAIL_BEFORE_CHARGE",
@@ -117,7 +121,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		if err := order.RegisterCharge(r, provider); err != nil {
 			return err
 		}
-		return order.Register(r, l, gw)
+		if err := order.Register(r, l, gw); err != nil {
+			return err
+		}
+		return order.RegisterAPI(r, l, app.orderWait)
 	}
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -16,6 +16,15 @@
 // whose UNIQUE keys and fencing tokens are the last line of defence when
 // Redis has lost a record.
 //
-// `go run ./cmd/worker -dev` registers both; `go run ./cmd/worker order`
-// places an order.
+// The order API (api.go): NewAPI serves POST /orders behind an
+// idemhttp.Middleware (the Idempotency-Key header), starting PlaceOrder
+// under a workflow ID derived from the key's scope digest, so a retry that
+// Redis has forgotten attaches to the same workflow; GET /orders/{id};
+// GET /payments; and POST /webhooks/payment-events, keyed by the event ID,
+// which records each event once in the ledger and signals it once to the
+// order's workflow.
+//
+// `go run ./cmd/worker -dev` registers all of it and serves the API on
+// -http; `go run ./cmd/worker order` places an order from the command
+// line.
 package order

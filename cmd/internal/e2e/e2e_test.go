@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -111,6 +112,14 @@ func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease 
 // startWorker runs an in-process worker until the test ends.
 func (h *harness) startWorker(register func(worker.Registry) error) *worker.Worker {
 	h.t.Helper()
+	w, _ := h.startStoppableWorker(register)
+	return w
+}
+
+// startStoppableWorker runs an in-process worker until stop is called or
+// the test ends.
+func (h *harness) startStoppableWorker(register func(worker.Registry) error) (w *worker.Worker, stop func()) {
+	h.t.Helper()
 	cfg := workerConfig(temporalServer.GetFrontendHostPort(), temporalServer.GetDefaultNamespace(), h.queue, h.redis, h.keys, h.lease)
 	cfg.Register = register
 	w, err := worker.New(cfg)
@@ -121,13 +130,17 @@ func (h *harness) startWorker(register func(worker.Registry) error) *worker.Work
 	done := make(chan struct{})
 	var runErr error
 	go func() { runErr = w.Run(ctx); close(done) }()
-	h.t.Cleanup(func() {
-		cancel()
-		<-done
-		if runErr != nil {
-			h.t.Errorf("worker.Run: %v", runErr)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			if runErr != nil {
+				h.t.Errorf("worker.Run: %v", runErr)
+			}
+		})
+	}
+	h.t.Cleanup(stop)
 	select {
 	case <-w.Started():
 	case <-done:
@@ -135,7 +148,7 @@ func (h *harness) startWorker(register func(worker.Registry) error) *worker.Work
 	case <-time.After(30 * time.Second):
 		h.t.Fatal("worker did not start")
 	}
-	return w
+	return w, stop
 }
 
 func (h *harness) start(wf any, id string, args ...any) client.WorkflowRun {

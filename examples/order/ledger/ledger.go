@@ -133,6 +133,18 @@ func (l *Ledger) migrate(ctx context.Context) error {
 			return fmt.Errorf("create the schema: %w", err)
 		}
 	}
+	// Columns added since a table was first created: a ledger made by an
+	// earlier version gains them here.
+	for _, c := range []struct{ table, column, def string }{
+		{"webhook_events", "signalled_at", "BIGINT NOT NULL DEFAULT 0"},
+	} {
+		if _, err := l.db.ExecContext(ctx, "SELECT "+c.column+" FROM "+c.table+" LIMIT 0"); err == nil {
+			continue
+		}
+		if _, err := l.db.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.def); err != nil {
+			return fmt.Errorf("add column %s.%s: %w", c.table, c.column, err)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,456 @@
+package order
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/worker"
+)
+
+// The order API's operation codes: each route behind the idempotency
+// middleware has its own records.
+const (
+	OrdersAPICode   idemstore.OperationCode = "orders-api"
+	WebhooksAPICode idemstore.OperationCode = "payment-webhooks"
+)
+
+// Problem types of the order API, besides idemhttp's.
+const (
+	ProblemInvalidOrder   = "urn:onceflow:problem:invalid-order"
+	ProblemInvalidEvent   = "urn:onceflow:problem:invalid-payment-event"
+	ProblemOrderNotFound  = "urn:onceflow:problem:order-not-found"
+	ProblemOrderFailed    = "urn:onceflow:problem:order-failed"
+	ProblemBackendFailure = "urn:onceflow:problem:backend-unavailable"
+)
+
+// DefaultAPIWait is how long POST /orders waits for the order to end
+// before it answers 202.
+const DefaultAPIWait = 10 * time.Second
+
+// WorkflowIDPrefix starts the workflow ID of an order placed through the
+// API; the rest is the digest of the request's idempotency scope.
+const WorkflowIDPrefix = "order-http-"
+
+// memoOrderID is the memo field that names a workflow's order.
+const memoOrderID = "order_id"
+
+// APIConfig configures the order API. Empty fields take their defaults.
+type APIConfig struct {
+	// Client starts and signals the workflows. Required.
+	Client client.Client
+	// Ledger answers the reads and records the webhook events. Required.
+	Ledger *ledger.Ledger
+	// Executor and Digester run the idempotency middleware. Required.
+	Executor *idemstore.Executor
+	Digester *idemstore.Digester
+	// TaskQueue is where PlaceOrder runs. Default worker.DefaultTaskQueue.
+	TaskQueue string
+	// Wait bounds how long POST /orders waits for the order's result
+	// before it answers 202 with the order's Location. Default
+	// DefaultAPIWait; it must stay well below the lease, which the
+	// middleware renews meanwhile.
+	Wait time.Duration
+	// Principal names the caller (idemhttp.Config.Principal). Default
+	// idemhttp.AuthorizationPrincipal: the SHA-256 of the Authorization
+	// header, "anonymous" without one.
+	Principal func(*http.Request) string
+	// Logger receives the API's lines. Default: discard.
+	Logger *slog.Logger
+}
+
+// API is the order API: POST /orders, GET /orders/{id}, GET /payments and
+// POST /webhooks/payment-events.
+type API struct {
+	cfg      APIConfig
+	orders   *idemhttp.Middleware
+	webhooks *idemhttp.Middleware
+}
+
+// NewAPI validates cfg and returns the API.
+func NewAPI(cfg APIConfig) (*API, error) {
+	if cfg.Client == nil || cfg.Ledger == nil || cfg.Executor == nil || cfg.Digester == nil {
+		return nil, errors.New("order: APIConfig.Client, Ledger, Executor and Digester are required")
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = worker.DefaultTaskQueue
+	}
+	if cfg.Wait == 0 {
+		cfg.Wait = DefaultAPIWait
+	}
+	if cfg.Wait < 0 {
+		return nil, errors.New("order: APIConfig.Wait must not be negative")
+	}
+	if cfg.Principal == nil {
+		cfg.Principal = idemhttp.AuthorizationPrincipal
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	orders, err := idemhttp.New(idemhttp.Config{
+		Executor: cfg.Executor, Digester: cfg.Digester, Code: OrdersAPICode,
+		Principal: cfg.Principal, Validate: validateOrder, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	webhooks, err := idemhttp.New(idemhttp.Config{
+		Executor: cfg.Executor, Digester: cfg.Digester, Code: WebhooksAPICode,
+		Principal: cfg.Principal, Key: idemhttp.JSONFieldKey("event_id"), Validate: validateEvent, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &API{cfg: cfg, orders: orders, webhooks: webhooks}, nil
+}
+
+// RegisterAPI serves the order API on the worker's HTTP mux (-http), with
+// the worker's client, executor and task queue.
+func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration) error {
+	api, err := NewAPI(APIConfig{
+		Client: r.Client, Ledger: l, Executor: r.Executor, Digester: r.Digester,
+		TaskQueue: r.TaskQueue, Wait: wait, Logger: r.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	api.Register(r.HTTP)
+	return nil
+}
+
+// Register adds the API's routes to mux.
+func (a *API) Register(mux *http.ServeMux) {
+	mux.Handle("POST /orders", a.orders.Handler(http.HandlerFunc(a.createOrder)))
+	mux.HandleFunc("GET /orders/{id}", a.getOrder)
+	mux.HandleFunc("GET /payments", a.listPayments)
+	mux.Handle("POST /webhooks/payment-events", a.webhooks.Handler(http.HandlerFunc(a.paymentEvent)))
+}
+
+// OrderRequest is the body of POST /orders.
+type OrderRequest struct {
+	CustomerID  string        `json:"customer_id"`
+	Items       []ledger.Item `json:"items"`
+	AmountCents int64         `json:"amount_cents"`
+	Currency    string        `json:"currency"`
+}
+
+// OrderResponse is the answer of POST /orders: how the order ended
+// (201), or status "processing" (202).
+type OrderResponse struct {
+	OrderResult
+	WorkflowID string `json:"workflow_id"`
+}
+
+// StatusProcessing is the status a 202 answer reports.
+const StatusProcessing = "processing"
+
+func decodeStrict(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("the body holds more than one JSON value")
+	}
+	return nil
+}
+
+// ProblemUnsupportedMediaType is the problem type of a body that is not
+// declared as JSON.
+const ProblemUnsupportedMediaType = "urn:onceflow:problem:unsupported-media-type"
+
+// jsonOnly refuses a body not sent as application/json: the fingerprint
+// canonicalises JSON only when the request says it is JSON.
+func jsonOnly(r *http.Request) *idemhttp.Problem {
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if ct == "application/json" || strings.HasSuffix(ct, "+json") {
+		return nil
+	}
+	return &idemhttp.Problem{Type: ProblemUnsupportedMediaType, Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType,
+		Detail: "send the body as JSON, with Content-Type: application/json"}
+}
+
+// validateOrder refuses a malformed order before anything is claimed, so
+// a corrected order may reuse its key.
+func validateOrder(r *http.Request, body []byte) *idemhttp.Problem {
+	if p := jsonOnly(r); p != nil {
+		return p
+	}
+	var req OrderRequest
+	err := decodeStrict(body, &req)
+	if err == nil {
+		in := PlaceOrderInput{OrderID: "-", CustomerID: req.CustomerID, Items: req.Items, AmountCents: req.AmountCents, Currency: req.Currency}
+		err = in.Validate()
+	}
+	if err == nil {
+		return nil
+	}
+	return &idemhttp.Problem{Type: ProblemInvalidOrder, Title: "Invalid order", Status: http.StatusBadRequest,
+		Detail: "fix the order and send it again (the same key may be reused): " + strings.ReplaceAll(err.Error(), "\n", "; ")}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// backendProblem is the answer when Temporal or the ledger fails: a 503,
+// which the middleware does not store, so a retry with the same key runs
+// again (and attaches to the same workflow).
+func backendProblem(what string, err error) *idemhttp.Problem {
+	return &idemhttp.Problem{Type: ProblemBackendFailure, Title: "Service unavailable", Status: http.StatusServiceUnavailable,
+		Detail: what + " failed (" + err.Error() + "); retry with the same Idempotency-Key", RetryAfter: time.Second}
+}
+
+// createOrder starts the order's workflow, named by the request's scope
+// digest, and waits a while for its result (not with Prefer:
+// respond-async, which gets the 202 at once). The workflow ID is the second
+// line of defence: a retry that Redis has forgotten attaches to the same
+// workflow (USE_EXISTING) or finds it finished (REJECT_DUPLICATE) and
+// answers its result; the ledger's UNIQUE keys are the third.
+func (a *API) createOrder(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	scope, ok := idemhttp.ScopeFrom(ctx)
+	if !ok {
+		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemBackendFailure, Title: "Misconfigured route", Status: http.StatusInternalServerError,
+			Detail: "POST /orders must be served behind the idempotency middleware"})
+		return
+	}
+	var req OrderRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil { // validated by validateOrder
+		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemInvalidOrder, Title: "Invalid order", Status: http.StatusBadRequest, Detail: err.Error()})
+		return
+	}
+	in := PlaceOrderInput{OrderID: NewOrderID(), CustomerID: req.CustomerID, Items: req.Items, AmountCents: req.AmountCents, Currency: req.Currency}
+	wfID := WorkflowIDPrefix + scope.Ref.Digest.Hex
+	run, err := a.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: wfID, TaskQueue: a.cfg.TaskQueue,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		Memo:                     map[string]any{memoOrderID: in.OrderID},
+	}, PlaceOrder, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		run = a.cfg.Client.GetWorkflow(ctx, wfID, "") // it has ended: answer its result
+	case err != nil:
+		idemhttp.WriteProblem(w, backendProblem("starting the order's workflow", err))
+		return
+	}
+	var res OrderResult
+	async := respondAsync(r)
+	if async {
+		err = errRespondAsync
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, a.cfg.Wait)
+		err = run.Get(wctx, &res)
+		cancel()
+	}
+	switch {
+	case err == nil:
+		writeCreated(w, res, wfID)
+	case ctx.Err() != nil:
+		idemhttp.WriteProblem(w, backendProblem("waiting for the order", ctx.Err()))
+	default:
+		// The wait ran out (the SDK may report it before wctx is done),
+		// or the workflow failed: its description tells which.
+		d, derr := a.cfg.Client.DescribeWorkflowExecution(ctx, wfID, run.GetRunID())
+		if derr != nil {
+			idemhttp.WriteProblem(w, backendProblem("describing the order's workflow", derr))
+			return
+		}
+		info := d.GetWorkflowExecutionInfo()
+		if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED && run.Get(ctx, &res) == nil { // it ended meanwhile
+			writeCreated(w, res, wfID)
+			return
+		}
+		if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			a.cfg.Logger.ErrorContext(ctx, "order API: the order's workflow failed", "workflow_id", wfID, "status", info.GetStatus().String(), "err", err)
+			idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemOrderFailed, Title: "Order failed", Status: http.StatusInternalServerError,
+				Detail: "the order's workflow " + wfID + " ended " + info.GetStatus().String() + "; an operator must look at it (the Temporal UI, worker ledger)"})
+			return
+		}
+		orderID, derr := memoOrderIDOf(wfID, info.GetMemo().GetFields()[memoOrderID])
+		if derr != nil {
+			idemhttp.WriteProblem(w, backendProblem("reading the order's workflow", derr))
+			return
+		}
+		w.Header().Set("Location", "/orders/"+orderID)
+		w.Header().Set("Retry-After", "1")
+		if async {
+			w.Header().Set("Preference-Applied", "respond-async")
+		}
+		writeJSON(w, http.StatusAccepted, OrderResponse{OrderResult: OrderResult{OrderID: orderID, Status: StatusProcessing}, WorkflowID: wfID})
+	}
+}
+
+var errRespondAsync = errors.New("the client prefers respond-async")
+
+// respondAsync says whether the request asks for Prefer: respond-async
+// (RFC 7240): a 202 at once instead of a wait for the order's end.
+func respondAsync(r *http.Request) bool {
+	for _, v := range r.Header.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(p), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeCreated answers how the order ended: 201, its Location and result.
+func writeCreated(w http.ResponseWriter, res OrderResult, wfID string) {
+	w.Header().Set("Location", "/orders/"+res.OrderID)
+	writeJSON(w, http.StatusCreated, OrderResponse{OrderResult: res, WorkflowID: wfID})
+}
+
+// memoOrderIDOf decodes the order ID from a workflow's memo field.
+func memoOrderIDOf(wfID string, p *commonpb.Payload) (string, error) {
+	if p == nil {
+		return "", fmt.Errorf("workflow %s has no %s memo", wfID, memoOrderID)
+	}
+	var id string
+	if err := converter.GetDefaultDataConverter().FromPayload(p, &id); err != nil {
+		return "", fmt.Errorf("workflow %s: memo %s: %w", wfID, memoOrderID, err)
+	}
+	return id, nil
+}
+
+func (a *API) getOrder(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	o, ok, err := a.cfg.Ledger.Order(r.Context(), id)
+	switch {
+	case err != nil:
+		idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
+	case !ok:
+		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemOrderNotFound, Title: "Order not found", Status: http.StatusNotFound,
+			Detail: "no order " + id + " in the ledger: check the ID (an order just accepted appears within a second)"})
+	default:
+		writeJSON(w, http.StatusOK, o)
+	}
+}
+
+// PaymentsResponse is the answer of GET /payments.
+type PaymentsResponse struct {
+	Payments []ledger.Payment `json:"payments"`
+	// GatewayCalls counts the order's calls to the gateway: each one
+	// charged, declined or failed once.
+	GatewayCalls int `json:"gateway_calls"`
+}
+
+func (a *API) listPayments(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("order_id")
+	if id == "" {
+		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: idemhttp.ProblemInvalidRequest, Title: "Missing order_id", Status: http.StatusBadRequest,
+			Detail: "name the order: GET /payments?order_id=<order id>"})
+		return
+	}
+	ps, err := a.cfg.Ledger.Payments(r.Context(), id)
+	if err != nil {
+		idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
+		return
+	}
+	calls, err := a.cfg.Ledger.GatewayCalls(r.Context(), id)
+	if err != nil {
+		idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
+		return
+	}
+	if ps == nil {
+		ps = []ledger.Payment{}
+	}
+	writeJSON(w, http.StatusOK, PaymentsResponse{Payments: ps, GatewayCalls: len(calls)})
+}
+
+// PaymentEventRequest is the body of POST /webhooks/payment-events. Other
+// fields are kept in the ledger as they came.
+type PaymentEventRequest struct {
+	EventID string `json:"event_id"`
+	OrderID string `json:"order_id"`
+	Type    string `json:"type"`
+}
+
+// PaymentEventResponse is the answer to a payment event.
+type PaymentEventResponse struct {
+	EventID string `json:"event_id"`
+	OrderID string `json:"order_id"`
+	// Signalled says whether the order's workflow was sent the event
+	// (false when the order is unknown or its workflow has ended).
+	Signalled bool `json:"signalled"`
+}
+
+func validateEvent(r *http.Request, body []byte) *idemhttp.Problem {
+	if p := jsonOnly(r); p != nil {
+		return p
+	}
+	var e PaymentEventRequest
+	if err := json.Unmarshal(body, &e); err != nil || e.OrderID == "" || e.Type == "" {
+		return &idemhttp.Problem{Type: ProblemInvalidEvent, Title: "Invalid payment event", Status: http.StatusBadRequest,
+			Detail: `send a JSON object with "event_id", "order_id" and "type" strings`}
+	}
+	return nil
+}
+
+// paymentEvent records a payment provider's event once (the ledger's
+// UNIQUE event ID) and signals it to the order's workflow once (the
+// ledger's signalled_at; the workflow also keeps one per event ID).
+func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(r.Body); err != nil {
+		idemhttp.WriteProblem(w, backendProblem("reading the event", err))
+		return
+	}
+	var req PaymentEventRequest
+	_ = json.Unmarshal(body.Bytes(), &req) // validated by validateEvent
+	e, _, err := a.cfg.Ledger.RecordWebhookEvent(ctx, ledger.WebhookEvent{
+		EventID: req.EventID, Sender: a.cfg.Principal(r), OrderID: req.OrderID, Kind: req.Type, Payload: body.Bytes(),
+	})
+	if err != nil {
+		idemhttp.WriteProblem(w, backendProblem("recording the event", err))
+		return
+	}
+	resp := PaymentEventResponse{EventID: e.EventID, OrderID: e.OrderID, Signalled: !e.SignalledAt.IsZero()}
+	if !resp.Signalled {
+		o, ok, err := a.cfg.Ledger.Order(ctx, e.OrderID)
+		if err != nil {
+			idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
+			return
+		}
+		if ok && o.WorkflowID != "" {
+			err := a.cfg.Client.SignalWorkflow(ctx, o.WorkflowID, "", PaymentEventSignal, PaymentEvent{EventID: e.EventID, Type: e.Kind})
+			var nf *serviceerror.NotFound
+			switch {
+			case errors.As(err, &nf): // the workflow has ended: the event stays in the ledger
+			case err != nil:
+				idemhttp.WriteProblem(w, backendProblem("signalling the order's workflow", err))
+				return
+			default:
+				if err := a.cfg.Ledger.MarkWebhookEventSignalled(ctx, e.EventID); err != nil {
+					idemhttp.WriteProblem(w, backendProblem("recording the signal", err))
+					return
+				}
+				resp.Signalled = true
+			}
+		}
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
