@@ -9,9 +9,9 @@ import (
 	"runtime/debug"
 	"time"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -71,11 +71,17 @@ type ExecutorConfig struct {
 	// discard.
 	Logger *slog.Logger
 	// TracerProvider traces each Execute. When it is set, every Execute
-	// starts a span; when it is not, Execute starts one with
-	// otel.GetTracerProvider() only as the child of a recording span the
-	// context already carries (a Temporal activity's or an HTTP request's),
-	// so an untraced call costs nothing.
+	// starts a span; when it is not, Execute starts one only as the child
+	// of a recording span the context already carries (a Temporal
+	// activity's or an HTTP request's), with that span's provider, so an
+	// untraced call costs nothing. Each phase (claim, start, reconcile,
+	// action, renew, complete, fail, inspect) is a child span of it.
 	TracerProvider trace.TracerProvider
+	// MeterProvider, when set, receives the executor's metrics (see
+	// MetricExecutions and the other Metric* names): executions by
+	// outcome, takeovers, renewals, lost leases and phase latencies.
+	// Default: none, and nothing is measured.
+	MeterProvider metric.MeterProvider
 }
 
 func (c *ExecutorConfig) setDefaults() error {
@@ -156,6 +162,8 @@ type Executor struct {
 	cfg ExecutorConfig
 	// tracer is cfg.TracerProvider's; nil when none was given.
 	tracer trace.Tracer
+	// metrics is cfg.MeterProvider's instruments; nil when none was given.
+	metrics *telemetry
 }
 
 // NewExecutor validates cfg and returns an Executor.
@@ -167,6 +175,11 @@ func NewExecutor(cfg ExecutorConfig) (*Executor, error) {
 	if cfg.TracerProvider != nil {
 		e.tracer = cfg.TracerProvider.Tracer(tracerName)
 	}
+	m, err := newTelemetry(cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("idemstore: ExecutorConfig.MeterProvider: %w", err)
+	}
+	e.metrics = m
 	return e, nil
 }
 
@@ -326,20 +339,28 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 	case e.tracer != nil:
 		ctx, span = e.tracer.Start(ctx, "onceflow.execute")
 	case span.IsRecording():
-		ctx, span = otel.GetTracerProvider().Tracer(tracerName).Start(ctx, "onceflow.execute")
+		ctx, span = span.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow.execute")
 	}
 	if span.IsRecording() {
-		span.SetAttributes(
-			attribute.String("onceflow.operation_code", string(req.Ref.Code)),
-			attribute.String("onceflow.scope_digest", req.Ref.Digest.String()),
-		)
+		span.SetAttributes(AttrOperationCode.String(string(req.Ref.Code)), AttrScopeDigest.String(req.Ref.Digest.String()))
 	}
 	defer func() {
-		if !span.IsRecording() {
+		recording := span.IsRecording()
+		if !recording && e.metrics == nil {
 			return
 		}
-		span.SetAttributes(attribute.String("onceflow.disposition", string(res.Disposition)))
-		if err != nil {
+		outcome := OutcomeOf(res, err)
+		if e.metrics != nil {
+			e.metrics.executions.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(
+				AttrOperationCode.String(string(req.Ref.Code)), AttrOutcome.String(outcome)))
+		}
+		if !recording {
+			return
+		}
+		span.SetAttributes(AttrOutcome.String(outcome))
+		if err == nil {
+			span.SetAttributes(AttrDisposition.String(string(res.Disposition)), AttrAttempt.Int64(res.Fence.Attempt), AttrRev.Int64(res.Fence.Rev))
+		} else {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, err.Error())
 		}
@@ -393,12 +414,21 @@ func (v *invocation) claimRequest() ClaimRequest {
 
 func (v *invocation) fused() bool { return v.req.BeforeStart == nil }
 
-func (v *invocation) claim(ctx context.Context) (ClaimOutcome, error) {
+func (v *invocation) claim(ctx context.Context) (out ClaimOutcome, err error) {
+	ctx, end := v.e.phase(ctx, v.req.Ref.Code, "claim")
+	defer func() { end(err, outcomeAttrs(out)...) }()
 	v.sent = time.Now()
 	if v.fused() {
 		return v.store().ClaimStart(ctx, v.claimRequest())
 	}
 	return v.store().Claim(ctx, v.claimRequest())
+}
+
+// inspect reads the record, as a phase of its own.
+func (v *invocation) inspect(ctx context.Context, ref Ref) (obs Observation, err error) {
+	ctx, end := v.e.phase(ctx, ref.Code, "inspect")
+	defer func() { end(err, attribute.Bool("onceflow.found", obs.Found)) }()
+	return v.store().Inspect(ctx, ref)
 }
 
 func (v *invocation) execute(ctx context.Context, action Action) (Result, error) {
@@ -417,7 +447,7 @@ func (v *invocation) execute(ctx context.Context, action Action) (Result, error)
 // invocation's nonce. Only when the record shows the claim cannot have
 // applied is the claim sent again.
 func (v *invocation) reclaim(ctx context.Context, claimErr error) (ClaimOutcome, error) {
-	obs, err := v.store().Inspect(ctx, v.req.Ref)
+	obs, err := v.inspect(ctx, v.req.Ref)
 	if err != nil {
 		return nil, errors.Join(claimErr, err)
 	}
@@ -450,6 +480,7 @@ func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Actio
 	case Acquired:
 		return v.acquired(ctx, o.Ownership, o.Record, "", action)
 	case TakenOver:
+		v.e.countTakeover(ctx, ref.Code, o.From)
 		v.log(ctx, slog.LevelInfo, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_may_have_happened", o.EffectMayHaveHappened)
 		return v.acquired(ctx, o.Ownership, o.Record, o.From, action)
 	case ReplayedAcquire:
@@ -505,7 +536,9 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 			return Result{}, fmt.Errorf("idemstore: before start (the claim was released, nothing ran): %w", err)
 		}
 	}
-	own, r, err := v.start(ctx, own)
+	sctx, end := v.e.phase(ctx, own.Ref.Code, "start")
+	own, r, err := v.start(sctx, own)
+	end(err, recordAttrs(r)...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -523,7 +556,7 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 			if !errors.Is(err, ErrIndeterminate) || try > 0 {
 				return Ownership{}, Record{}, err
 			}
-			obs, ierr := v.store().Inspect(ctx, v.req.Ref)
+			obs, ierr := v.inspect(ctx, v.req.Ref)
 			if ierr != nil {
 				return Ownership{}, Record{}, errors.Join(err, ierr)
 			}
@@ -576,7 +609,9 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 	if r.Uncertain {
 		switch {
 		case v.req.Reconcile != nil:
-			resp, found, err := v.reconcile(xctx, r)
+			rctx, end := v.e.phase(xctx, own.Ref.Code, "reconcile")
+			resp, found, err := v.reconcile(rctx, r)
+			end(err, attribute.Bool("onceflow.found", found), AttrAttempt.Int64(r.Attempt))
 			if err != nil {
 				return v.abandon(ctx, own, "reconcile failed after a takeover from an expired EXECUTING record", err)
 			}
@@ -654,7 +689,10 @@ func (v *invocation) confirmLease(ctx context.Context, own Ownership) error {
 		ctx, cancel = context.WithDeadline(ctx, v.leaseEnd)
 		defer cancel()
 	}
-	out, err := v.store().Renew(ctx, v.renewRequest(own))
+	rctx, end := v.e.phase(ctx, own.Ref.Code, "renew")
+	out, err := v.store().Renew(rctx, v.renewRequest(own))
+	end(err, outcomeAttrs(out)...)
+	v.e.countRenewal(ctx, own.Ref.Code, renewalResult(out, err))
 	if err != nil {
 		return fmt.Errorf("idemstore: confirm the lease of %s before running: %w", own.Ref, err)
 	}
@@ -681,6 +719,8 @@ func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, foun
 // context is cancelled with ErrLeaseLost or ErrLeaseUnconfirmed when the
 // lease cannot be kept.
 func (v *invocation) run(ctx context.Context, own Ownership, action Action) (resp []byte, err error) {
+	ctx, end := v.e.phase(ctx, own.Ref.Code, "action")
+	defer func() { end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(own.Rev)) }()
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l := v.keepLease(actx, cancel, own)
@@ -714,8 +754,9 @@ func writeCtx(ctx context.Context) context.Context { return context.WithoutCance
 
 // complete records the response. A lost reply is verified with INSPECT; a
 // success the store did not confirm is never reported.
-func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (Result, error) {
-	ctx = writeCtx(ctx)
+func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (res Result, err error) {
+	ctx, end := v.e.phase(writeCtx(ctx), own.Ref.Code, "complete")
+	defer func() { end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(res.Fence.Rev)) }()
 	req := CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
 	ok := Result{Disposition: Ran, Response: resp, Fence: own.Fence()}
 	recovery := func(reason string, err error) (Result, error) {
@@ -752,7 +793,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		if !errors.Is(err, ErrIndeterminate) {
 			return recovery("complete failed", err)
 		}
-		obs, ierr := v.store().Inspect(ctx, own.Ref)
+		obs, ierr := v.inspect(ctx, own.Ref)
 		if ierr != nil {
 			return recovery("complete was indeterminate and inspect failed", errors.Join(err, ierr))
 		}
@@ -773,6 +814,8 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 // fail records FAILED_RETRYABLE or ABANDONED and verifies an indeterminate
 // write with INSPECT before returning (seed flaw 6).
 func (v *invocation) fail(ctx context.Context, own Ownership, target State, reason string) (recorded bool, rec Record) {
+	ctx, end := v.e.phase(ctx, own.Ref.Code, "fail")
+	defer func() { end(nil, AttrState.String(string(target)), attribute.Bool("onceflow.recorded", recorded)) }()
 	ctx = writeCtx(ctx)
 	req := FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: truncateReason(reason), TTL: v.e.cfg.FailureRetention}
 	for try := 0; try < 2; try++ {
@@ -792,7 +835,7 @@ func (v *invocation) fail(ctx context.Context, own Ownership, target State, reas
 			v.log(ctx, slog.LevelError, "onceflow: recording the failure failed", "target", target, "err", err)
 			return false, Record{}
 		}
-		obs, ierr := v.store().Inspect(ctx, own.Ref)
+		obs, ierr := v.inspect(ctx, own.Ref)
 		if ierr != nil {
 			v.log(ctx, slog.LevelError, "onceflow: recording the failure was indeterminate and inspect failed", "target", target, "err", errors.Join(err, ierr))
 			return false, Record{}

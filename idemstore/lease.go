@@ -139,6 +139,7 @@ func (l *lease) finish(cause error, msg string) {
 	l.timer.Stop()
 	l.mu.Unlock()
 	l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn, msg, "cause", cause)
+	l.e.countLostLease(context.WithoutCancel(l.parent), l.req.Ref.Code, cause)
 	l.cancel(cause)
 }
 
@@ -211,8 +212,11 @@ func (l *lease) renew() (more bool) {
 
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(rctx, end)
+	ctx, endPhase := l.e.phase(ctx, l.req.Ref.Code, "renew")
 	out, err := l.e.cfg.Store.Renew(ctx, l.req)
+	endPhase(err, outcomeAttrs(out)...)
 	cancel()
+	l.e.countRenewal(rctx, l.req.Ref.Code, renewalResult(out, err))
 	if err != nil {
 		l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn, "onceflow: lease renewal failed; will retry until the lease runs out", "err", err)
 		return true // the deferred function decides

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net/url"
@@ -111,6 +113,16 @@ type Config struct {
 	Dev bool
 	// Logger receives the worker's logs. Default: JSON to stderr.
 	Logger *slog.Logger
+	// TracerProvider, when set, traces the worker: Temporal's client and
+	// activities (the SDK's OpenTelemetry interceptor), every executor
+	// phase as children of the activity's or HTTP request's span, go-redis
+	// (redisotel) and the HTTP server (otelhttp). Default: no tracing.
+	TracerProvider trace.TracerProvider
+	// MeterProvider, when set, receives the executor's metrics
+	// (idemstore.Metric*), the Temporal SDK's (including the workflows'
+	// onceflow_recoveries_opened / _closed, whose difference is the pending
+	// recoveries), go-redis' and the HTTP server's. Default: none.
+	MeterProvider metric.MeterProvider
 	// Register adds the application's workflows and activities. Optional.
 	Register func(Registry) error
 	// RedisOptions, when set, is used as is instead of RedisURL (tests and

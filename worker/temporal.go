@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"go.temporal.io/sdk/client"
+	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	sdklog "go.temporal.io/sdk/log"
 )
 
@@ -40,6 +41,16 @@ func (c Config) TemporalClientOptions() (client.Options, error) {
 			l = slog.New(slog.DiscardHandler)
 		}
 		o.Logger = sdklog.NewStructuredLogger(l)
+	}
+	if c.TracerProvider != nil {
+		ti, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{Tracer: c.TracerProvider.Tracer("go.temporal.io/sdk")})
+		if err != nil {
+			return client.Options{}, fmt.Errorf("worker: Temporal tracing: %w", err)
+		}
+		o.Interceptors = append(o.Interceptors, ti)
+	}
+	if c.MeterProvider != nil && o.MetricsHandler == nil {
+		o.MetricsHandler = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{Meter: c.MeterProvider.Meter("go.temporal.io/sdk")})
 	}
 	tlsConfig, err := c.temporalTLS(o.HostPort)
 	if err != nil {

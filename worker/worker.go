@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -94,6 +96,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewUniversalClient(&opts)
 	defer rdb.Close()
+	if c.TracerProvider != nil {
+		if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(c.TracerProvider), redisotel.WithDBStatement(false)); err != nil {
+			return fmt.Errorf("worker: trace Redis: %w", err)
+		}
+	}
+	if c.MeterProvider != nil {
+		if err := redisotel.InstrumentMetrics(rdb, redisotel.WithMeterProvider(c.MeterProvider)); err != nil {
+			return fmt.Errorf("worker: measure Redis: %w", err)
+		}
+	}
 	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
 		Logger: log, OmitShebang: c.RedisOmitShebang})
 	if err != nil {
@@ -116,6 +128,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{
 		Store: store, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention, Logger: log,
+		MeterProvider: c.MeterProvider,
 	})
 	if err != nil {
 		return err
@@ -182,7 +195,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Lock()
 		w.httpLn = ln
 		w.mu.Unlock()
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		var h http.Handler = mux
+		if c.TracerProvider != nil || c.MeterProvider != nil {
+			var oo []otelhttp.Option
+			if c.TracerProvider != nil {
+				oo = append(oo, otelhttp.WithTracerProvider(c.TracerProvider))
+			}
+			if c.MeterProvider != nil {
+				oo = append(oo, otelhttp.WithMeterProvider(c.MeterProvider))
+			}
+			// Spans are named by the route pattern the mux matched (otelhttp
+			// renames the span once it is known), never by the path: it
+			// may carry IDs.
+			h = otelhttp.NewHandler(mux, "onceflow.http", append(oo, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+				if r.Pattern != "" {
+					return r.Pattern
+				}
+				return r.Method
+			}))...)
+		}
+		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		defer ln.Close()
 	}
 	if err := tw.Start(); err != nil {

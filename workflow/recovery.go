@@ -247,10 +247,24 @@ func (r *Recovery) apply(ctx workflow.Context, res Resolution) error {
 	return nil
 }
 
+// Metrics the workflows emit through the Temporal SDK's metrics handler
+// (worker.Config.MeterProvider exports them).
+const (
+	// MetricRecoveriesOpened counts incidents that began waiting for a
+	// decision; minus MetricRecoveriesClosed, the pending recoveries.
+	MetricRecoveriesOpened = "onceflow_recoveries_opened"
+	// MetricRecoveriesClosed counts incidents that stopped waiting: a
+	// decision applied, or the workflow's context done.
+	MetricRecoveriesClosed = "onceflow_recoveries_closed"
+	// MetricDecisionsRefused counts decisions refused (stale, duplicate,
+	// unknown incident, a result that does not decode).
+	MetricDecisionsRefused = "onceflow_recovery_decisions_refused"
+)
+
 // refuse makes a refusal visible: logged, counted, listed.
 func (r *Recovery) refuse(ctx workflow.Context, res Resolution, via string, err error) {
 	workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "via", via, "why", err.Error())
-	workflow.GetMetricsHandler(ctx).Counter("onceflow_recovery_decisions_refused").Inc(1)
+	workflow.GetMetricsHandler(ctx).Counter(MetricDecisionsRefused).Inc(1)
 	r.refusals.Count++
 	r.refusals.Recent = append(r.refusals.Recent, Refusal{Resolution: res, Why: err.Error(), At: workflow.Now(ctx), Via: via})
 	if n := len(r.refusals.Recent); n > recentRefusals {
@@ -382,12 +396,16 @@ func (r *Recovery) wait(ctx workflow.Context, d onceactivity.EffectUnknownDetail
 		}}
 		r.waiting[inc] = w
 		r.order = append(r.order, inc)
+		// Pending recoveries: opened minus closed (the SDK emits no
+		// metric while it replays a history).
+		workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesOpened).Inc(1)
 	}
 	w.waiters++
 	defer func() {
 		if w.waiters--; w.waiters == 0 {
 			delete(r.waiting, inc)
 			r.order = slices.DeleteFunc(r.order, func(i Incident) bool { return i == inc })
+			workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesClosed).Inc(1)
 		}
 	}()
 	workflow.GetLogger(ctx).Warn("onceflow: effect unknown; waiting for a decision ("+ResolveUpdate+" or "+ResolveSignal+")",

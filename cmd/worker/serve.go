@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/telemetry"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/worker"
@@ -100,6 +101,21 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		app.ledgerDSN = DefaultLedgerDSN
 	}
 	cfg.Logger = log
+	tel, err := telemetry.Setup(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(sctx); err != nil {
+			log.Warn("onceflow: flushing telemetry", "err", err)
+		}
+	}()
+	cfg.MeterProvider = tel.MeterProvider
+	if tel.TracerProvider != nil {
+		cfg.TracerProvider = tel.TracerProvider
+	}
 	l, err := ledger.Open(ctx, app.ledgerDSN)
 	if err != nil {
 		return fmt.Errorf("worker: %w (check -ledger-dsn / LEDGER_DSN)", err)
@@ -124,6 +140,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		if err := order.Register(r, l, gw); err != nil {
 			return err
 		}
+		r.HTTP.Handle("GET /metrics", tel.Metrics)
 		return order.RegisterAPI(r, l, app.orderWait)
 	}
 	w, err := worker.New(cfg)

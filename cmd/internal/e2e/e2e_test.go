@@ -73,6 +73,8 @@ type harness struct {
 	lease time.Duration
 	// redis is the address of the Redis the workers use.
 	redis string
+	// configure, when set, adjusts each worker's configuration.
+	configure func(*worker.Config)
 	rdb   *redis.Client
 	tc    client.Client
 }
@@ -122,6 +124,9 @@ func (h *harness) startStoppableWorker(register func(worker.Registry) error) (w 
 	h.t.Helper()
 	cfg := workerConfig(temporalServer.GetFrontendHostPort(), temporalServer.GetDefaultNamespace(), h.queue, h.redis, h.keys, h.lease)
 	cfg.Register = register
+	if h.configure != nil {
+		h.configure(&cfg)
+	}
 	w, err := worker.New(cfg)
 	if err != nil {
 		h.t.Fatal(err)

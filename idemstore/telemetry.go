@@ -1,0 +1,253 @@
+package idemstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Metric names of an Executor (OpenTelemetry; the Prometheus exporter
+// writes them with underscores, e.g. onceflow_executions_total).
+const (
+	// MetricExecutions counts Execute calls by operation code and outcome
+	// (see Outcome).
+	MetricExecutions = "onceflow.executions"
+	// MetricTakeovers counts claims that took a record over, by the
+	// state taken over from (EXECUTING: an expired lease whose effect may
+	// have happened; CLAIMED, FAILED_RETRYABLE: nothing ran).
+	MetricTakeovers = "onceflow.takeovers"
+	// MetricRenewals counts lease renewals by result: renewed, failed (the
+	// store did not answer; retried until the lease runs out) or refused.
+	MetricRenewals = "onceflow.renewals"
+	// MetricLostLeases counts actions cancelled because their lease was
+	// lost (cause "lost": another attempt holds the record) or could not be
+	// confirmed in time (cause "unconfirmed").
+	MetricLostLeases = "onceflow.lost_leases"
+	// MetricPhaseDuration is the latency of each executor phase, in
+	// seconds: claim, start, reconcile, action, complete, fail, inspect,
+	// renew.
+	MetricPhaseDuration = "onceflow.phase.duration"
+)
+
+// Outcomes of an Execute, the "onceflow.outcome" attribute of
+// MetricExecutions and of the execute span.
+const (
+	OutcomeRan                 = "ran"
+	OutcomeReplayed            = "replayed"
+	OutcomeReconciled          = "reconciled"
+	OutcomeInProgress          = "in_progress"
+	OutcomeFingerprintMismatch = "fingerprint_mismatch" // HTTP 422
+	OutcomeConflict            = "conflict"
+	OutcomeRetryable           = "retryable"
+	OutcomeEffectUnknown       = "effect_unknown"
+	OutcomeRecoveryRequired    = "recovery_required"
+	OutcomeFailed              = "failed"
+	OutcomeStoreUnavailable    = "store_unavailable"
+	OutcomeCorrupt             = "corrupt"
+	OutcomeError               = "error"
+)
+
+// Span attribute keys. None carries a raw key, principal, workflow ID or
+// payload: a record is named by its operation code and HMAC digest.
+const (
+	AttrOperationCode = attribute.Key("onceflow.operation_code")
+	AttrScopeDigest   = attribute.Key("onceflow.scope_digest")
+	AttrOutcome       = attribute.Key("onceflow.outcome")
+	AttrDisposition   = attribute.Key("onceflow.disposition")
+	AttrAttempt       = attribute.Key("onceflow.attempt")
+	AttrRev           = attribute.Key("onceflow.rev")
+	AttrState         = attribute.Key("onceflow.state")
+	AttrPhase         = attribute.Key("onceflow.phase")
+	AttrTakeoverFrom  = attribute.Key("onceflow.takeover_from")
+)
+
+// telemetry is an Executor's metric instruments; nil without a
+// MeterProvider, so an unmeasured executor pays nothing.
+type telemetry struct {
+	executions metric.Int64Counter
+	takeovers  metric.Int64Counter
+	renewals   metric.Int64Counter
+	lostLeases metric.Int64Counter
+	phase      metric.Float64Histogram
+}
+
+func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
+	if mp == nil {
+		return nil, nil
+	}
+	m := mp.Meter(tracerName)
+	var t telemetry
+	var errs [5]error
+	t.executions, errs[0] = m.Int64Counter(MetricExecutions, metric.WithDescription("Execute calls by operation code and outcome."))
+	t.takeovers, errs[1] = m.Int64Counter(MetricTakeovers, metric.WithDescription("Claims that took a record over, by the state taken over from."))
+	t.renewals, errs[2] = m.Int64Counter(MetricRenewals, metric.WithDescription("Lease renewals by result: renewed, failed, refused."))
+	t.lostLeases, errs[3] = m.Int64Counter(MetricLostLeases, metric.WithDescription("Actions cancelled because their lease was lost or not confirmed in time."))
+	t.phase, errs[4] = m.Float64Histogram(MetricPhaseDuration, metric.WithUnit("s"),
+		metric.WithDescription("Latency of each executor phase."),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// OutcomeOf classifies an Execute's result (one of the Outcome*
+// constants).
+func OutcomeOf(res Result, err error) string {
+	if err == nil {
+		switch res.Disposition {
+		case Replayed:
+			return OutcomeReplayed
+		case Reconciled:
+			return OutcomeReconciled
+		}
+		return OutcomeRan
+	}
+	var (
+		ip  *InProgressError
+		ce  *ConflictError
+		re  *RetryableError
+		eu  *EffectUnknownError
+		of  *OperationFailedError
+		se  *StoreError
+		cor *CorruptRecordError
+	)
+	switch {
+	case errors.As(err, &ip):
+		return OutcomeInProgress
+	case errors.As(err, &ce) && errors.Is(err, ErrFingerprintMismatch):
+		return OutcomeFingerprintMismatch
+	case errors.As(err, &ce):
+		return OutcomeConflict
+	case errors.As(err, &re):
+		return OutcomeRetryable
+	case errors.As(err, &eu) && eu.RecoveryRequired:
+		return OutcomeRecoveryRequired
+	case errors.As(err, &eu):
+		return OutcomeEffectUnknown
+	case errors.As(err, &of):
+		return OutcomeFailed
+	case errors.As(err, &cor):
+		return OutcomeCorrupt
+	case errors.As(err, &se), errors.Is(err, ErrIndeterminate):
+		return OutcomeStoreUnavailable
+	}
+	return OutcomeError
+}
+
+// phase starts one executor phase: a child span when the context's span
+// records, and a latency sample when the executor measures. end takes the
+// phase's error (nil when it went well) and extra span attributes.
+func (e *Executor) phase(ctx context.Context, code OperationCode, name string) (context.Context, func(err error, attrs ...attribute.KeyValue)) {
+	parent := trace.SpanFromContext(ctx)
+	recording := parent.IsRecording()
+	if !recording && e.metrics == nil {
+		return ctx, func(error, ...attribute.KeyValue) {}
+	}
+	start := time.Now()
+	var span trace.Span
+	if recording {
+		ctx, span = parent.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow."+name,
+			trace.WithAttributes(AttrOperationCode.String(string(code))))
+	}
+	return ctx, func(err error, attrs ...attribute.KeyValue) {
+		if e.metrics != nil {
+			e.metrics.phase.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(), metric.WithAttributes(
+				AttrOperationCode.String(string(code)), AttrPhase.String(name)))
+		}
+		if span == nil {
+			return
+		}
+		span.SetAttributes(attrs...)
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}
+}
+
+func (e *Executor) countTakeover(ctx context.Context, code OperationCode, from State) {
+	if e.metrics != nil {
+		e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(AttrOperationCode.String(string(code)), AttrTakeoverFrom.String(string(from))))
+	}
+}
+
+func (e *Executor) countRenewal(ctx context.Context, code OperationCode, result string) {
+	if e.metrics != nil {
+		e.metrics.renewals.Add(ctx, 1, metric.WithAttributes(AttrOperationCode.String(string(code)), attribute.String("onceflow.result", result)))
+	}
+}
+
+func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause error) {
+	if e.metrics == nil {
+		return
+	}
+	kind := "lost"
+	if errors.Is(cause, ErrLeaseUnconfirmed) {
+		kind = "unconfirmed"
+	}
+	e.metrics.lostLeases.Add(ctx, 1, metric.WithAttributes(AttrOperationCode.String(string(code)), attribute.String("onceflow.cause", kind)))
+}
+
+// outcomeAttrs are the span attributes of a store reply: the record's
+// state, attempt and rev as the reply shows them.
+func outcomeAttrs(out any) []attribute.KeyValue {
+	var r Record
+	switch o := out.(type) {
+	case Acquired:
+		r = o.Record
+	case TakenOver:
+		return append(recordAttrs(o.Record), AttrTakeoverFrom.String(string(o.From)))
+	case ReplayedAcquire:
+		r = o.Record
+	case CompletedReplay:
+		r = o.Record
+	case InProgress:
+		r = o.Record
+	case FingerprintMismatch:
+		r = o.Record
+	case RecoveryRequired:
+		r = o.Record
+	case OperationFailed:
+		r = o.Record
+	case OwnerOperationConflict:
+		r = o.Record
+	case CodecMismatch:
+		r = o.Record
+	case Transitioned:
+		r = o.Record
+	case AlreadyTransitioned:
+		r = o.Record
+	case Refused:
+		r = o.Record
+	case Renewed:
+		r = o.Record
+	default:
+		return nil
+	}
+	return recordAttrs(r)
+}
+
+func recordAttrs(r Record) []attribute.KeyValue {
+	return []attribute.KeyValue{AttrState.String(string(r.State)), AttrAttempt.Int64(r.Attempt), AttrRev.Int64(r.Rev)}
+}
+
+// renewalResult is the "onceflow.result" of a renewal.
+func renewalResult(out RenewOutcome, err error) string {
+	switch {
+	case err != nil:
+		return "failed"
+	case out == nil:
+		return "failed"
+	}
+	if _, ok := out.(Renewed); ok {
+		return "renewed"
+	}
+	return "refused"
+}

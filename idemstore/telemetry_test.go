@@ -1,0 +1,213 @@
+package idemstore_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// telemetryEnv is an executor traced into memory and measured by a manual
+// reader.
+type telemetryEnv struct {
+	env
+	spans  *tracetest.InMemoryExporter
+	reader *sdkmetric.ManualReader
+}
+
+func newTelemetryEnv(t *testing.T, cfg idemstore.ExecutorConfig) telemetryEnv {
+	t.Helper()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	reader := sdkmetric.NewManualReader()
+	cfg.TracerProvider = tp
+	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	return telemetryEnv{env: newEnv(t, cfg), spans: spans, reader: reader}
+}
+
+// tree returns the spans of the last trace as "parent>child" names, and
+// every attribute of every span.
+func (te telemetryEnv) tree(t *testing.T) (names []string, attrs []attribute.KeyValue) {
+	t.Helper()
+	got := te.spans.GetSpans()
+	te.spans.Reset()
+	byID := map[string]string{}
+	for _, s := range got {
+		byID[s.SpanContext.SpanID().String()] = s.Name
+	}
+	for _, s := range got {
+		name := s.Name
+		if p, ok := byID[s.Parent.SpanID().String()]; ok {
+			name = p + ">" + s.Name
+		}
+		names = append(names, name)
+		attrs = append(attrs, s.Attributes...)
+	}
+	slices.Sort(names)
+	return slices.Compact(names), attrs
+}
+
+// counter sums a counter's points whose attributes include want.
+func (te telemetryEnv) counter(t *testing.T, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := te.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, ok := m.Data.(metricdata.Sum[int64])
+			if !ok {
+				t.Fatalf("%s is %T", name, m.Data)
+			}
+			for _, p := range sum.DataPoints {
+				if hasAll(p.Attributes, want) {
+					n += p.Value
+				}
+			}
+		}
+	}
+	return n
+}
+
+func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
+	for _, kv := range want {
+		v, ok := set.Value(kv.Key)
+		if !ok || v != kv.Value {
+			return false
+		}
+	}
+	return true
+}
+
+func outcome(o string) attribute.KeyValue { return idemstore.AttrOutcome.String(o) }
+
+// TestTelemetrySpansAndMetrics: a fresh run, a replay, a takeover with
+// reconcile, a fingerprint mismatch and an abandonment each give their
+// span tree and move their counter; no attribute carries the operation,
+// owner or anything but codes, digests, states and numbers.
+func TestTelemetrySpansAndMetrics(t *testing.T) {
+	t.Parallel()
+	te := newTelemetryEnv(t, idemstore.ExecutorConfig{Lease: 3 * time.Second, RenewInterval: 20 * time.Millisecond})
+	var all []attribute.KeyValue
+	check := func(want []string) {
+		t.Helper()
+		got, attrs := te.tree(t)
+		all = append(all, attrs...)
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("span %q missing from %q", w, got)
+			}
+		}
+	}
+
+	f := storetest.NewFixture()
+	var runs atomic.Int32
+	slow := func(ctx context.Context) ([]byte, error) {
+		runs.Add(1)
+		time.Sleep(60 * time.Millisecond) // long enough for renewals
+		return []byte("ch_1"), nil
+	}
+	if _, err := te.exec.Execute(t.Context(), request(f), slow); err != nil {
+		t.Fatal(err)
+	}
+	check([]string{"onceflow.execute", "onceflow.execute>onceflow.claim", "onceflow.execute>onceflow.action",
+		"onceflow.action>onceflow.renew", "onceflow.execute>onceflow.complete"})
+	if _, err := te.exec.Execute(t.Context(), request(f), slow); err != nil {
+		t.Fatal(err)
+	}
+	check([]string{"onceflow.execute", "onceflow.execute>onceflow.claim"})
+
+	other := request(f)
+	other.Fingerprint = idemstore.FingerprintOf([]byte("another request"))
+	if _, err := te.exec.Execute(t.Context(), other, slow); !errors.Is(err, idemstore.ErrFingerprintMismatch) {
+		t.Fatalf("mismatch: %v", err)
+	}
+	te.tree(t)
+
+	g := storetest.NewFixture()
+	te.expiredExecuting(t, g)
+	req := request(g)
+	req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return []byte("ch_found"), true, nil }
+	if res, err := te.exec.Execute(t.Context(), req, slow); err != nil || res.Disposition != idemstore.Reconciled {
+		t.Fatalf("takeover: %+v, %v", res, err)
+	}
+	check([]string{"onceflow.execute>onceflow.claim", "onceflow.execute>onceflow.reconcile", "onceflow.execute>onceflow.complete"})
+
+	h := storetest.NewFixture()
+	te.expiredExecuting(t, h)
+	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, idemstore.ErrEffectUnknown) {
+		t.Fatalf("abandon: %v", err)
+	}
+	check([]string{"onceflow.execute>onceflow.fail"})
+
+	for _, c := range []struct {
+		outcome string
+		want    int64
+	}{{idemstore.OutcomeRan, 1}, {idemstore.OutcomeReplayed, 1}, {idemstore.OutcomeFingerprintMismatch, 1},
+		{idemstore.OutcomeReconciled, 1}, {idemstore.OutcomeEffectUnknown, 1}} {
+		if n := te.counter(t, idemstore.MetricExecutions, outcome(c.outcome)); n != c.want {
+			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
+		}
+	}
+	if n := te.counter(t, idemstore.MetricTakeovers, idemstore.AttrTakeoverFrom.String("EXECUTING")); n != 2 {
+		t.Errorf("takeovers from EXECUTING = %d, want 2", n)
+	}
+	if n := te.counter(t, idemstore.MetricRenewals, attribute.String("onceflow.result", "renewed")); n < 1 {
+		t.Errorf("renewals = %d, want some", n)
+	}
+	if runs.Load() != 1 {
+		t.Errorf("%d runs", runs.Load())
+	}
+
+	secret := []string{string(f.Operation), string(g.Operation), string(h.Operation), "ch_1", "ch_found"}
+	for _, kv := range all {
+		v := kv.Value.Emit()
+		for _, s := range secret {
+			if strings.Contains(v, s) {
+				t.Errorf("attribute %s = %q carries %q", kv.Key, v, s)
+			}
+		}
+	}
+}
+
+// TestTelemetryLostLease: an action whose renewal is refused (another
+// attempt took the record over) is counted as a lost lease.
+func TestTelemetryLostLease(t *testing.T) {
+	t.Parallel()
+	te := newTelemetryEnv(t, idemstore.ExecutorConfig{Lease: 600 * time.Millisecond, RenewInterval: 20 * time.Millisecond})
+	rdb := redistest.Client(t)
+	f := storetest.NewFixture()
+	_, err := te.exec.Execute(t.Context(), request(f), func(ctx context.Context) ([]byte, error) {
+		// Another owner takes the record: delete it, so the next renewal
+		// finds it gone and the lease is lost.
+		if err := rdb.Del(context.Background(), te.store.Key(f.Ref)).Err(); err != nil {
+			t.Error(err)
+		}
+		<-ctx.Done()
+		return nil, context.Cause(ctx)
+	})
+	if !errors.Is(err, idemstore.ErrLeaseLost) {
+		t.Fatalf("err = %v, want it to carry ErrLeaseLost", err)
+	}
+	if n := te.counter(t, idemstore.MetricLostLeases, attribute.String("onceflow.cause", "lost")); n != 1 {
+		t.Fatalf("lost leases = %d, want 1", n)
+	}
+}
