@@ -11,19 +11,17 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/redisstore"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // OperatorCommands are the commands RunOperator knows.
-var OperatorCommands = []string{"pending", "resolve", "reopen"}
+var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
 
 // RunOperator runs an operator command:
 //
@@ -44,6 +42,12 @@ var OperatorCommands = []string{"pending", "resolve", "reopen"}
 //	    no workflow waits on (an idemhttp key whose outcome an operator
 //	    has found to be "no effect"), so the next request or attempt runs
 //	    (it talks to Redis: -redis-url, -key-namespace)
+//	inspect -record KEY | -code CODE -key KEY [-dev] [-json]
+//	    prints one Redis record: state, attempt, rev, lease and TTL left,
+//	    codec and response size; -code and -key name an activity's
+//	    business key, digested with ONCEFLOW_SECRET (-dev: the dev
+//	    secret) and -namespace. A corrupt record is reported and the
+//	    command fails.
 //
 // pending and resolve take the Temporal connection flags of the worker
 // (-temporal-address, -namespace, the TLS files and the API key), each
@@ -65,9 +69,12 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	signal := fs.Bool("signal", false, "resolve: send the decision as a signal, without waiting for an answer")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
 	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
-	asJSON := fs.Bool("json", false, "pending: print the list as JSON")
-	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", DefaultRedisURL), "reopen: Redis URL (REDIS_URL)")
-	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", DefaultKeyNamespace), "reopen: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", DefaultRedisURL), "reopen, inspect: Redis URL (REDIS_URL)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", DefaultKeyNamespace), "reopen, inspect: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+	code := fs.String("code", "", "inspect: the operation code of the record")
+	key := fs.String("key", "", "inspect: the business key of the record (with -code)")
+	dev := fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true", "inspect: digest keys with the -dev secret when ONCEFLOW_SECRET is unset")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -94,6 +101,8 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		return resolve(ctx, c, *wfID, *runID, res, *signal, out)
 	case "reopen":
 		return reopen(ctx, c, *record, *reason, out)
+	case "inspect":
+		return inspect(ctx, c, getenv, *record, *code, *key, *dev, *asJSON, out)
 	}
 	return fmt.Errorf("unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
 }
@@ -299,17 +308,11 @@ func reopen(ctx context.Context, c Config, record, reason string, out io.Writer)
 	if err != nil {
 		return fmt.Errorf("reopen: -record: %w", err)
 	}
-	opts, err := ParseRedisURL(c.RedisURL)
+	store, closeStore, err := OpenStore(c)
 	if err != nil {
 		return err
 	}
-	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewUniversalClient(opts)
-	defer rdb.Close()
-	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, CommandTimeout: 5 * time.Second})
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	obs, err := store.Inspect(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("reopen: read %s: %w", record, err)

@@ -61,3 +61,51 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 		t.Fatalf("reopening a COMPLETED record: %v", err)
 	}
 }
+
+// TestInspectPrintsARecordAndFailsOnACorruptOne: inspect by -code and
+// -key (the business key, digested with ONCEFLOW_SECRET) prints the
+// record; a corrupt record is reported and the command fails.
+func TestInspectPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ns := redistest.Namespace(t)
+	rdb := redistest.NewClient(t, srv.Addr())
+	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "inspect test secret, 32 bytes..."
+	dig, err := idemstore.NewDigester([]byte(secret), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := worker.BusinessRef(dig, "default", "charge-card", "order-1/charge")
+	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: idemstore.FingerprintOf([]byte("body"))}
+	if _, err := exec.Execute(t.Context(), req, func(context.Context) ([]byte, error) { return []byte("ch_1"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	getenv := func(k string) string {
+		if k == "ONCEFLOW_SECRET" {
+			return secret
+		}
+		return ""
+	}
+	args := []string{"-code", "charge-card", "-key", "order-1/charge", "-namespace", "default", "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
+	var out bytes.Buffer
+	if err := worker.RunOperator(t.Context(), "inspect", args, getenv, &out); err != nil ||
+		!strings.Contains(out.String(), ref.String()) || !strings.Contains(out.String(), "COMPLETED attempt 1 rev 2") || !strings.Contains(out.String(), "response 4 bytes") {
+		t.Fatalf("inspect: %q, %v", out.String(), err)
+	}
+	if err := rdb.HSet(t.Context(), store.Key(ref), "state", "BOGUS").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = worker.RunOperator(t.Context(), "inspect", append(args, "-json"), getenv, &out)
+	if !errors.Is(err, idemstore.ErrCorruptRecord) || !strings.Contains(out.String(), `"corrupt"`) {
+		t.Fatalf("a corrupt record: %q, %v", out.String(), err)
+	}
+}

@@ -6,6 +6,8 @@
 //	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0 -ledger-dsn postgres://…
 //	go run ./cmd/worker order -customer c-1 -item A-1:2 -amount-cents 1999   # place an order
 //	go run ./cmd/worker ledger -order-id ID             # its rows: order, payments, gateway calls
+//	go run ./cmd/worker trace -order-id ID              # every layer that deduplicates it: HTTP key, workflow, steps' records, ledger
+//	go run ./cmd/worker inspect -record KEY             # one Redis record
 //	go run ./cmd/worker pending                         # every workflow waiting on a recovery decision
 //	go run ./cmd/worker resolve -workflow-id ID -record KEY -attempt N -rev N -decision retry
 //	go run ./cmd/worker reopen -record KEY               # a record a fail decision left FAILED
@@ -57,6 +59,8 @@ func run() error {
 			return placeOrder(ctx, args[1:], os.Getenv, os.Stdout)
 		case cmd == "ledger":
 			return showLedger(ctx, args[1:], os.Getenv, os.Stdout)
+		case cmd == "trace":
+			return trace(ctx, args[1:], os.Getenv, os.Stdout)
 		}
 	}
 	return serve(ctx, args, os.Getenv)

@@ -9,13 +9,13 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/worker"
@@ -105,15 +105,6 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 	return printJSON(out, res)
 }
 
-// Rows is what the ledger command prints: every row of one order.
-type Rows struct {
-	Order        *ledger.Order        `json:"order"`
-	Reservation  *ledger.Reservation  `json:"reservation"`
-	Payments     []ledger.Payment     `json:"payments"`
-	GatewayCalls []ledger.GatewayCall `json:"gateway_calls"`
-	Shipment     *ledger.Shipment     `json:"shipment"`
-}
-
 // showLedger prints the ledger's rows of an order.
 func showLedger(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
@@ -142,7 +133,7 @@ func showLedger(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer l.Close()
-	rows, err := readRows(ctx, l, *orderID)
+	rows, err := trail.ReadRows(ctx, l, *orderID)
 	if err != nil {
 		return err
 	}
@@ -152,71 +143,7 @@ func showLedger(ctx context.Context, args []string, getenv func(string) string, 
 	if *asJSON {
 		return printJSON(out, rows)
 	}
-	return printRows(out, rows)
-}
-
-// printRows prints an order's rows, one line each.
-func printRows(out io.Writer, r Rows) error {
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	o := r.Order
-	fmt.Fprintf(tw, "order\t%s\t%s, %d %s, workflow %s%s\n", o.ID, o.Status, o.AmountCents, o.Currency, o.WorkflowID, suffix(" reason: ", o.Reason))
-	if res := r.Reservation; res != nil {
-		var items []string
-		for _, it := range res.Items {
-			items = append(items, fmt.Sprintf("%s×%d", it.SKU, it.Qty))
-		}
-		fmt.Fprintf(tw, "reservation\t%s\t%s\n", res.Status, strings.Join(items, " "))
-	}
-	for _, p := range r.Payments {
-		fmt.Fprintf(tw, "payment\t%s\t%s, %d %s, charge %s, fence %s, key %s\n", p.ID, p.Status, p.AmountCents, p.Currency, p.GatewayChargeID, p.Fence, p.IdempotencyKey)
-	}
-	for _, c := range r.GatewayCalls {
-		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", c.ID, c.Outcome, suffix(", charge ", c.ChargeID), c.OperationKey)
-	}
-	if s := r.Shipment; s != nil {
-		fmt.Fprintf(tw, "shipment\t%s\t\n", s.ID)
-	}
-	charged := 0
-	for _, c := range r.GatewayCalls {
-		if c.Charged() {
-			charged++
-		}
-	}
-	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged\t\n", len(r.Payments), len(r.GatewayCalls), charged)
-	return tw.Flush()
-}
-
-func suffix(label, v string) string {
-	if v == "" {
-		return ""
-	}
-	return label + v
-}
-
-func readRows(ctx context.Context, l *ledger.Ledger, orderID string) (Rows, error) {
-	var r Rows
-	o, ok, err := l.Order(ctx, orderID)
-	if err != nil || !ok {
-		return r, err
-	}
-	r.Order = &o
-	if res, ok, err := l.ReservationOf(ctx, orderID); err != nil {
-		return r, err
-	} else if ok {
-		r.Reservation = &res
-	}
-	if r.Payments, err = l.Payments(ctx, orderID); err != nil {
-		return r, err
-	}
-	if r.GatewayCalls, err = l.GatewayCalls(ctx, orderID); err != nil {
-		return r, err
-	}
-	if s, ok, err := l.ShipmentOf(ctx, orderID); err != nil {
-		return r, err
-	} else if ok {
-		r.Shipment = &s
-	}
-	return r, nil
+	return trail.PrintRows(out, rows)
 }
 
 func printJSON(out io.Writer, v any) error {

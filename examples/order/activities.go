@@ -277,3 +277,25 @@ func (a *Activities) CreateOrder(ctx context.Context, in PlaceOrderInput) error 
 func (a *Activities) SetStatus(ctx context.Context, in StatusInput) error {
 	return a.ledger.SetOrderStatus(ctx, in.OrderID, in.Status, in.PaymentID, in.Reason)
 }
+
+// Step is one of PlaceOrder's idempotent steps: its operation code and
+// the business key it runs under.
+type Step struct {
+	Name string
+	Code idemstore.OperationCode
+	// Suffix follows the order ID in the step's business key.
+	Suffix string
+}
+
+// Key is the step's business key for an order.
+func (s Step) Key(orderID string) string { return orderID + s.Suffix }
+
+// Steps are PlaceOrder's idempotent steps, in saga order, then the
+// compensation.
+var Steps = []Step{
+	{"reserve", ReserveCode, "/reserve"},
+	{"charge", ChargeCode, "/charge"},
+	{"ship", ShipCode, "/ship"},
+	{"confirm", ConfirmCode, "/confirm"},
+	{"release", ReleaseCode, "/release"},
+}

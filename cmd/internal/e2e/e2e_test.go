@@ -54,6 +54,9 @@ const (
 
 var temporalServer *temporaltest.TestServer
 
+// e2eSecret is the workers' secret in these tests.
+const e2eSecret = "e2e secret e2e secret e2e secret"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		os.Exit(runChild())
@@ -75,8 +78,8 @@ type harness struct {
 	redis string
 	// configure, when set, adjusts each worker's configuration.
 	configure func(*worker.Config)
-	rdb   *redis.Client
-	tc    client.Client
+	rdb       *redis.Client
+	tc        client.Client
 }
 
 func newHarness(t *testing.T, lease time.Duration) *harness {
@@ -105,7 +108,7 @@ func workerConfig(temporalAddr, namespace, queue, redisAddr, keys string, lease 
 	return worker.Config{
 		TemporalAddress: temporalAddr, Namespace: namespace, TaskQueue: queue,
 		RedisURL: "redis://" + redisAddr + "/0", KeyNamespace: keys,
-		Secret: []byte("e2e secret e2e secret e2e secret"), Lease: lease, HTTPAddr: "127.0.0.1:0", StopTimeout: 2 * time.Second,
+		Secret: []byte(e2eSecret), Lease: lease, HTTPAddr: "127.0.0.1:0", StopTimeout: 2 * time.Second,
 		RedisCommandTimeout: min(redisstore.DefaultCommandTimeout, lease/8),
 		Logger:              slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -29,7 +29,10 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
@@ -237,7 +240,58 @@ func TestCrashAfterChargeIsReconciled(t *testing.T) {
 		if p := b.payments[0]; p.GatewayChargeID != b.calls[0].ChargeID || p.Fence.Attempt < 2 {
 			t.Fatalf("payment %+v; want the crashed call's charge, written by a later attempt", p)
 		}
+		s.checkTrail(in.OrderID, res, b)
 	})
+}
+
+// checkTrail: `worker trace` of an order whose charge crashed and was
+// reconciled shows each layer: the completed workflow, every step's
+// record (the charge COMPLETED by a later attempt), no compensation, and
+// the ledger's one call and one payment.
+func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
+	s.t.Helper()
+	store, err := redisstore.New(redisstore.Config{Client: s.rdb, Namespace: s.keys})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	dig, err := idemstore.NewDigester([]byte(e2eSecret), 1)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	src := trail.Sources{Store: store, Client: s.tc, Ledger: s.l, Digester: dig, Namespace: temporalServer.GetDefaultNamespace()}
+	tr, err := trail.Build(context.Background(), src, trail.Query{OrderID: orderID})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var text strings.Builder
+	if err := trail.Write(&text, tr); err != nil {
+		s.t.Fatal(err)
+	}
+	if tr.WorkflowID != "order-"+orderID || tr.Status != "COMPLETED" || tr.RunID == "" || len(tr.Pending) != 0 || len(tr.Steps) != len(order.Steps) {
+		s.t.Fatalf("trail:\n%s", text.String())
+	}
+	for _, st := range tr.Steps {
+		r := st.Record
+		switch {
+		case st.Step == "release":
+			if r.Found {
+				s.t.Errorf("a compensation record for a completed order:\n%s", text.String())
+			}
+		case !r.Found || r.State != idemstore.StateCompleted || r.Response == 0 || r.Codec == "" || time.Duration(r.TTLLeft) <= 0:
+			s.t.Errorf("step %s: %+v\n%s", st.Step, r, text.String())
+		case st.Step == "charge" && (r.Attempt < 2 || r.Attempt != b.payments[0].Fence.Attempt):
+			s.t.Errorf("the charge's record: attempt %d, want the reconciling attempt %d\n%s", r.Attempt, b.payments[0].Fence.Attempt, text.String())
+		}
+	}
+	if l := tr.Ledger; l == nil || l.Order == nil || l.Order.Status != order.StatusCompleted || len(l.GatewayCalls) != 1 || len(l.Payments) != 1 ||
+		l.Payments[0].ID != res.PaymentID || l.Shipment == nil {
+		s.t.Errorf("the trail's ledger:\n%s", text.String())
+	}
+	for _, want := range []string{"workflow order-" + orderID, "step charge", "COMPLETED attempt", "payment"} {
+		if !strings.Contains(text.String(), want) {
+			s.t.Errorf("the printed trail lacks %q:\n%s", want, text.String())
+		}
+	}
 }
 
 // resolveArgs are the arguments of `worker resolve` for a workflow's only

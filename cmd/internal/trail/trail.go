@@ -1,0 +1,264 @@
+// Package trail follows one order through every layer that deduplicates
+// it: the HTTP Idempotency-Key's record, the workflow and its pending
+// recoveries, each saga step's Redis record, and the ledger's rows.
+package trail
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/worker"
+	idemwf "github.com/onceflow/onceflow/workflow"
+)
+
+// Trail is every layer that deduplicates one order.
+type Trail struct {
+	// HTTP is the Idempotency-Key's record, when the trail starts from a key.
+	HTTP *worker.RecordReport `json:"http,omitempty"`
+	// WorkflowID, RunID and Status name the order's workflow.
+	WorkflowID string `json:"workflow_id"`
+	RunID      string `json:"run_id,omitempty"`
+	Status     string `json:"status,omitempty"`
+	// Pending are the incidents the workflow waits on a decision for.
+	Pending []idemwf.PendingRecovery `json:"pending,omitempty"`
+	OrderID string                   `json:"order_id,omitempty"`
+	// Steps are the records of the saga's steps, by business key.
+	Steps []StepTrail `json:"steps,omitempty"`
+	// Ledger are the order's rows.
+	Ledger *Rows `json:"ledger,omitempty"`
+}
+
+// StepTrail is one step's record.
+type StepTrail struct {
+	Step   string              `json:"step"`
+	Key    string              `json:"business_key"`
+	Record worker.RecordReport `json:"record"`
+}
+
+// Sources are where a trail is read from.
+type Sources struct {
+	Store    idemstore.Store
+	Client   client.Client
+	Ledger   *ledger.Ledger
+	Digester *idemstore.Digester
+	// Namespace is the Temporal namespace (business keys are digested
+	// with it).
+	Namespace string
+}
+
+// Query is what the user has: one of an Idempotency-Key (with the
+// Authorization it was sent with; empty: anonymous), an order ID or a
+// workflow ID.
+type Query struct {
+	IdempotencyKey string
+	Authorization  string
+	OrderID        string
+	WorkflowID     string
+}
+
+// Build reads the trail. A corrupt record is in the trail and makes the
+// error match idemstore.ErrCorruptRecord.
+func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
+	var t Trail
+	var corrupt error
+	switch {
+	case q.IdempotencyKey != "":
+		k, err := idemhttp.ParseKey(q.IdempotencyKey)
+		if err != nil {
+			return t, fmt.Errorf("trace: the idempotency key: %w", err)
+		}
+		r := &http.Request{Header: http.Header{}}
+		if q.Authorization != "" {
+			r.Header.Set("Authorization", q.Authorization)
+		}
+		// The scope the middleware digests: principal, method, route, key.
+		ref := idemstore.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest("http", idemhttp.AuthorizationPrincipal(r), http.MethodPost, "POST /orders", k)}
+		rep, err := worker.InspectRecord(ctx, src.Store, ref)
+		t.HTTP = &rep
+		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
+			return t, err
+		}
+		corrupt = err
+		t.WorkflowID = order.WorkflowIDPrefix + ref.Digest.Hex
+	case q.OrderID != "":
+		o, ok, err := src.Ledger.Order(ctx, q.OrderID)
+		if err != nil {
+			return t, err
+		}
+		if !ok {
+			return t, fmt.Errorf("trace: no order %s in the ledger", q.OrderID)
+		}
+		t.OrderID, t.WorkflowID = o.ID, o.WorkflowID
+	default:
+		t.WorkflowID = q.WorkflowID
+	}
+	if t.WorkflowID != "" {
+		d, err := src.Client.DescribeWorkflowExecution(ctx, t.WorkflowID, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			t.Status = "NOT_FOUND"
+		case err != nil:
+			return t, fmt.Errorf("trace: describe workflow %s: %w", t.WorkflowID, err)
+		default:
+			info := d.GetWorkflowExecutionInfo()
+			t.RunID, t.Status = info.GetExecution().GetRunId(), strings.ToUpper(info.GetStatus().String())
+			if p := info.GetMemo().GetFields()["order_id"]; p != nil && t.OrderID == "" {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &t.OrderID)
+			}
+			if q, err := src.Client.QueryWorkflow(ctx, t.WorkflowID, t.RunID, idemwf.PendingQuery); err == nil {
+				_ = q.Get(&t.Pending)
+			}
+		}
+	}
+	if t.OrderID == "" && t.WorkflowID != "" {
+		// A workflow started without the API's memo: the ledger knows it.
+		orders, err := src.Ledger.RecentOrders(ctx, 10_000)
+		if err != nil {
+			return t, err
+		}
+		for _, o := range orders {
+			if o.WorkflowID == t.WorkflowID {
+				t.OrderID = o.ID
+				break
+			}
+		}
+	}
+	if t.OrderID == "" {
+		return t, corrupt
+	}
+	for _, s := range order.Steps {
+		rep, err := worker.InspectRecord(ctx, src.Store, worker.BusinessRef(src.Digester, src.Namespace, s.Code, s.Key(t.OrderID)))
+		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
+			return t, err
+		}
+		corrupt = errors.Join(corrupt, err)
+		t.Steps = append(t.Steps, StepTrail{Step: s.Name, Key: s.Key(t.OrderID), Record: rep})
+	}
+	rows, err := ReadRows(ctx, src.Ledger, t.OrderID)
+	if err != nil {
+		return t, err
+	}
+	if rows.Order != nil {
+		t.Ledger = &rows
+	}
+	return t, corrupt
+}
+
+// Write prints a trail, one layer after another.
+func Write(out io.Writer, t Trail) error {
+	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
+	if t.HTTP != nil {
+		p("HTTP (Idempotency-Key, scope digested with the workers' secret)\n")
+		if err := worker.WriteRecordReport(out, "  ", *t.HTTP); err != nil {
+			return err
+		}
+	}
+	p("workflow %s run %s: %s\n", t.WorkflowID, t.RunID, t.Status)
+	for _, pr := range t.Pending {
+		p("  pending: %s %s since %s (decide with worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision …)\n",
+			pr.Activity, pr.Incident, pr.Since.Format("2006-01-02T15:04:05Z07:00"), t.WorkflowID, pr.RecordKey, pr.Incident.Attempt, pr.Incident.Rev)
+	}
+	if t.OrderID == "" {
+		p("no order known for the workflow yet\n")
+		return nil
+	}
+	p("order %s\n", t.OrderID)
+	for _, s := range t.Steps {
+		p("  step %-8s key %s\n", s.Step, s.Key)
+		if err := worker.WriteRecordReport(out, "    ", s.Record); err != nil {
+			return err
+		}
+	}
+	if t.Ledger != nil {
+		p("ledger\n")
+		return PrintRows(out, *t.Ledger)
+	}
+	return nil
+}
+
+// Rows is what the ledger command prints: every row of one order.
+type Rows struct {
+	Order        *ledger.Order        `json:"order"`
+	Reservation  *ledger.Reservation  `json:"reservation"`
+	Payments     []ledger.Payment     `json:"payments"`
+	GatewayCalls []ledger.GatewayCall `json:"gateway_calls"`
+	Shipment     *ledger.Shipment     `json:"shipment"`
+}
+
+// PrintRows prints an order's rows, one line each.
+func PrintRows(out io.Writer, r Rows) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	o := r.Order
+	fmt.Fprintf(tw, "order\t%s\t%s, %d %s, workflow %s%s\n", o.ID, o.Status, o.AmountCents, o.Currency, o.WorkflowID, suffix(" reason: ", o.Reason))
+	if res := r.Reservation; res != nil {
+		var items []string
+		for _, it := range res.Items {
+			items = append(items, fmt.Sprintf("%s×%d", it.SKU, it.Qty))
+		}
+		fmt.Fprintf(tw, "reservation\t%s\t%s\n", res.Status, strings.Join(items, " "))
+	}
+	for _, p := range r.Payments {
+		fmt.Fprintf(tw, "payment\t%s\t%s, %d %s, charge %s, fence %s, key %s\n", p.ID, p.Status, p.AmountCents, p.Currency, p.GatewayChargeID, p.Fence, p.IdempotencyKey)
+	}
+	for _, c := range r.GatewayCalls {
+		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", c.ID, c.Outcome, suffix(", charge ", c.ChargeID), c.OperationKey)
+	}
+	if s := r.Shipment; s != nil {
+		fmt.Fprintf(tw, "shipment\t%s\t\n", s.ID)
+	}
+	charged := 0
+	for _, c := range r.GatewayCalls {
+		if c.Charged() {
+			charged++
+		}
+	}
+	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged\t\n", len(r.Payments), len(r.GatewayCalls), charged)
+	return tw.Flush()
+}
+
+func suffix(label, v string) string {
+	if v == "" {
+		return ""
+	}
+	return label + v
+}
+
+func ReadRows(ctx context.Context, l *ledger.Ledger, orderID string) (Rows, error) {
+	var r Rows
+	o, ok, err := l.Order(ctx, orderID)
+	if err != nil || !ok {
+		return r, err
+	}
+	r.Order = &o
+	if res, ok, err := l.ReservationOf(ctx, orderID); err != nil {
+		return r, err
+	} else if ok {
+		r.Reservation = &res
+	}
+	if r.Payments, err = l.Payments(ctx, orderID); err != nil {
+		return r, err
+	}
+	if r.GatewayCalls, err = l.GatewayCalls(ctx, orderID); err != nil {
+		return r, err
+	}
+	if s, ok, err := l.ShipmentOf(ctx, orderID); err != nil {
+		return r, err
+	} else if ok {
+		r.Shipment = &s
+	}
+	return r, nil
+}

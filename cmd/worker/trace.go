@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/worker"
+)
+
+// trace prints the idempotency trail of an order (package trail), from
+// what the user has: an HTTP Idempotency-Key (+ the Authorization it was
+// sent with), an order ID or a workflow ID. A corrupt record fails it.
+func trace(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(out)
+	var c worker.Config
+	worker.RegisterTemporalFlags(fs, &c, getenv)
+	fs.StringVar(&c.RedisURL, "redis-url", envDefault(getenv, "REDIS_URL", worker.DefaultRedisURL), "Redis URL (REDIS_URL)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", envDefault(getenv, "ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger (LEDGER_DSN; default "+DefaultLedgerDSN+", with -dev the dev ledger)")
+	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "a -dev worker's records: its secret (when ONCEFLOW_SECRET is unset) and ledger")
+	var q trail.Query
+	fs.StringVar(&q.IdempotencyKey, "idempotency-key", "", "the Idempotency-Key of a POST /orders")
+	fs.StringVar(&q.Authorization, "authorization", "", "the Authorization header the key was sent with (none: anonymous)")
+	fs.StringVar(&q.OrderID, "order-id", "", "the order")
+	fs.StringVar(&q.WorkflowID, "workflow-id", "", "the order's workflow")
+	asJSON := fs.Bool("json", false, "print the trail as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	n := 0
+	for _, v := range []string{q.IdempotencyKey, q.OrderID, q.WorkflowID} {
+		if v != "" {
+			n++
+		}
+	}
+	if n != 1 || fs.NArg() > 0 {
+		return errors.New("trace: give one of -idempotency-key, -order-id or -workflow-id")
+	}
+	dig, err := worker.OperatorDigester(getenv, *dev)
+	if err != nil {
+		return fmt.Errorf("trace: %w", err)
+	}
+	if *dsn == "" && *dev {
+		if *dsn, err = devserver.LedgerDSN(); err != nil {
+			return err
+		}
+	}
+	if *dsn == "" {
+		*dsn = DefaultLedgerDSN
+	}
+	l, err := ledger.Open(ctx, *dsn)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	store, closeStore, err := worker.OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	tc, err := worker.Dial(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	ns := c.Namespace
+	if ns == "" {
+		ns = worker.DefaultNamespace
+	}
+	t, err := trail.Build(ctx, trail.Sources{Store: store, Client: tc, Ledger: l, Digester: dig, Namespace: ns}, q)
+	if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(t); jerr != nil {
+			return jerr
+		}
+	} else if werr := trail.Write(out, t); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("trace: a record is corrupt (see above): %w", err)
+	}
+	return nil
+}
