@@ -183,9 +183,11 @@ type Waiting struct {
 	Pending    []idemwf.PendingRecovery `json:"pending"`
 }
 
-// listPending lists the running workflows of c.TaskQueue that wait on a
-// decision, inspecting at most limit of them, newest first.
-func listPending(ctx context.Context, tc client.Client, c Config, limit int) ([]Waiting, error) {
+// ListPending lists the running workflows of a task queue in a namespace
+// that wait on a decision, inspecting at most limit of them, newest first
+// (what `worker pending` prints and the console shows).
+func ListPending(ctx context.Context, tc client.Client, namespace, taskQueue string, limit int) ([]Waiting, error) {
+	c := Config{Namespace: namespace, TaskQueue: taskQueue}
 	query := fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", strings.ReplaceAll(c.TaskQueue, "'", "''"))
 	out := []Waiting{}
 	var token []byte
@@ -232,7 +234,7 @@ func pendingList(ctx context.Context, c Config, limit int, asJSON bool, out io.W
 		return err
 	}
 	defer tc.Close()
-	list, err := listPending(ctx, tc, c, limit)
+	list, err := ListPending(ctx, tc, c.Namespace, c.TaskQueue, limit)
 	if err != nil {
 		return err
 	}
@@ -268,39 +270,81 @@ func resolve(ctx context.Context, c Config, wfID, runID string, res idemwf.Resol
 		return err
 	}
 	defer tc.Close()
-	inc := res.Incident()
-	sendSignal := func() error {
+	if signal {
 		if err := tc.SignalWorkflow(ctx, wfID, runID, idemwf.ResolveSignal, res); err != nil {
 			return fmt.Errorf("resolve: signal %s: %w", wfID, err)
 		}
-		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal: no answer comes back; run pending to see it applied or refused\n", res.Decision, inc, wfID)
+		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal: no answer comes back; run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID)
 		return err
 	}
-	if signal {
-		return sendSignal()
+	reply, err := Resolve(ctx, tc, wfID, runID, res)
+	var refused *DecisionRefusedError
+	switch {
+	case errors.As(err, &refused):
+		_, _ = fmt.Fprintln(out, refused.Message)
+		return fmt.Errorf("resolve: the workflow %s %s", wfID, refused.Message)
+	case err != nil:
+		return fmt.Errorf("resolve: %w", err)
+	case reply.Signalled:
+		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal: run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID)
+		return err
 	}
+	_, err = fmt.Fprintf(out, "applied: %s for %s in %s\n", reply.Decision, reply.Applied, wfID)
+	return err
+}
+
+// ResolveReply is how a decision was delivered.
+type ResolveReply struct {
+	idemwf.DecisionReply
+	// Signalled: the server takes no Updates, so the decision went as the
+	// onceflow.resolve signal and no answer came back.
+	Signalled bool
+}
+
+// DecisionRefusedError is a decision the workflow refused (stale,
+// duplicate, no such pending incident, a result that does not decode).
+type DecisionRefusedError struct {
+	WorkflowID string
+	// Message is the workflow's reason, for the operator.
+	Message string
+	Err     error
+}
+
+func (e *DecisionRefusedError) Error() string {
+	return "the workflow " + e.WorkflowID + " refused the decision: " + e.Message
+}
+
+func (e *DecisionRefusedError) Unwrap() error { return e.Err }
+
+// Resolve sends an operator's decision to a waiting workflow as the
+// onceflow.resolve Update and returns the workflow's answer; a server that
+// takes no Updates gets the onceflow.resolve signal instead. A refusal is
+// a *DecisionRefusedError. The worker resolve command and the console
+// both use it.
+func Resolve(ctx context.Context, tc client.Client, wfID, runID string, res idemwf.Resolution) (ResolveReply, error) {
 	handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		WorkflowID: wfID, RunID: runID, UpdateName: idemwf.ResolveUpdate, Args: []any{res},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
-	var reply idemwf.DecisionReply
+	var reply ResolveReply
 	if err == nil {
-		err = handle.Get(ctx, &reply)
+		err = handle.Get(ctx, &reply.DecisionReply)
 	}
 	var unimplemented *serviceerror.Unimplemented
 	var ae *temporal.ApplicationError
 	switch {
 	case err == nil:
-		_, err := fmt.Fprintf(out, "applied: %s for %s in %s\n", reply.Decision, reply.Applied, wfID)
-		return err
+		return reply, nil
 	case errors.As(err, &ae) && ae.Type() == idemwf.TypeDecisionRefused:
-		_, _ = fmt.Fprintln(out, ae.Error())
-		return fmt.Errorf("resolve: the workflow %s %s", wfID, ae.Error())
+		return reply, &DecisionRefusedError{WorkflowID: wfID, Message: ae.Error(), Err: err}
 	case errors.As(err, &unimplemented):
-		_, _ = fmt.Fprintln(out, "this Temporal server does not take Updates; sending the decision as a signal")
-		return sendSignal()
+		if err := tc.SignalWorkflow(ctx, wfID, runID, idemwf.ResolveSignal, res); err != nil {
+			return reply, fmt.Errorf("signal %s: %w", wfID, err)
+		}
+		reply.Signalled = true
+		return reply, nil
 	}
-	return fmt.Errorf("resolve: update %s: %w", wfID, err)
+	return reply, fmt.Errorf("update %s: %w", wfID, err)
 }
 
 func reopen(ctx context.Context, c Config, record, reason string, out io.Writer) error {

@@ -36,7 +36,9 @@ type Registry struct {
 	Digester *idemstore.Digester
 	Store    *redisstore.Store
 	Client   client.Client
-	// TaskQueue is the task queue the worker polls.
+	// Namespace and TaskQueue are the Temporal namespace and the task
+	// queue the worker polls.
+	Namespace string
 	TaskQueue string
 	// HTTP is the worker's HTTP mux, for extra endpoints.
 	HTTP   *http.ServeMux
@@ -181,7 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	})
 	tw.RegisterActivityWithOptions(wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: activity.ResolveRecordActivity})
 	if c.Register != nil {
-		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Digester: dig, Store: store, Client: tc, TaskQueue: c.TaskQueue, HTTP: mux, Logger: log})
+		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Digester: dig, Store: store, Client: tc, Namespace: c.Namespace, TaskQueue: c.TaskQueue, HTTP: mux, Logger: log})
 		if err != nil {
 			return fmt.Errorf("worker: register: %w", err)
 		}

@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/onceflow/onceflow/cmd/internal/console"
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
 	"github.com/onceflow/onceflow/cmd/internal/telemetry"
+	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/worker"
@@ -30,12 +32,15 @@ type appFlags struct {
 	ledgerDSN string
 	gateway   order.GatewayConfig
 	orderWait time.Duration
+	console   string
 	errs      []error
 }
 
 func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.ledgerDSN, "ledger-dsn", a.getenv("LEDGER_DSN"),
 		"the order ledger: sqlite:<path> or postgres://… (LEDGER_DSN; default "+DefaultLedgerDSN+", under -dev a file in the dev state directory)")
+	fs.StringVar(&a.console, "console-token", a.getenv("ONCEFLOW_CONSOLE_TOKEN"),
+		"the operator console's token (/console on -http; ONCEFLOW_CONSOLE_TOKEN); empty: the console is off, except under -dev")
 	a.orderWait = order.DefaultAPIWait
 	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
 		"how long POST /orders waits for the order to end before it answers 202")
@@ -141,6 +146,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			return err
 		}
 		r.HTTP.Handle("GET /metrics", tel.Metrics)
+		con, err := console.New(console.Config{
+			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: app.console, Dev: cfg.Dev, Logger: log,
+			Trail: trail.Sources{Store: r.Store, Client: r.Client, Ledger: l, Digester: r.Digester, Namespace: r.Namespace},
+		})
+		if err != nil {
+			return err
+		}
+		con.Register(r.HTTP)
 		return order.RegisterAPI(r, l, app.orderWait)
 	}
 	w, err := worker.New(cfg)

@@ -1,0 +1,269 @@
+// Package console is the operator console of cmd/worker: a page on -http
+// (/console, html/template, no front-end build) listing the pending
+// recoveries with buttons to decide each (completed with a result, retry,
+// fail with a reason), the recent orders and the trail of one order.
+//
+// A decision goes to the workflow as the onceflow.resolve Update (the
+// signal where the server takes no Updates), exactly as `worker resolve`
+// sends it, and the page shows the workflow's answer. The console asks for
+// a token (-console-token) unless the worker runs with -dev: open
+// /console?token=… once, and an HttpOnly, SameSite=Strict cookie keeps it.
+// Form posts are refused cross-origin (http.CrossOriginProtection).
+package console
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/worker"
+	idemwf "github.com/onceflow/onceflow/workflow"
+)
+
+//go:embed console.html
+var page string
+
+var tmpl = template.Must(template.New("console").Parse(page))
+
+// cookieName holds the console token in the browser.
+const cookieName = "onceflow_console"
+
+// Config configures the console.
+type Config struct {
+	// Client talks to Temporal. Required.
+	Client client.Client
+	// Namespace and TaskQueue are where the waiting workflows are listed.
+	Namespace, TaskQueue string
+	// Trail reads an order's trail (its Client and Ledger are also the
+	// console's). Required.
+	Trail trail.Sources
+	// Token guards the console. Empty: the console is off, unless Dev.
+	Token string
+	// Dev opens the console without a token (a -dev worker on loopback).
+	Dev bool
+	// Logger receives one line per decision. Default: discard.
+	Logger *slog.Logger
+}
+
+// Console serves /console.
+type Console struct {
+	cfg Config
+}
+
+// New validates cfg.
+func New(cfg Config) (*Console, error) {
+	if cfg.Client == nil || cfg.Trail.Ledger == nil {
+		return nil, errors.New("console: Config.Client and Config.Trail.Ledger are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Console{cfg: cfg}, nil
+}
+
+// Register adds the console's routes to mux.
+func (c *Console) Register(mux *http.ServeMux) {
+	mux.Handle("GET /console", c.guard(http.HandlerFunc(c.index)))
+	mux.Handle("GET /console/orders/{id}", c.guard(http.HandlerFunc(c.order)))
+	mux.Handle("POST /console/resolve", http.NewCrossOriginProtection().Handler(c.guard(http.HandlerFunc(c.resolve))))
+}
+
+// guard lets a request through with the token (cookie or bearer), or
+// under -dev; ?token= on a GET sets the cookie and drops the token from
+// the address.
+func (c *Console) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("X-Frame-Options", "DENY")
+		if c.cfg.Token == "" {
+			if c.cfg.Dev {
+				next.ServeHTTP(w, r)
+				return
+			}
+			http.Error(w, "the console is off: start the worker with -console-token (ONCEFLOW_CONSOLE_TOKEN)", http.StatusNotFound)
+			return
+		}
+		if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {
+			if !c.tokenOK(t) {
+				http.Error(w, "wrong console token", http.StatusUnauthorized)
+				return
+			}
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: t, Path: "/console", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			q := r.URL.Query()
+			q.Del("token")
+			http.Redirect(w, r, r.URL.Path+query(q), http.StatusSeeOther)
+			return
+		}
+		if ck, err := r.Cookie(cookieName); err == nil && c.tokenOK(ck.Value) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && c.tokenOK(t) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		http.Error(w, "open /console?token=<the -console-token> once to sign in", http.StatusUnauthorized)
+	})
+}
+
+func query(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+func (c *Console) tokenOK(t string) bool {
+	return subtle.ConstantTimeCompare([]byte(t), []byte(c.cfg.Token)) == 1
+}
+
+// incident is one pending recovery as the page shows it.
+type incident struct {
+	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
+	Attempt, Rev                                                          int64
+	Checkpoint                                                            *activity.Checkpoint
+}
+
+type view struct {
+	Index           bool
+	Message         string
+	Failed          bool
+	TaskQueue       string
+	Pending         []incident
+	Orders          []ledger.Order
+	OrderID, Trail  string
+	ListPendingFail string
+}
+
+func (c *Console) index(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	v := view{Index: true, TaskQueue: c.cfg.TaskQueue, Message: r.URL.Query().Get("msg"), Failed: r.URL.Query().Get("failed") != ""}
+	waiting, err := worker.ListPending(ctx, c.cfg.Client, c.cfg.Namespace, c.cfg.TaskQueue, 200)
+	if err != nil {
+		v.Message, v.Failed = "listing the pending recoveries failed: "+err.Error(), true
+	}
+	for _, wf := range waiting {
+		for _, p := range wf.Pending {
+			v.Pending = append(v.Pending, incident{
+				WorkflowID: wf.WorkflowID, RunID: wf.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
+				Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
+				ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint,
+			})
+		}
+	}
+	if v.Orders, err = c.cfg.Trail.Ledger.RecentOrders(ctx, 20); err != nil {
+		v.Message, v.Failed = "reading the ledger failed: "+err.Error(), true
+	}
+	render(w, v)
+}
+
+func (c *Console) order(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	id := r.PathValue("id")
+	v := view{OrderID: id}
+	t, err := trail.Build(ctx, c.cfg.Trail, trail.Query{OrderID: id})
+	var buf bytes.Buffer
+	if werr := trail.Write(&buf, t); werr != nil && err == nil {
+		err = werr
+	}
+	v.Trail = buf.String()
+	if err != nil {
+		v.Message, v.Failed = err.Error(), true
+	}
+	render(w, v)
+}
+
+func render(w http.ResponseWriter, v view) {
+	var buf bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&buf, "index", v); err != nil {
+		http.Error(w, "console: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(buf.Bytes())
+}
+
+// resolve sends the decision and shows the workflow's answer.
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		back(w, r, "the form did not parse: "+err.Error(), true)
+		return
+	}
+	f := r.PostForm
+	res := idemwf.Resolution{RecordKey: f.Get("record"), Decision: idemwf.Decision(f.Get("decision")), Reason: strings.TrimSpace(f.Get("reason"))}
+	var err error
+	if res.Attempt, err = strconv.ParseInt(f.Get("attempt"), 10, 64); err == nil {
+		res.Rev, err = strconv.ParseInt(f.Get("rev"), 10, 64)
+	}
+	if _, perr := idemstore.ParseRef(res.RecordKey); err != nil || perr != nil || f.Get("workflow_id") == "" {
+		back(w, r, "the form does not name an incident: reload the page", true)
+		return
+	}
+	switch res.Decision {
+	case idemwf.Completed:
+		result := strings.TrimSpace(f.Get("result"))
+		if result == "" || !json.Valid([]byte(result)) {
+			back(w, r, "completed needs the activity's result as valid JSON", true)
+			return
+		}
+		res.Result = json.RawMessage(result)
+	case idemwf.Retry:
+	case idemwf.Fail:
+		if res.Reason == "" {
+			back(w, r, "fail needs a reason", true)
+			return
+		}
+	default:
+		back(w, r, fmt.Sprintf("unknown decision %q", res.Decision), true)
+		return
+	}
+	if res.Reason == "" {
+		res.Reason = "decided in the console"
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	wfID := f.Get("workflow_id")
+	reply, err := worker.Resolve(ctx, c.cfg.Client, wfID, f.Get("run_id"), res)
+	var refused *worker.DecisionRefusedError
+	switch {
+	case errors.As(err, &refused):
+		c.cfg.Logger.Warn("onceflow console: decision refused", "workflow_id", wfID, "incident", res.Incident().String(), "why", refused.Message)
+		back(w, r, "refused: "+refused.Message, true)
+	case err != nil:
+		back(w, r, "sending the decision failed: "+err.Error(), true)
+	case reply.Signalled:
+		c.cfg.Logger.Info("onceflow console: decision sent as a signal", "workflow_id", wfID, "incident", res.Incident().String(), "decision", res.Decision)
+		back(w, r, fmt.Sprintf("sent %s for %s as a signal (this server takes no Updates): reload to see it applied", res.Decision, res.Incident()), false)
+	default:
+		c.cfg.Logger.Info("onceflow console: decision applied", "workflow_id", wfID, "incident", reply.Applied.String(), "decision", reply.Decision)
+		back(w, r, fmt.Sprintf("applied: %s for %s in %s", reply.Decision, reply.Applied, wfID), false)
+	}
+}
+
+// back redirects to the console with a message (post/redirect/get).
+func back(w http.ResponseWriter, r *http.Request, msg string, failed bool) {
+	q := url.Values{"msg": {msg}}
+	if failed {
+		q.Set("failed", "1")
+	}
+	http.Redirect(w, r, "/console?"+q.Encode(), http.StatusSeeOther)
+}
