@@ -137,8 +137,8 @@ func (c *Console) tokenOK(t string) bool {
 // incident is one pending recovery as the page shows it.
 type incident struct {
 	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
-	Attempt, Rev                                                          int64
-	Checkpoint                                                            *activity.Checkpoint
+	Attempt, Rev                                                             int64
+	Checkpoint                                                               *activity.Checkpoint
 }
 
 type view struct {

@@ -28,8 +28,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	_ "modernc.org/sqlite"
 
-	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
