@@ -183,11 +183,12 @@ func Write(out io.Writer, t Trail) error {
 			return err
 		}
 	}
-	if t.Ledger != nil {
-		p("ledger\n")
-		return PrintRows(out, *t.Ledger)
+	if t.Ledger == nil {
+		p("ledger: no rows for this order (check -ledger-dsn, or -dev and ONCEFLOW_DEV_STATE_DIR)\n")
+		return nil
 	}
-	return nil
+	p("ledger\n")
+	return PrintRows(out, *t.Ledger)
 }
 
 // Rows is what the ledger command prints: every row of one order.
