@@ -158,11 +158,25 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	}
 	check([]string{"onceflow.execute>onceflow.fail"})
 
+	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, idemstore.ErrRecoveryRequired) {
+		t.Fatalf("after the abandonment: %v", err)
+	}
+	busy := storetest.NewFixture()
+	if _, err := te.store.ClaimStart(t.Context(), busy.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+		t.Fatal(err)
+	}
+	var ip *idemstore.InProgressError
+	if _, err := te.exec.Execute(t.Context(), request(busy), slow); !errors.As(err, &ip) {
+		t.Fatalf("in progress: %v", err)
+	}
+	te.tree(t)
+
 	for _, c := range []struct {
 		outcome string
 		want    int64
 	}{{idemstore.OutcomeRan, 1}, {idemstore.OutcomeReplayed, 1}, {idemstore.OutcomeFingerprintMismatch, 1},
-		{idemstore.OutcomeReconciled, 1}, {idemstore.OutcomeEffectUnknown, 1}} {
+		{idemstore.OutcomeReconciled, 1}, {idemstore.OutcomeEffectUnknown, 1}, {idemstore.OutcomeRecoveryRequired, 1},
+		{idemstore.OutcomeInProgress, 1}} {
 		if n := te.counter(t, idemstore.MetricExecutions, outcome(c.outcome)); n != c.want {
 			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
 		}
@@ -209,5 +223,34 @@ func TestTelemetryLostLease(t *testing.T) {
 	}
 	if n := te.counter(t, idemstore.MetricLostLeases, attribute.String("onceflow.cause", "lost")); n != 1 {
 		t.Fatalf("lost leases = %d, want 1", n)
+	}
+}
+
+// TestOutcomeOf classifies every result and error of Execute.
+func TestOutcomeOf(t *testing.T) {
+	t.Parallel()
+	ref := storetest.NewFixture().Ref
+	for _, c := range []struct {
+		res  idemstore.Result
+		err  error
+		want string
+	}{
+		{idemstore.Result{Disposition: idemstore.Ran}, nil, idemstore.OutcomeRan},
+		{idemstore.Result{Disposition: idemstore.Replayed}, nil, idemstore.OutcomeReplayed},
+		{idemstore.Result{Disposition: idemstore.Reconciled}, nil, idemstore.OutcomeReconciled},
+		{err: &idemstore.InProgressError{Ref: ref}, want: idemstore.OutcomeInProgress},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrFingerprintMismatch}, want: idemstore.OutcomeFingerprintMismatch},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrCodecMismatch}, want: idemstore.OutcomeConflict},
+		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: idemstore.OutcomeRetryable},
+		{err: &idemstore.EffectUnknownError{Ref: ref}, want: idemstore.OutcomeEffectUnknown},
+		{err: &idemstore.EffectUnknownError{Ref: ref, RecoveryRequired: true}, want: idemstore.OutcomeRecoveryRequired},
+		{err: &idemstore.OperationFailedError{Ref: ref}, want: idemstore.OutcomeFailed},
+		{err: &idemstore.CorruptRecordError{Ref: ref, Field: "state"}, want: idemstore.OutcomeCorrupt},
+		{err: &idemstore.StoreError{Op: "claim", Ref: ref, Err: errors.New("refused")}, want: idemstore.OutcomeStoreUnavailable},
+		{err: errors.New("anything else"), want: idemstore.OutcomeError},
+	} {
+		if got := idemstore.OutcomeOf(c.res, c.err); got != c.want {
+			t.Errorf("OutcomeOf(%+v, %v) = %s, want %s", c.res, c.err, got, c.want)
+		}
 	}
 }
