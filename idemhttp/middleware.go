@@ -161,10 +161,9 @@ func requirePostPatch(r *http.Request) bool {
 // Middleware makes handlers idempotent per Idempotency-Key. It is safe for
 // concurrent use.
 type Middleware struct {
-	cfg     Config
-	replay  map[string]bool // canonical header names
-	log     *slog.Logger
-	timeout time.Duration
+	cfg    Config
+	replay map[string]bool // canonical header names
+	log    *slog.Logger
 }
 
 // New validates cfg and returns a Middleware.

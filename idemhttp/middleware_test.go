@@ -244,7 +244,16 @@ func TestPreferWaitRunsOutInto409(t *testing.T) {
 	a := newAPI(t, "")
 	entered, release := a.block()
 	defer release()
-	go a.do("POST", "/things", "k", `{}`)
+	go func() {
+		// The blocked request: its answer does not matter here, and a
+		// goroutine must not call t.Fatal.
+		req, _ := http.NewRequest("POST", a.srv.URL+"/things", strings.NewReader(`{}`))
+		req.Header.Set("Idempotency-Key", "k")
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := a.srv.Client().Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
 	<-entered
 	start := time.Now()
 	r := a.do("POST", "/things", "k", `{}`, "Prefer", "respond-async, wait=1")
