@@ -119,16 +119,7 @@ func showLedger(ctx context.Context, args []string, getenv func(string) string, 
 	if *orderID == "" || fs.NArg() > 0 {
 		return errors.New("ledger: -order-id is required")
 	}
-	if *dsn == "" && *dev {
-		var err error
-		if *dsn, err = devserver.LedgerDSN(); err != nil {
-			return err
-		}
-	}
-	if *dsn == "" {
-		*dsn = DefaultLedgerDSN
-	}
-	l, err := ledger.Open(ctx, *dsn)
+	l, err := openLedger(ctx, dsn, *dev)
 	if err != nil {
 		return err
 	}
@@ -157,4 +148,19 @@ func envDefault(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
+}
+
+// openLedger opens the ledger at *dsn: with dev and no DSN, the -dev
+// ledger; with neither, DefaultLedgerDSN. *dsn is set to what was opened.
+func openLedger(ctx context.Context, dsn *string, dev bool) (*ledger.Ledger, error) {
+	if *dsn == "" && dev {
+		var err error
+		if *dsn, err = devserver.LedgerDSN(); err != nil {
+			return nil, err
+		}
+	}
+	if *dsn == "" {
+		*dsn = DefaultLedgerDSN
+	}
+	return ledger.Open(ctx, *dsn)
 }

@@ -8,9 +8,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/onceflow/onceflow/cmd/internal/devserver"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
-	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -49,15 +47,7 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
-	if *dsn == "" && *dev {
-		if *dsn, err = devserver.LedgerDSN(); err != nil {
-			return err
-		}
-	}
-	if *dsn == "" {
-		*dsn = DefaultLedgerDSN
-	}
-	l, err := ledger.Open(ctx, *dsn)
+	l, err := openLedger(ctx, dsn, *dev)
 	if err != nil {
 		return err
 	}
