@@ -415,8 +415,10 @@ func (v *invocation) claimRequest() ClaimRequest {
 func (v *invocation) fused() bool { return v.req.BeforeStart == nil }
 
 func (v *invocation) claim(ctx context.Context) (out ClaimOutcome, err error) {
-	ctx, end := v.e.phase(ctx, v.req.Ref.Code, "claim")
-	defer func() { end(err, outcomeAttrs(out)...) }()
+	ctx, ph := v.e.phase(ctx, v.req.Ref.Code, "claim")
+	if ph != nil {
+		defer func() { ph.end(err, outcomeAttrs(out)...) }()
+	}
 	v.sent = time.Now()
 	if v.fused() {
 		return v.store().ClaimStart(ctx, v.claimRequest())
@@ -426,8 +428,10 @@ func (v *invocation) claim(ctx context.Context) (out ClaimOutcome, err error) {
 
 // inspect reads the record, as a phase of its own.
 func (v *invocation) inspect(ctx context.Context, ref Ref) (obs Observation, err error) {
-	ctx, end := v.e.phase(ctx, ref.Code, "inspect")
-	defer func() { end(err, attribute.Bool("onceflow.found", obs.Found)) }()
+	ctx, ph := v.e.phase(ctx, ref.Code, "inspect")
+	if ph != nil {
+		defer func() { ph.end(err, attribute.Bool("onceflow.found", obs.Found)) }()
+	}
 	return v.store().Inspect(ctx, ref)
 }
 
@@ -536,9 +540,11 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 			return Result{}, fmt.Errorf("idemstore: before start (the claim was released, nothing ran): %w", err)
 		}
 	}
-	sctx, end := v.e.phase(ctx, own.Ref.Code, "start")
+	sctx, ph := v.e.phase(ctx, own.Ref.Code, "start")
 	own, r, err := v.start(sctx, own)
-	end(err, recordAttrs(r)...)
+	if ph != nil {
+		ph.end(err, recordAttrs(r)...)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -609,9 +615,11 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 	if r.Uncertain {
 		switch {
 		case v.req.Reconcile != nil:
-			rctx, end := v.e.phase(xctx, own.Ref.Code, "reconcile")
+			rctx, ph := v.e.phase(xctx, own.Ref.Code, "reconcile")
 			resp, found, err := v.reconcile(rctx, r)
-			end(err, attribute.Bool("onceflow.found", found), AttrAttempt.Int64(r.Attempt))
+			if ph != nil {
+				ph.end(err, attribute.Bool("onceflow.found", found), AttrAttempt.Int64(r.Attempt))
+			}
 			if err != nil {
 				return v.abandon(ctx, own, "reconcile failed after a takeover from an expired EXECUTING record", err)
 			}
@@ -689,9 +697,11 @@ func (v *invocation) confirmLease(ctx context.Context, own Ownership) error {
 		ctx, cancel = context.WithDeadline(ctx, v.leaseEnd)
 		defer cancel()
 	}
-	rctx, end := v.e.phase(ctx, own.Ref.Code, "renew")
+	rctx, ph := v.e.phase(ctx, own.Ref.Code, "renew")
 	out, err := v.store().Renew(rctx, v.renewRequest(own))
-	end(err, outcomeAttrs(out)...)
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
 	v.e.countRenewal(ctx, own.Ref.Code, renewalResult(out, err))
 	if err != nil {
 		return fmt.Errorf("idemstore: confirm the lease of %s before running: %w", own.Ref, err)
@@ -719,8 +729,10 @@ func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, foun
 // context is cancelled with ErrLeaseLost or ErrLeaseUnconfirmed when the
 // lease cannot be kept.
 func (v *invocation) run(ctx context.Context, own Ownership, action Action) (resp []byte, err error) {
-	ctx, end := v.e.phase(ctx, own.Ref.Code, "action")
-	defer func() { end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(own.Rev)) }()
+	ctx, ph := v.e.phase(ctx, own.Ref.Code, "action")
+	if ph != nil {
+		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(own.Rev)) }()
+	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	l := v.keepLease(actx, cancel, own)
@@ -755,8 +767,10 @@ func writeCtx(ctx context.Context) context.Context { return context.WithoutCance
 // complete records the response. A lost reply is verified with INSPECT; a
 // success the store did not confirm is never reported.
 func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (res Result, err error) {
-	ctx, end := v.e.phase(writeCtx(ctx), own.Ref.Code, "complete")
-	defer func() { end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(res.Fence.Rev)) }()
+	ctx, ph := v.e.phase(writeCtx(ctx), own.Ref.Code, "complete")
+	if ph != nil {
+		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(res.Fence.Rev)) }()
+	}
 	req := CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
 	ok := Result{Disposition: Ran, Response: resp, Fence: own.Fence()}
 	recovery := func(reason string, err error) (Result, error) {
@@ -814,8 +828,10 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 // fail records FAILED_RETRYABLE or ABANDONED and verifies an indeterminate
 // write with INSPECT before returning (seed flaw 6).
 func (v *invocation) fail(ctx context.Context, own Ownership, target State, reason string) (recorded bool, rec Record) {
-	ctx, end := v.e.phase(ctx, own.Ref.Code, "fail")
-	defer func() { end(nil, AttrState.String(string(target)), attribute.Bool("onceflow.recorded", recorded)) }()
+	ctx, ph := v.e.phase(ctx, own.Ref.Code, "fail")
+	if ph != nil {
+		defer func() { ph.end(nil, AttrState.String(string(target)), attribute.Bool("onceflow.recorded", recorded)) }()
+	}
 	ctx = writeCtx(ctx)
 	req := FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: truncateReason(reason), TTL: v.e.cfg.FailureRetention}
 	for try := 0; try < 2; try++ {

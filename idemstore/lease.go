@@ -212,9 +212,11 @@ func (l *lease) renew() (more bool) {
 
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(rctx, end)
-	ctx, endPhase := l.e.phase(ctx, l.req.Ref.Code, "renew")
+	ctx, ph := l.e.phase(ctx, l.req.Ref.Code, "renew")
 	out, err := l.e.cfg.Store.Renew(ctx, l.req)
-	endPhase(err, outcomeAttrs(out)...)
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
 	cancel()
 	l.e.countRenewal(rctx, l.req.Ref.Code, renewalResult(out, err))
 	if err != nil {

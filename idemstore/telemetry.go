@@ -140,36 +140,51 @@ func OutcomeOf(res Result, err error) string {
 	return OutcomeError
 }
 
+// phaseSpan is one executor phase being traced or measured.
+type phaseSpan struct {
+	e     *Executor
+	ctx   context.Context
+	code  OperationCode
+	name  string
+	start time.Time
+	span  trace.Span // nil when the context's span does not record
+}
+
 // phase starts one executor phase: a child span when the context's span
-// records, and a latency sample when the executor measures. end takes the
-// phase's error (nil when it went well) and extra span attributes.
-func (e *Executor) phase(ctx context.Context, code OperationCode, name string) (context.Context, func(err error, attrs ...attribute.KeyValue)) {
+// records, and a latency sample when the executor measures. It returns
+// nil when neither is on, so an untraced, unmeasured call builds nothing
+// (callers check before they build end's attributes).
+func (e *Executor) phase(ctx context.Context, code OperationCode, name string) (context.Context, *phaseSpan) {
 	parent := trace.SpanFromContext(ctx)
 	recording := parent.IsRecording()
 	if !recording && e.metrics == nil {
-		return ctx, func(error, ...attribute.KeyValue) {}
+		return ctx, nil
 	}
-	start := time.Now()
-	var span trace.Span
+	p := &phaseSpan{e: e, code: code, name: name, start: time.Now()}
 	if recording {
-		ctx, span = parent.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow."+name,
+		ctx, p.span = parent.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow."+name,
 			trace.WithAttributes(AttrOperationCode.String(string(code))))
 	}
-	return ctx, func(err error, attrs ...attribute.KeyValue) {
-		if e.metrics != nil {
-			e.metrics.phase.Record(context.WithoutCancel(ctx), time.Since(start).Seconds(), metric.WithAttributes(
-				AttrOperationCode.String(string(code)), AttrPhase.String(name)))
-		}
-		if span == nil {
-			return
-		}
-		span.SetAttributes(attrs...)
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
-		span.End()
+	p.ctx = ctx
+	return ctx, p
+}
+
+// end ends the phase with its error (nil when it went well) and extra
+// span attributes.
+func (p *phaseSpan) end(err error, attrs ...attribute.KeyValue) {
+	if p.e.metrics != nil {
+		p.e.metrics.phase.Record(context.WithoutCancel(p.ctx), time.Since(p.start).Seconds(), metric.WithAttributes(
+			AttrOperationCode.String(string(p.code)), AttrPhase.String(p.name)))
 	}
+	if p.span == nil {
+		return
+	}
+	p.span.SetAttributes(attrs...)
+	if err != nil {
+		p.span.RecordError(err)
+		p.span.SetStatus(codes.Error, err.Error())
+	}
+	p.span.End()
 }
 
 func (e *Executor) countTakeover(ctx context.Context, code OperationCode, from State) {
