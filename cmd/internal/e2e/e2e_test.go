@@ -287,12 +287,18 @@ func runChild() int {
 	cfg.Register = func(r worker.Registry) error { return registerEffect(r, rdb, os.Getenv(envKeys)) }
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	return runChildWorker(ctx, cfg, "child worker")
+}
+
+// runChildWorker runs a child process's worker until ctx is done (SIGTERM)
+// and returns the process's exit status.
+func runChildWorker(ctx context.Context, cfg worker.Config, name string) int {
 	w, err := worker.New(cfg)
 	if err == nil {
 		err = w.Run(ctx)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child worker:", err)
+		fmt.Fprintln(os.Stderr, name+":", err)
 		return 1
 	}
 	return 0

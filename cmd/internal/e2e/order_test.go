@@ -181,15 +181,7 @@ func runOrderChild() int {
 		return 1
 	}
 	cfg.Register = func(r worker.Registry) error { return order.Register(r, l, gw) }
-	w, err := worker.New(cfg)
-	if err == nil {
-		err = w.Run(ctx)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "order child:", err)
-		return 1
-	}
-	return 0
+	return runChildWorker(ctx, cfg, "order child")
 }
 
 // TestCrashAfterChargeIsReconciled: the worker process dies right after
