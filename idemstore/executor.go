@@ -220,6 +220,15 @@ type Request struct {
 	// idempotent (it passes OperationKey to a provider that deduplicates),
 	// so re-running after an uncertain takeover is safe.
 	IdempotentDownstream bool
+	// Doubt, when set, is evidence kept outside the store that an earlier
+	// attempt may have reached the action (the Temporal binding sets it
+	// from the previous attempt's checkpoint). A record is then not proof
+	// that nothing ran: a claim that creates the record, or takes over one
+	// the store calls safe (FAILED_RETRYABLE, an expired CLAIMED), is as
+	// uncertain as a takeover of an expired EXECUTING record: Reconcile
+	// first, a re-run only if IdempotentDownstream, and otherwise ABANDONED
+	// and an *EffectUnknownError without running. See Doubt.
+	Doubt *Doubt
 	// BeforeStart, when set, selects the two-step path: CLAIM, then
 	// BeforeStart, then START. If it fails the claim is released (nothing
 	// ran) and Execute returns its error.
@@ -231,6 +240,29 @@ type Request struct {
 	// not ExecutorConfig.Codec. A completed record stored under another
 	// codec is not replayed (ErrCodecMismatch).
 	Codec string
+}
+
+// Doubt is evidence, kept outside the store, that an earlier attempt of
+// an operation may have reached its action. The store can lose a record
+// (a restart without AOF, a failover to a replica that lacked it,
+// FLUSHALL, eviction): a claim that then finds nothing would run the
+// action again. Request.Doubt makes such a claim uncertain.
+type Doubt struct {
+	// Reason says what the evidence is; it is logged and becomes part of
+	// the EffectUnknownError's reason.
+	Reason string
+	// Fence is the fence the earlier attempt held when it reached the
+	// action, when known. A record of the same incarnation (equal
+	// Fence.Epoch) that the store moved to FAILED_RETRYABLE at that
+	// attempt or later settles the doubt: the store recorded that the
+	// attempt had no effect, and that record is the one being taken over.
+	Fence Fence
+}
+
+// settledBy reports whether taking over r from state from settles the
+// doubt.
+func (d *Doubt) settledBy(r Record, from State) bool {
+	return from == StateFailedRetryable && d.Fence.Epoch != 0 && r.Fence().Epoch == d.Fence.Epoch && r.Attempt-1 >= d.Fence.Attempt
 }
 
 // Disposition says how Execute produced its response.
@@ -264,7 +296,15 @@ type Execution struct {
 	Operation OperationID
 	Owner     Owner
 	Nonce     Nonce
-	Fence     Fence
+	// Fence is the running attempt's fencing token, with the record's
+	// Epoch.
+	Fence Fence
+	// Doubt says why an earlier attempt may have had an effect, when this
+	// one runs although it might have: Reconcile found nothing, or the
+	// downstream is idempotent. "" when the record proved that nothing
+	// ran. An action that calls a downstream which does not deduplicate
+	// asks it first when Doubt is set (see AskFirst).
+	Doubt string
 }
 
 // Key is the stable operation key: the same for every attempt of the
@@ -314,9 +354,12 @@ func (r Request) Validate() error {
 //   - a completed operation is replayed (Disposition Replayed);
 //   - an operation running elsewhere gives an *InProgressError;
 //   - a fingerprint, owner/operation or codec conflict a *ConflictError;
-//   - a takeover of an expired EXECUTING record consults req.Reconcile,
-//     runs only if req.IdempotentDownstream, and otherwise abandons the
-//     record and returns an *EffectUnknownError without running;
+//   - a takeover of an expired EXECUTING record, and any claim that
+//     req.Doubt leaves uncertain (a record created or safely taken over
+//     although an earlier attempt may have reached the action), consults
+//     req.Reconcile, runs only if req.IdempotentDownstream, and otherwise
+//     abandons the record and returns an *EffectUnknownError without
+//     running;
 //   - the action's success is completed (Disposition Ran); a
 //     RetryableNoEffect error gives a *RetryableError; any other error or
 //     a panic an *EffectUnknownError;
@@ -396,6 +439,15 @@ type invocation struct {
 	// leaseEnd is the local time by which the lease confirmed at sent runs
 	// out, at the earliest.
 	leaseEnd time.Time
+	// epoch is the record's Fence.Epoch, once it started.
+	epoch int64
+}
+
+// fence is own's fencing token with the record's epoch.
+func (v *invocation) fence(own Ownership) Fence {
+	f := own.Fence()
+	f.Epoch = v.epoch
+	return f
 }
 
 func (v *invocation) store() Store { return v.e.cfg.Store }
@@ -595,13 +647,31 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 	}
 }
 
+// doubt says why the action may not simply run on record r, taken over
+// from state from ("" for a claim that created it): the record itself says
+// an earlier attempt's effect is unsettled, or the request brings evidence
+// of one that r does not settle. "" when nothing may have run.
+func (v *invocation) doubt(r Record, from State) string {
+	switch {
+	case r.Uncertain:
+		return "taken over from an expired EXECUTING record"
+	case v.req.Doubt == nil || v.req.Doubt.settledBy(r, from):
+		return ""
+	case from == "":
+		return "the store had no record of the operation, but " + v.req.Doubt.Reason
+	}
+	return "taken over from " + string(from) + ", but " + v.req.Doubt.Reason
+}
+
 // started runs with EXECUTING confirmed for this invocation: r is the
 // record as the request sent at v.sent confirmed it. A record that may carry
 // an earlier attempt's effect is settled first.
 func (v *invocation) started(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
 	v.leaseEnd = v.sent.Add(r.LeaseRemaining())
+	v.epoch = r.Fence().Epoch
+	doubt := v.doubt(r, from)
 	if err := v.runnable(ctx); err != nil {
-		if r.Uncertain {
+		if doubt != "" {
 			// An earlier attempt's effect is unsettled: leave the record
 			// as it is, for the next takeover to settle.
 			return Result{}, fmt.Errorf("idemstore: %s: %w", own.Ref, err)
@@ -610,9 +680,12 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 		// may take over at once.
 		return v.failRetryable(ctx, own, err)
 	}
-	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: own.Fence()}
+	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: v.fence(own), Doubt: doubt}
 	xctx := context.WithValue(ctx, executionKey{}, x)
-	if r.Uncertain {
+	if doubt != "" {
+		if !r.Uncertain {
+			v.log(ctx, slog.LevelInfo, "onceflow: settling a doubt before the action", "doubt", doubt, "attempt", r.Attempt)
+		}
 		switch {
 		case v.req.Reconcile != nil:
 			rctx, ph := v.e.phase(xctx, own.Ref.Code, "reconcile")
@@ -621,7 +694,7 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 				ph.end(err, attribute.Bool("onceflow.found", found), AttrAttempt.Int64(r.Attempt))
 			}
 			if err != nil {
-				return v.abandon(ctx, own, "reconcile failed after a takeover from an expired EXECUTING record", err)
+				return v.abandon(ctx, own, "reconcile failed ("+doubt+")", err)
 			}
 			if found {
 				v.log(ctx, slog.LevelInfo, "onceflow: reconciled a previous attempt's effect", "attempt", r.Attempt)
@@ -636,7 +709,7 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 		case v.req.IdempotentDownstream:
 			v.log(ctx, slog.LevelInfo, "onceflow: re-running after an uncertain takeover: downstream is idempotent", "attempt", r.Attempt)
 		default:
-			return v.abandon(ctx, own, "taken over from an expired EXECUTING record: the previous attempt's effect may have happened, and there is no Reconcile hook", nil)
+			return v.abandon(ctx, own, doubt+": the earlier attempt's effect may have happened, and there is no Reconcile hook", nil)
 		}
 		// Reconcile may have outlasted the lease: confirm it is still ours
 		// before running, so two attempts never run side by side.
@@ -772,7 +845,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(res.Fence.Rev)) }()
 	}
 	req := CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
-	ok := Result{Disposition: Ran, Response: resp, Fence: own.Fence()}
+	ok := Result{Disposition: Ran, Response: resp, Fence: v.fence(own)}
 	recovery := func(reason string, err error) (Result, error) {
 		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
 		return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
@@ -783,11 +856,11 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		if err == nil {
 			switch o := out.(type) {
 			case Transitioned:
-				ok.Fence = o.Ownership.Fence()
+				ok.Fence = v.fence(o.Ownership)
 				return ok, nil
 			case AlreadyTransitioned:
 				if o.Record.Nonce == v.nonce {
-					ok.Fence = o.Record.Fence()
+					ok.Fence = v.fence(ownership(own.Ref, o.Record))
 					return ok, nil
 				}
 				return recovery("another invocation completed the record", nil)
@@ -815,7 +888,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
 		switch {
 		case mine && r.State == StateCompleted && bytes.Equal(r.Response, resp) && r.Nonce == v.nonce:
-			ok.Fence = r.Fence()
+			ok.Fence = v.fence(ownership(own.Ref, r))
 			return ok, nil
 		case mine && r.State == StateExecuting && r.Nonce == v.nonce:
 			continue // not applied: complete again
@@ -894,4 +967,35 @@ func truncateReason(s string) string {
 		return s[:1021] + "..."
 	}
 	return s
+}
+
+// AskFirst is the pattern for a downstream call that does not deduplicate
+// by the operation key but can be asked by it (a payment provider's
+// "retrieve by idempotency key"): inside an action, when the running
+// attempt is in doubt (Execution.Doubt), lookup is asked first and its
+// effect, if found, is the action's result; otherwise, and always when
+// nothing may have run before, call makes the call. Both get the operation
+// key. A lookup that fails is a RetryableNoEffect error: nothing was
+// called.
+//
+// Reconcile, which the executor runs before the action whenever there is
+// doubt, is the first place for such a lookup; AskFirst is for actions
+// whose lookup needs what only the action knows, or as a second check.
+func AskFirst[T any](ctx context.Context,
+	lookup func(ctx context.Context, key string) (T, bool, error),
+	call func(ctx context.Context, key string) (T, error),
+) (T, error) {
+	x, _ := ExecutionFrom(ctx)
+	key := x.Key()
+	if x.Doubt != "" {
+		v, found, err := lookup(ctx, key)
+		if err != nil {
+			var zero T
+			return zero, RetryableNoEffect(fmt.Errorf("ask the downstream before calling it again (%s): %w", x.Doubt, err))
+		}
+		if found {
+			return v, nil
+		}
+	}
+	return call(ctx, key)
 }

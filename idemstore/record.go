@@ -79,8 +79,20 @@ func (r Record) LeaseRemaining() time.Duration {
 
 // Fence is the fencing token of the current ownership: it grows on every
 // takeover and every confirmed transition, so a downstream store that keeps
-// the highest token it has seen can reject a stale writer.
-func (r Record) Fence() Fence { return Fence{Attempt: r.Attempt, Rev: r.Rev} }
+// the highest token it has seen can reject a stale writer. Its Epoch is
+// the record's creation time, so it grows across a loss of the record too.
+func (r Record) Fence() Fence {
+	return Fence{Epoch: epochOf(r.CreatedAt), Attempt: r.Attempt, Rev: r.Rev}
+}
+
+// epochOf is the Fence.Epoch of a record created at t: milliseconds of the
+// store's clock, 0 when unknown.
+func epochOf(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
 
 // Ownership is what a claimant holds after a claim: the record it owns and
 // the revision it last confirmed. Every transition presents it.
@@ -92,21 +104,45 @@ type Ownership struct {
 	Rev       int64
 }
 
-// Fence returns the ownership's fencing token.
+// Fence returns the ownership's fencing token, without an Epoch (an
+// Ownership does not carry the record's creation time; the executor's
+// Execution.Fence and Result.Fence do).
 func (o Ownership) Fence() Fence { return Fence{Attempt: o.Attempt, Rev: o.Rev} }
 
-// Fence is a fencing token: (attempt, rev), ordered lexicographically.
+// Fence is a fencing token: (epoch, attempt, rev), ordered
+// lexicographically.
+//
+// Attempt and Rev grow on every takeover and transition while the record
+// lives. A store that loses the record (a restart without AOF, FLUSHALL,
+// eviction) starts again at attempt 1, so Epoch, the record's creation
+// time in the store's clock (milliseconds), comes first: the attempts of a
+// record created after the loss carry a greater fence than a zombie of the
+// lost one. The store's clock is the one the leases already trust; a
+// failover to a server whose clock is behind, or to a replica that had
+// not yet seen the record's last transitions, can give equal or inverted
+// fences (README, "Fences across a loss of Redis").
 type Fence struct {
+	// Epoch is the record's creation time (Unix milliseconds, store
+	// clock); 0 when unknown, which is older than every known epoch.
+	Epoch   int64
 	Attempt int64
 	Rev     int64
 }
 
 // Less reports whether f is older than g.
 func (f Fence) Less(g Fence) bool {
+	if f.Epoch != g.Epoch {
+		return f.Epoch < g.Epoch
+	}
 	return f.Attempt < g.Attempt || f.Attempt == g.Attempt && f.Rev < g.Rev
 }
 
-// String returns "<attempt>.<rev>".
+// String returns "<attempt>.<rev>", followed by "@<epoch>" when the epoch
+// is known.
 func (f Fence) String() string {
-	return strconv.FormatInt(f.Attempt, 10) + "." + strconv.FormatInt(f.Rev, 10)
+	s := strconv.FormatInt(f.Attempt, 10) + "." + strconv.FormatInt(f.Rev, 10)
+	if f.Epoch != 0 {
+		s += "@" + strconv.FormatInt(f.Epoch, 10)
+	}
+	return s
 }

@@ -480,7 +480,7 @@ func testTakeover(t *testing.T, h Harness) {
 				if r.State != wantState || r.Nonce != wantNonce {
 					t.Fatalf("taken-over record state %s nonce %q, want %s %q", r.State, r.Nonce, wantState, wantNonce)
 				}
-				if to.Ownership.Fence() != r.Fence() || !before.Fence().Less(r.Fence()) {
+				if f := r.Fence(); to.Ownership.Attempt != f.Attempt || to.Ownership.Rev != f.Rev || f.Epoch != before.Fence().Epoch || !before.Fence().Less(f) {
 					t.Fatalf("fence did not grow: before %v after %v", before.Fence(), r.Fence())
 				}
 			})
