@@ -10,6 +10,7 @@ import (
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/onceflow/onceflow/idemstore"
@@ -73,16 +74,38 @@ const (
 	BusinessScoped
 )
 
-// Checkpoint is what the wrapper heartbeats while the action runs, so the
-// next attempt and the workflow's history know what the last attempt
-// confirmed.
+// Checkpoint is what the wrapper heartbeats, so the next attempt and the
+// workflow's history know what the last attempt that reached the action
+// confirmed. Temporal keeps the last heartbeat's details across the
+// attempts of an activity, so they are evidence that outlives the Redis
+// record: an attempt that finds the record gone (or FAILED_RETRYABLE)
+// while the checkpoint says PhaseExecuting does not run the action
+// blindly (see Options.Reconcile).
 type Checkpoint struct {
 	Owner   string `json:"owner"`
 	Attempt int64  `json:"attempt"` // the record's claim attempt
 	Rev     int64  `json:"rev"`
-	Phase   string `json:"phase"` // "executing"
+	// Epoch is the record's creation time (idemstore.Fence.Epoch).
+	Epoch int64 `json:"epoch,omitempty"`
+	// Phase is PhaseExecuting or PhaseSettled.
+	Phase string `json:"phase"`
 	// TemporalAttempt is the activity attempt that wrote the checkpoint.
 	TemporalAttempt int32 `json:"temporalAttempt"`
+}
+
+// Checkpoint phases.
+const (
+	// PhaseExecuting: the attempt reached the action. The wrapper has the
+	// Temporal server confirm this checkpoint before the action starts.
+	PhaseExecuting = "executing"
+	// PhaseSettled: the attempt that reached the action ended with no
+	// effect, recorded as FAILED_RETRYABLE.
+	PhaseSettled = "settled"
+)
+
+// Fence is the fence the checkpointed attempt held.
+func (c Checkpoint) Fence() idemstore.Fence {
+	return idemstore.Fence{Epoch: c.Epoch, Attempt: c.Attempt, Rev: c.Rev}
 }
 
 // EffectUnknownDetails are the details of a TypeEffectUnknown error.
@@ -115,6 +138,14 @@ type Config struct {
 	Digester *idemstore.Digester
 	// Logger receives the wrapper's lines. Default: discard.
 	Logger *slog.Logger
+	// Client, when set, is the worker's Temporal client: the wrapper has
+	// the server confirm an attempt's checkpoint (RecordActivityHeartbeat)
+	// before the action starts, so a later attempt that finds no checkpoint
+	// knows no earlier one reached the action. Without it the checkpoint is
+	// an ordinary (batched) heartbeat, and every attempt after the first
+	// that finds no record doubts (Reconcile first, else
+	// TypeEffectUnknown). worker.New sets it.
+	Client client.Client
 }
 
 // Wrapper turns activity functions into idempotent ones. Build one per
@@ -123,6 +154,7 @@ type Wrapper struct {
 	exec     *idemstore.Executor
 	digester *idemstore.Digester
 	logger   *slog.Logger
+	client   client.Client
 	// running counts the wrapped activities that have not returned yet:
 	// Wait waits for them to record their outcomes.
 	running sync.WaitGroup
@@ -154,7 +186,7 @@ func New(cfg Config) (*Wrapper, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Wrapper{exec: cfg.Executor, digester: cfg.Digester, logger: cfg.Logger}, nil
+	return &Wrapper{exec: cfg.Executor, digester: cfg.Digester, logger: cfg.Logger, client: cfg.Client}, nil
 }
 
 // Options configure one wrapped activity.
@@ -167,11 +199,15 @@ type Options[In, Out any] struct {
 	// Key returns the business key for BusinessScoped, such as
 	// "order-42/charge". Required with BusinessScoped.
 	Key func(In) string
-	// Reconcile is consulted when an attempt takes over from an attempt
-	// that died in the middle of the action: found reports that the effect
-	// happened (for instance the provider knows the operation key), with
-	// its result. Without it, and without IdempotentDownstream, such a
-	// takeover fails with TypeEffectUnknown and does not run the action.
+	// Reconcile is consulted whenever an earlier attempt may have reached
+	// the action and its effect is unsettled: a takeover from an attempt
+	// that died in the middle of the action, and a claim that finds no
+	// record (Redis lost it) or a FAILED_RETRYABLE one of another
+	// incarnation while the previous attempt's checkpoint says it reached
+	// the action. found reports that the effect happened (for instance the
+	// provider knows the operation key), with its result. Without it, and
+	// without IdempotentDownstream, such a claim fails with
+	// TypeEffectUnknown and does not run the action.
 	Reconcile func(ctx context.Context, in In, rec idemstore.Record) (out Out, found bool, err error)
 	// IdempotentDownstream declares the action safe to re-run after such a
 	// takeover (it passes OperationKey to a provider that deduplicates).
@@ -287,11 +323,13 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	var prev *Checkpoint
 	if sdkactivity.HasHeartbeatDetails(ctx) {
 		var cp Checkpoint
-		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil {
+		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil && cp.Phase != "" {
 			prev = &cp
 		}
 	}
 	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	confirms := w.client != nil && !info.IsLocalActivity && len(info.TaskToken) > 0
+	doubt := evidence(info, prev, confirms)
 	if prev != nil {
 		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", prev.Attempt, "checkpoint_rev", prev.Rev, "phase", prev.Phase)
 	}
@@ -307,6 +345,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		Fingerprint:          idemstore.FingerprintOf(input),
 		Owner:                w.digester.Owner(opID, int(info.Attempt)),
 		IdempotentDownstream: opts.IdempotentDownstream,
+		Doubt:                doubt,
 	}
 	if opts.Reconcile != nil {
 		req.Reconcile = func(ctx context.Context, rec idemstore.Record) ([]byte, bool, error) {
@@ -328,6 +367,9 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	ticks := make(chan time.Time)
 	req.RenewTicks = ticks
 	var (
+		// mu makes reading the checkpoint and heartbeating it one step,
+		// so a tick that read an older checkpoint cannot send it after the
+		// action's confirmed one.
 		mu sync.Mutex
 		cp *Checkpoint
 	)
@@ -337,16 +379,27 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	// attempt's own.
 	heartbeat := func() {
 		mu.Lock()
-		c := cp
-		mu.Unlock()
+		defer mu.Unlock()
 		switch {
-		case c != nil:
-			sdkactivity.RecordHeartbeat(ctx, *c)
+		case cp != nil:
+			sdkactivity.RecordHeartbeat(ctx, *cp)
 		case prev != nil:
 			sdkactivity.RecordHeartbeat(ctx, *prev)
 		default:
 			sdkactivity.RecordHeartbeat(ctx)
 		}
+	}
+	// checkpoint makes c the attempt's checkpoint and, where the worker
+	// can, has the Temporal server confirm it before returning.
+	checkpoint := func(ctx context.Context, c Checkpoint) error {
+		mu.Lock()
+		defer mu.Unlock()
+		cp = &c
+		sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
+		if !confirms {
+			return nil
+		}
+		return w.client.RecordActivityHeartbeat(ctx, info.TaskToken, c)
 	}
 	hbCtx, stopHeartbeats := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -370,10 +423,15 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	})
 	action := func(actx context.Context) ([]byte, error) {
 		if x, ok := idemstore.ExecutionFrom(actx); ok {
-			mu.Lock()
-			cp = &Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Phase: "executing", TemporalAttempt: info.Attempt}
-			mu.Unlock()
-			heartbeat()
+			// Evidence first, then the effect: Temporal holds the
+			// checkpoint before the action can start, so an attempt that
+			// finds the record lost knows this one may have acted.
+			c := Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
+				Phase: PhaseExecuting, TemporalAttempt: info.Attempt}
+			// Under the action's context: the lease bounds the wait.
+			if err := checkpoint(actx, c); err != nil {
+				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
+			}
 		}
 		out, err := fn(actx, in)
 		if err != nil {
@@ -410,6 +468,21 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	}
 	stopHeartbeats()
 	wg.Wait()
+	mu.Lock()
+	reached := cp
+	mu.Unlock()
+	var re *idemstore.RetryableError
+	if reached != nil && errors.As(err, &re) && re.Recorded {
+		// This attempt reached the action and the store recorded that it
+		// had no effect: say so in Temporal too, so the next attempt does
+		// not doubt it even if Redis loses the record. Best effort: if it
+		// fails, the next attempt doubts, which is safe.
+		settled := *reached
+		settled.Phase = PhaseSettled
+		if cerr := checkpoint(ctx, settled); cerr != nil {
+			log.WarnContext(ctx, "onceflow: could not record the settled checkpoint; the next attempt will reconcile first", "err", cerr)
+		}
+	}
 	if err != nil {
 		return zero, toTemporal(err, req.Ref, rawOp, prev)
 	}
@@ -422,6 +495,22 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
 	}
 	return out, nil
+}
+
+// evidence is what Temporal says of the attempts before this one: the
+// last checkpoint, and the attempt number. Heartbeat details alone are not
+// enough where they are not confirmed (an attempt may have died before its
+// checkpoint reached the server), so then any earlier attempt is a doubt.
+func evidence(info sdkactivity.Info, prev *Checkpoint, confirmed bool) *idemstore.Doubt {
+	switch {
+	case prev != nil && prev.Phase == PhaseExecuting:
+		return &idemstore.Doubt{Fence: prev.Fence(), Reason: fmt.Sprintf(
+			"activity attempt %d reached the action at fence %s and did not settle it (its heartbeat checkpoint)", prev.TemporalAttempt, prev.Fence())}
+	case prev == nil && info.Attempt > 1 && !confirmed:
+		return &idemstore.Doubt{Reason: fmt.Sprintf(
+			"this is activity attempt %d, and an earlier attempt may have reached the action without its checkpoint reaching Temporal", info.Attempt)}
+	}
+	return nil
 }
 
 // toTemporal maps an Execute error to an ApplicationError with a stable
@@ -480,7 +569,26 @@ func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) er
 // pass it to a downstream provider as its idempotency key. "" outside one.
 func OperationKey(ctx context.Context) string { return idemstore.OperationKey(ctx) }
 
-// Fence returns the fencing token (attempt, rev) of the running attempt:
+// AskFirst runs call, asking lookup first when the running attempt is in
+// doubt (an earlier attempt may have reached the action): the pattern for
+// a downstream call that does not deduplicate by OperationKey but can be
+// looked up by it. See idemstore.AskFirst.
+func AskFirst[T any](ctx context.Context,
+	lookup func(ctx context.Context, key string) (T, bool, error),
+	call func(ctx context.Context, key string) (T, error),
+) (T, error) {
+	return idemstore.AskFirst(ctx, lookup, call)
+}
+
+// Doubt says why an earlier attempt may have had an effect, inside a
+// wrapped activity that runs although it might have ("" when the record
+// proved that nothing ran): ask the downstream before calling it again.
+func Doubt(ctx context.Context) string {
+	x, _ := idemstore.ExecutionFrom(ctx)
+	return x.Doubt
+}
+
+// Fence returns the fencing token (epoch, attempt, rev) of the running attempt:
 // it grows on every takeover, so a downstream store that keeps the highest
 // token it saw can reject a stale writer.
 func Fence(ctx context.Context) (idemstore.Fence, bool) {

@@ -200,7 +200,7 @@ func TestRetryableNoEffectIsRetriedAndTakenOver(t *testing.T) {
 		return chargeOut{ChargeID: fence.String()}, nil
 	}
 	out, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, fn, chargeIn{Order: "r"}, 10*time.Second, 3)
-	if err != nil || len(attempts) != 2 || attempts[1] != 2 || out.ChargeID != "2.3" {
+	if err != nil || len(attempts) != 2 || attempts[1] != 2 || !strings.HasPrefix(out.ChargeID, "2.3@") {
 		// Fence 2.3: attempt 1 claimed (rev 1) and failed (rev 2); attempt 2 took over (rev 3).
 		t.Fatalf("out %+v, err %v, attempts %v; want attempt 2 to take over (fence 2.3)", out, err, attempts)
 	}

@@ -21,6 +21,13 @@
 //   - a ticker derived from the lease and the activity's HeartbeatTimeout
 //     records a heartbeat carrying a Checkpoint and renews the lease; a lost
 //     lease, Temporal cancellation and worker stop cancel fn's context;
+//   - before fn runs, the Temporal server confirms the attempt's Checkpoint
+//     (PhaseExecuting) through Config.Client: evidence, kept outside Redis,
+//     that this attempt may act. A later attempt that finds the Redis record
+//     gone while that checkpoint is unsettled does not run fn blindly: it
+//     asks Options.Reconcile first, and without one (and without
+//     IdempotentDownstream) fails with TypeEffectUnknown, for the workflow's
+//     recovery to decide. Doubt and AskFirst let fn ask its downstream too;
 //   - outcomes become ApplicationErrors with the stable Type* strings:
 //     in progress is retryable with NextRetryDelay = the lease left;
 //     mismatches and conflicts are non-retryable; an unknown effect is

@@ -139,10 +139,6 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wrapper, err := activity.New(activity.Config{Executor: exec, Digester: dig, Logger: log})
-	if err != nil {
-		return err
-	}
 	copts, err := c.TemporalClientOptions()
 	if err != nil {
 		return err
@@ -152,6 +148,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: Temporal at %s is not reachable (check -temporal-address / TEMPORAL_ADDRESS): %w", c.TemporalAddress, err)
 	}
 	defer tc.Close()
+	// The wrapper confirms each attempt's checkpoint through the client
+	// before the action starts: evidence that outlives the Redis record.
+	wrapper, err := activity.New(activity.Config{Executor: exec, Digester: dig, Logger: log, Client: tc})
+	if err != nil {
+		return err
+	}
 
 	wopts := c.WorkerOptions
 	if wopts.WorkerStopTimeout == 0 {

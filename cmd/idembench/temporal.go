@@ -63,7 +63,7 @@ func (b *bench) measureTemporal(ctx context.Context) (temporalCost, error) {
 	if err != nil {
 		return temporalCost{}, err
 	}
-	wrapper, err := onceactivity.New(onceactivity.Config{Executor: e, Digester: b.digest})
+	wrapper, err := onceactivity.New(onceactivity.Config{Executor: e, Digester: b.digest, Client: c})
 	if err != nil {
 		return temporalCost{}, err
 	}
