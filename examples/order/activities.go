@@ -26,6 +26,7 @@ const (
 	ShipActivity            = "order.CreateShipment"
 	ConfirmActivity         = "order.SendConfirmation"
 	ReleaseActivity         = "order.ReleaseInventory"
+	RefundActivity          = "order.RefundCharge"
 	SetStatusActivity       = "order.SetStatus"
 )
 
@@ -37,6 +38,7 @@ const (
 	ShipCode    idemstore.OperationCode = "create-shipment"
 	ConfirmCode idemstore.OperationCode = "send-confirmation"
 	ReleaseCode idemstore.OperationCode = "release-inventory"
+	RefundCode  idemstore.OperationCode = "refund-charge"
 )
 
 // NewOrderID returns a new order ID: a UUIDv7, so IDs sort by time.
@@ -116,6 +118,10 @@ func Register(r worker.Registry, l *ledger.Ledger, g *Gateway) error {
 		Code: ReleaseCode, Scope: onceactivity.BusinessScoped, Key: func(in OrderRef) string { return in.OrderID + "/release" },
 		IdempotentDownstream: true, // releases only from status reserved
 	}, a.Release))
+	reg(RefundActivity, onceactivity.Wrap(r.Activities, onceactivity.Options[ChargeInput, Refund]{
+		Code: RefundCode, Scope: onceactivity.BusinessScoped, Key: func(in ChargeInput) string { return in.OrderID + "/refund" },
+		IdempotentDownstream: true, // the gateway refunds each charge once (UNIQUE charge_id)
+	}, a.Refund))
 	reg(ReconcileChargeActivity, a.ReconcileCharge)
 	reg(RecordPaymentActivity, a.RecordPayment)
 	reg(CreateOrderActivity, a.CreateOrder)
@@ -152,7 +158,7 @@ func (a *Activities) ChargeOptions() onceactivity.Options[ChargeInput, ledger.Pa
 		Key: func(in ChargeInput) string { return in.OrderID + "/charge" },
 		Reconcile: func(ctx context.Context, in ChargeInput, _ idemstore.Record) (ledger.Payment, bool, error) {
 			fence, _ := onceactivity.Fence(ctx)
-			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, ledger.Fence(fence))
+			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, ledger.FenceOf(fence))
 		},
 	}
 }
@@ -160,9 +166,14 @@ func (a *Activities) ChargeOptions() onceactivity.Options[ChargeInput, ledger.Pa
 // Charge charges the card through the (non-idempotent) gateway and
 // records the payment under the attempt's fence.
 //
-// When Redis has lost the step's record, the step runs again: the ledger,
-// asked first by the operation key, answers with the original payment, and
-// the gateway is not called. A zombie attempt (its lease taken over) that
+// The ledger is asked first by the operation key: a step that runs again
+// after Redis lost its record answers with the original payment. When the
+// attempt is in doubt (an earlier attempt may have reached the gateway:
+// onceactivity.AskFirst), the gateway's own record of the key is asked
+// before it is called again, so a charge that reached the gateway but not
+// the ledger is not repeated. (ChargeOptions' Reconcile asks both before
+// the action whenever there is doubt; this is the second check.) A zombie
+// attempt (its lease taken over, or its record lost and created anew) that
 // reaches the write finds a newer fence and is refused.
 func (a *Activities) Charge(ctx context.Context, in ChargeInput) (ledger.Payment, error) {
 	key := onceactivity.OperationKey(ctx)
@@ -171,7 +182,9 @@ func (a *Activities) Charge(ctx context.Context, in ChargeInput) (ledger.Payment
 	} else if ok {
 		return p, nil
 	}
-	gc, err := a.gateway.Charge(ctx, ChargeRequest{OperationKey: key, OrderID: in.OrderID, AmountCents: in.AmountCents, Currency: in.Currency})
+	gc, err := onceactivity.AskFirst(ctx, a.gateway.Lookup, func(ctx context.Context, key string) (GatewayCharge, error) {
+		return a.gateway.Charge(ctx, ChargeRequest{OperationKey: key, OrderID: in.OrderID, AmountCents: in.AmountCents, Currency: in.Currency})
+	})
 	if errors.Is(err, ErrGatewayUnavailable) {
 		return ledger.Payment{}, idemstore.RetryableNoEffect(err)
 	}
@@ -179,7 +192,37 @@ func (a *Activities) Charge(ctx context.Context, in ChargeInput) (ledger.Payment
 		return ledger.Payment{}, err // the gateway may have charged: effect unknown
 	}
 	fence, _ := onceactivity.Fence(ctx)
-	return a.ledger.RecordPayment(ctx, payment(key, in, gc, ledger.Fence(fence)))
+	return a.ledger.RecordPayment(ctx, payment(key, in, gc, ledger.FenceOf(fence)))
+}
+
+// Refund is the charge's compensation: it refunds every charge the gateway
+// took under the charge step's operation key (the payment of an order that
+// then failed, or a charge of an earlier attempt that the order never
+// recorded) and marks the payment row refunded. An order that ends
+// declined or failed runs it, so no money is kept for an order without a
+// payment. It is idempotent: the gateway refunds each charge once.
+func (a *Activities) Refund(ctx context.Context, in ChargeInput) (Refund, error) {
+	key := a.wrapper.BusinessOperationKey(sdkactivity.GetInfo(ctx).Namespace, ChargeCode, in.OrderID+"/charge")
+	refunds, err := a.gateway.Refund(ctx, key)
+	if err != nil {
+		return Refund{}, idemstore.RetryableNoEffect(err) // safe to run again: each charge is refunded once
+	}
+	out := Refund{Refunds: refunds}
+	for _, r := range refunds {
+		out.RefundedCents += r.AmountCents
+	}
+	if len(refunds) > 0 {
+		if err := a.ledger.MarkPaymentRefunded(ctx, key); err != nil {
+			return Refund{}, idemstore.RetryableNoEffect(err)
+		}
+	}
+	return out, nil
+}
+
+// Refund is what the refund step did.
+type Refund struct {
+	RefundedCents int64                  `json:"refunded_cents"`
+	Refunds       []ledger.GatewayRefund `json:"refunds"`
 }
 
 func payment(key string, in ChargeInput, gc GatewayCharge, fence ledger.Fence) ledger.Payment {
@@ -298,4 +341,5 @@ var Steps = []Step{
 	{"ship", ShipCode, "/ship"},
 	{"confirm", ConfirmCode, "/confirm"},
 	{"release", ReleaseCode, "/release"},
+	{"refund", RefundCode, "/refund"},
 }

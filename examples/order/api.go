@@ -106,6 +106,9 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	orders, err := idemhttp.New(idemhttp.Config{
 		Executor: cfg.Executor, Digester: cfg.Digester, Code: OrdersAPICode,
 		Principal: cfg.Principal, Validate: validateOrder, Logger: cfg.Logger,
+		// The handler starts the order's workflow by ID (USE_EXISTING) and
+		// reads it: running it again attaches to the same order.
+		IdempotentHandler: true,
 	})
 	if err != nil {
 		return nil, err
@@ -113,6 +116,9 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	webhooks, err := idemhttp.New(idemhttp.Config{
 		Executor: cfg.Executor, Digester: cfg.Digester, Code: WebhooksAPICode,
 		Principal: cfg.Principal, Key: idemhttp.JSONFieldKey("event_id"), Validate: validateEvent, Logger: cfg.Logger,
+		// The event is recorded by its ID (UNIQUE) and the workflow keeps
+		// one per ID: delivering it again changes nothing.
+		IdempotentHandler: true,
 	})
 	if err != nil {
 		return nil, err

@@ -185,3 +185,27 @@ func (g *Gateway) Lookup(ctx context.Context, operationKey string) (GatewayCharg
 	}
 	return GatewayCharge{}, false, nil
 }
+
+// Refund gives back every charge made under an operation key that was not
+// refunded yet, and returns the refunds of record of them all. It is
+// idempotent: a charge is refunded once (the ledger's gateway_refunds
+// keeps one row per charge ID), however often Refund is called.
+func (g *Gateway) Refund(ctx context.Context, operationKey string) ([]ledger.GatewayRefund, error) {
+	calls, err := g.ledger.GatewayCallsByKey(ctx, operationKey)
+	if err != nil {
+		return nil, err
+	}
+	refunds := []ledger.GatewayRefund{}
+	for _, c := range calls {
+		if !c.Charged() {
+			continue
+		}
+		r, _, err := g.ledger.RecordGatewayRefund(ctx, ledger.GatewayRefund{ChargeID: c.ChargeID, OperationKey: operationKey,
+			OrderID: c.OrderID, AmountCents: c.AmountCents, Currency: c.Currency})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: refund charge %s: %w", c.ChargeID, err)
+		}
+		refunds = append(refunds, r)
+	}
+	return refunds, nil
+}

@@ -23,8 +23,9 @@ const (
 	// StatusRejected: an item is out of stock; nothing was charged.
 	StatusRejected = "rejected"
 	// StatusFailed: a step failed for good (an operator's fail decision,
-	// a gateway that stayed unavailable); the reservation is released if
-	// the charge did not happen.
+	// a gateway that stayed unavailable, a shipment that could not be
+	// made); whatever the gateway took is refunded and the reservation is
+	// released.
 	StatusFailed = "failed"
 )
 
@@ -100,8 +101,11 @@ type OrderResult struct {
 	Status       string `json:"status"`
 	PaymentID    string `json:"payment_id,omitempty"`
 	ChargedCents int64  `json:"charged_cents"`
-	ShipmentID   string `json:"shipment_id,omitempty"`
-	Reason       string `json:"reason,omitempty"`
+	// RefundedCents is what the refund compensation gave back: an order
+	// that ends declined or failed keeps no money.
+	RefundedCents int64  `json:"refunded_cents,omitempty"`
+	ShipmentID    string `json:"shipment_id,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 }
 
 // StepActivityOptions are the options of PlaceOrder's idempotent steps:
@@ -135,8 +139,9 @@ var bookkeeping = workflow.ActivityOptions{
 // the shipment, send the confirmation. Each step runs through
 // idemwf.Execute; an unknown effect goes to the step's reconcile activity
 // (the charge's asks the gateway), then waits in the pending list for an
-// operator's decision (`worker pending`, `worker resolve`). A declined card
-// or a failed charge releases the reservation. The workflow returns the
+// operator's decision (`worker pending`, `worker resolve`). A declined card,
+// a failed charge or a failed shipment refunds whatever the gateway took
+// under the charge's key (the refund step) and releases the reservation. The workflow returns the
 // OrderResult, whatever the status; it fails only on an invalid order
 // (TypeInvalidOrder) or when a compensation itself cannot run.
 func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
@@ -172,10 +177,11 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 	}
 	payment, err := idemwf.Execute[ledger.Payment](ctx, rec, s.step(reconcile), ChargeCardActivity, charge)
 	if err != nil {
-		// Execute returns an error only when the charge certainly did not
-		// happen (the gateway stayed unavailable) or an operator decided it
-		// failed: give the stock back.
-		if err := s.release(); err != nil {
+		// Execute returns an error when the charge did not happen (the
+		// gateway stayed unavailable) or an operator decided it failed,
+		// which is not proof that no money was taken: refund whatever the
+		// gateway holds under the charge's key, and give the stock back.
+		if err := s.compensate(&result, charge, true); err != nil {
 			return result, err
 		}
 		return s.end(result, StatusFailed, "charge: "+reason(err))
@@ -187,7 +193,10 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 	}
 	result.PaymentID = payment.ID
 	if payment.Status == ledger.PaymentDeclined {
-		if err := s.release(); err != nil {
+		// Declined now; an earlier attempt may still have charged (its
+		// record lost): refund it, so no money is kept for a declined
+		// order.
+		if err := s.compensate(&result, charge, true); err != nil {
 			return result, err
 		}
 		return s.end(result, StatusDeclined, "the card was declined")
@@ -197,15 +206,53 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 
 	shipment, err := idemwf.Execute[ledger.Shipment](ctx, rec, s.step(""), ShipActivity, OrderRef{OrderID: in.OrderID})
 	if err != nil {
-		// The money is taken: a refund is an operator's call, not an
-		// automatic compensation.
-		return s.end(result, StatusFailed, "ship (the card was charged): "+reason(err))
+		// The money is taken and nothing shipped: refund it.
+		if s.compensates() {
+			if err := s.compensate(&result, charge, true); err != nil {
+				return result, err
+			}
+		}
+		return s.end(result, StatusFailed, "ship: "+reason(err))
 	}
 	result.ShipmentID = shipment.ID
 	if _, err := idemwf.Execute[ledger.Confirmation](ctx, rec, s.step(""), ConfirmActivity, ConfirmInput{OrderID: in.OrderID, PaymentID: payment.ID}); err != nil {
-		return s.end(result, StatusFailed, "confirm (the card was charged, the shipment created): "+reason(err))
+		if !s.compensates() {
+			return s.end(result, StatusFailed, "confirm (the card was charged, the shipment created): "+reason(err))
+		}
+		// Paid and shipped: the order stands without its confirmation.
+		return s.end(result, StatusCompleted, "the confirmation could not be sent: "+reason(err))
 	}
 	return s.end(result, StatusCompleted, "")
+}
+
+// refundChange names the change that added the refund compensation
+// (workflow.GetVersion): histories recorded before it replay without it.
+const refundChange = "refund-compensation"
+
+// compensates reports whether this run compensates a charge with a refund
+// (every run started since refundChange).
+func (s saga) compensates() bool {
+	return workflow.GetVersion(s.ctx, refundChange, workflow.DefaultVersion, 1) >= 1
+}
+
+// compensate refunds whatever the gateway took under the order's charge
+// key and, when release is set, gives the stock back. r records the
+// refund.
+func (s saga) compensate(r *OrderResult, charge ChargeInput, release bool) error {
+	if s.compensates() {
+		refund, err := idemwf.Execute[Refund](s.ctx, s.rec, s.step(""), RefundActivity, charge)
+		if err != nil {
+			return err
+		}
+		r.RefundedCents = refund.RefundedCents
+		if refund.RefundedCents > 0 {
+			r.ChargedCents = 0
+		}
+	}
+	if release {
+		return s.release()
+	}
+	return nil
 }
 
 // listenForPaymentEvents keeps the payment events the workflow is sent,

@@ -197,7 +197,9 @@ type Rows struct {
 	Reservation  *ledger.Reservation  `json:"reservation"`
 	Payments     []ledger.Payment     `json:"payments"`
 	GatewayCalls []ledger.GatewayCall `json:"gateway_calls"`
-	Shipment     *ledger.Shipment     `json:"shipment"`
+	// Refunds are the gateway's refunds of the order's charges.
+	Refunds  []ledger.GatewayRefund `json:"refunds"`
+	Shipment *ledger.Shipment       `json:"shipment"`
 }
 
 // PrintRows prints an order's rows, one line each.
@@ -218,16 +220,24 @@ func PrintRows(out io.Writer, r Rows) error {
 	for _, c := range r.GatewayCalls {
 		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", c.ID, c.Outcome, suffix(", charge ", c.ChargeID), c.OperationKey)
 	}
+	var refunded int64
+	for _, f := range r.Refunds {
+		fmt.Fprintf(tw, "refund\t%s\t%d %s of charge %s\n", f.ID, f.AmountCents, f.Currency, f.ChargeID)
+		refunded += f.AmountCents
+	}
 	if s := r.Shipment; s != nil {
 		fmt.Fprintf(tw, "shipment\t%s\t\n", s.ID)
 	}
 	charged := 0
+	var taken int64
 	for _, c := range r.GatewayCalls {
 		if c.Charged() {
 			charged++
+			taken += c.AmountCents
 		}
 	}
-	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged\t\n", len(r.Payments), len(r.GatewayCalls), charged)
+	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged, %d refunds; money kept %d\t\n",
+		len(r.Payments), len(r.GatewayCalls), charged, len(r.Refunds), taken-refunded)
 	return tw.Flush()
 }
 
@@ -254,6 +264,9 @@ func ReadRows(ctx context.Context, l *ledger.Ledger, orderID string) (Rows, erro
 		return r, err
 	}
 	if r.GatewayCalls, err = l.GatewayCalls(ctx, orderID); err != nil {
+		return r, err
+	}
+	if r.Refunds, err = l.GatewayRefunds(ctx, orderID); err != nil {
 		return r, err
 	}
 	if s, ok, err := l.ShipmentOf(ctx, orderID); err != nil {

@@ -7,24 +7,31 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/onceflow/onceflow/idemstore"
 )
 
-// Fence is a fencing token: the (attempt, rev) of the onceflow attempt that
-// writes (idemstore.Fence, from onceactivity.Fence inside a wrapped
-// activity). It grows on every takeover, so the newer of two writers has
-// the greater fence.
+// Fence is a fencing token: the (epoch, attempt, rev) of the onceflow
+// attempt that writes (idemstore.Fence, from onceactivity.Fence inside a
+// wrapped activity). It grows on every takeover, and across a loss of the
+// Redis record (the epoch is the record's creation time), so the newer of
+// two writers has the greater fence.
 type Fence struct {
+	Epoch   int64 `json:"epoch,omitempty"`
 	Attempt int64 `json:"attempt"`
 	Rev     int64 `json:"rev"`
 }
 
+// FenceOf converts the library's fence.
+func FenceOf(f idemstore.Fence) Fence { return Fence{Epoch: f.Epoch, Attempt: f.Attempt, Rev: f.Rev} }
+
 // Less reports whether f is older than g.
 func (f Fence) Less(g Fence) bool {
-	return f.Attempt < g.Attempt || f.Attempt == g.Attempt && f.Rev < g.Rev
+	return idemstore.Fence(f).Less(idemstore.Fence(g))
 }
 
-// String returns "attempt.rev".
-func (f Fence) String() string { return fmt.Sprintf("%d.%d", f.Attempt, f.Rev) }
+// String returns "attempt.rev", with "@epoch" when the epoch is known.
+func (f Fence) String() string { return idemstore.Fence(f).String() }
 
 // ErrStaleFence is what a write with an older fence than the stored row's
 // is refused with; errors.Is finds it in a *StaleFenceError.
@@ -54,8 +61,8 @@ type Execer interface {
 }
 
 // FencedWrite is one row written under a fence. The table needs a UNIQUE
-// (or primary key) KeyColumn and two BIGINT columns, fence_attempt and
-// fence_rev.
+// (or primary key) KeyColumn and three BIGINT columns, fence_epoch,
+// fence_attempt and fence_rev.
 type FencedWrite struct {
 	Table     string
 	KeyColumn string
@@ -80,12 +87,13 @@ var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 //
 // In SQL, for a table payments keyed by idempotency_key:
 //
-//	INSERT INTO payments (idempotency_key, fence_attempt, fence_rev, status, …)
-//	VALUES (?, ?, ?, ?, …)
+//	INSERT INTO payments (idempotency_key, fence_epoch, fence_attempt, fence_rev, status, …)
+//	VALUES (?, ?, ?, ?, ?, …)
 //	ON CONFLICT (idempotency_key) DO UPDATE SET
-//	  fence_attempt = excluded.fence_attempt, fence_rev = excluded.fence_rev,
-//	  status = excluded.status
-//	WHERE (payments.fence_attempt, payments.fence_rev) <= (excluded.fence_attempt, excluded.fence_rev)
+//	  fence_epoch = excluded.fence_epoch, fence_attempt = excluded.fence_attempt,
+//	  fence_rev = excluded.fence_rev, status = excluded.status
+//	WHERE (payments.fence_epoch, payments.fence_attempt, payments.fence_rev)
+//	   <= (excluded.fence_epoch, excluded.fence_attempt, excluded.fence_rev)
 //
 // SQLite (3.24+) and PostgreSQL (9.5+) both run it.
 func FencedUpsert(ctx context.Context, db Execer, d Dialect, w FencedWrite) (written bool, err error) {
@@ -98,15 +106,16 @@ func FencedUpsert(ctx context.Context, db Execer, d Dialect, w FencedWrite) (wri
 			return false, fmt.Errorf("ledger: fenced write: %q is not a plain SQL identifier", n)
 		}
 	}
-	cols := append([]string{w.KeyColumn, "fence_attempt", "fence_rev"}, w.Columns...)
-	args := append([]any{w.Key, w.Fence.Attempt, w.Fence.Rev}, w.Values...)
-	set := []string{"fence_attempt = excluded.fence_attempt", "fence_rev = excluded.fence_rev"}
+	cols := append([]string{w.KeyColumn, "fence_epoch", "fence_attempt", "fence_rev"}, w.Columns...)
+	args := append([]any{w.Key, w.Fence.Epoch, w.Fence.Attempt, w.Fence.Rev}, w.Values...)
+	set := []string{"fence_epoch = excluded.fence_epoch", "fence_attempt = excluded.fence_attempt", "fence_rev = excluded.fence_rev"}
 	for _, c := range w.Update {
 		set = append(set, c+" = excluded."+c)
 	}
-	q := "INSERT INTO " + w.Table + " (" + strings.Join(cols, ", ") + ") VALUES (?" + strings.Repeat(", ?", len(cols)-1) + ")" +
+	t := w.Table
+	q := "INSERT INTO " + t + " (" + strings.Join(cols, ", ") + ") VALUES (?" + strings.Repeat(", ?", len(cols)-1) + ")" +
 		" ON CONFLICT (" + w.KeyColumn + ") DO UPDATE SET " + strings.Join(set, ", ") +
-		" WHERE (" + w.Table + ".fence_attempt, " + w.Table + ".fence_rev) <= (excluded.fence_attempt, excluded.fence_rev)"
+		" WHERE (" + t + ".fence_epoch, " + t + ".fence_attempt, " + t + ".fence_rev) <= (excluded.fence_epoch, excluded.fence_attempt, excluded.fence_rev)"
 	res, err := db.ExecContext(ctx, d.rebind(q), args...)
 	if err != nil {
 		return false, fmt.Errorf("ledger: fenced write to %s: %w", w.Table, err)

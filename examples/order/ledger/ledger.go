@@ -124,12 +124,30 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	return l, nil
 }
 
+// migrationLock is the PostgreSQL advisory lock key that serialises
+// schema creation: concurrent CREATE TABLE IF NOT EXISTS of one table fail
+// with a unique violation on pg_type, so workers that start together on
+// one database take turns.
+const migrationLock = 0x6f6e6365666c6f77 // "onceflow"
+
 func (l *Ledger) migrate(ctx context.Context) error {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create the schema: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if l.dialect == Postgres {
+		// Held until the transaction ends; PostgreSQL's DDL is
+		// transactional, so the schema appears whole or not at all.
+		if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrationLock)); err != nil {
+			return fmt.Errorf("lock the schema for its creation: %w", err)
+		}
+	}
 	for _, stmt := range strings.Split(schema, ";\n") {
 		if strings.TrimSpace(stripComments(stmt)) == "" {
 			continue
 		}
-		if _, err := l.db.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("create the schema: %w", err)
 		}
 	}
@@ -137,15 +155,37 @@ func (l *Ledger) migrate(ctx context.Context) error {
 	// earlier version gains them here.
 	for _, c := range []struct{ table, column, def string }{
 		{"webhook_events", "signalled_at", "BIGINT NOT NULL DEFAULT 0"},
+		{"payments", "fence_epoch", "BIGINT NOT NULL DEFAULT 0"},
 	} {
-		if _, err := l.db.ExecContext(ctx, "SELECT "+c.column+" FROM "+c.table+" LIMIT 0"); err == nil {
+		has, err := l.hasColumn(ctx, tx, c.table, c.column)
+		if err != nil {
+			return fmt.Errorf("look for column %s.%s: %w", c.table, c.column, err)
+		}
+		if has {
 			continue
 		}
-		if _, err := l.db.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.def); err != nil {
+		if _, err := tx.ExecContext(ctx, "ALTER TABLE "+c.table+" ADD COLUMN "+c.column+" "+c.def); err != nil {
 			return fmt.Errorf("add column %s.%s: %w", c.table, c.column, err)
 		}
 	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create the schema: %w", err)
+	}
 	return nil
+}
+
+// hasColumn reports whether table has column, without an error that would
+// abort a PostgreSQL transaction.
+func (l *Ledger) hasColumn(ctx context.Context, tx *sql.Tx, table, column string) (bool, error) {
+	var n int
+	var err error
+	if l.dialect == Postgres {
+		err = tx.QueryRowContext(ctx, "SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+			table, column).Scan(&n)
+	} else {
+		err = tx.QueryRowContext(ctx, "SELECT count(*) FROM pragma_table_info(?) WHERE name = ?", table, column).Scan(&n)
+	}
+	return n > 0, err
 }
 
 func stripComments(s string) string {

@@ -33,13 +33,13 @@ type Payment struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-const paymentColumns = "payment_id, idempotency_key, order_id, amount_cents, currency, gateway_charge_id, status, fence_attempt, fence_rev, created_at, updated_at"
+const paymentColumns = "payment_id, idempotency_key, order_id, amount_cents, currency, gateway_charge_id, status, fence_epoch, fence_attempt, fence_rev, created_at, updated_at"
 
 func scanPayment(row interface{ Scan(...any) error }) (Payment, error) {
 	var p Payment
 	var created, updated int64
 	err := row.Scan(&p.ID, &p.IdempotencyKey, &p.OrderID, &p.AmountCents, &p.Currency, &p.GatewayChargeID, &p.Status,
-		&p.Fence.Attempt, &p.Fence.Rev, &created, &updated)
+		&p.Fence.Epoch, &p.Fence.Attempt, &p.Fence.Rev, &created, &updated)
 	p.CreatedAt, p.UpdatedAt = fromMillis(created), fromMillis(updated)
 	return p, err
 }
@@ -123,8 +123,8 @@ func (l *Ledger) EnsurePayment(ctx context.Context, p Payment) (Payment, bool, e
 		p.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	now := l.millis()
-	res, err := l.exec(ctx, "INSERT INTO payments ("+paymentColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
-		p.ID, p.IdempotencyKey, p.OrderID, p.AmountCents, p.Currency, p.GatewayChargeID, p.Status, p.Fence.Attempt, p.Fence.Rev, now, now)
+	res, err := l.exec(ctx, "INSERT INTO payments ("+paymentColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+		p.ID, p.IdempotencyKey, p.OrderID, p.AmountCents, p.Currency, p.GatewayChargeID, p.Status, p.Fence.Epoch, p.Fence.Attempt, p.Fence.Rev, now, now)
 	if err != nil {
 		return Payment{}, false, fmt.Errorf("ledger: record the payment of %s: %w", p.IdempotencyKey, err)
 	}
@@ -221,4 +221,90 @@ func (l *Ledger) GatewayCallsByKey(ctx context.Context, key string) ([]GatewayCa
 // GatewayCalls lists an order's calls, oldest first.
 func (l *Ledger) GatewayCalls(ctx context.Context, orderID string) ([]GatewayCall, error) {
 	return l.gatewayCalls(ctx, "order_id", orderID)
+}
+
+// GatewayRefund is one refund the gateway simulator made: of one charge,
+// once (UNIQUE charge_id).
+type GatewayRefund struct {
+	ID           string    `json:"refund_id"`
+	ChargeID     string    `json:"charge_id"`
+	OperationKey string    `json:"operation_key"`
+	OrderID      string    `json:"order_id"`
+	AmountCents  int64     `json:"amount_cents"`
+	Currency     string    `json:"currency"`
+	RefundedAt   time.Time `json:"refunded_at"`
+}
+
+const refundColumns = "refund_id, charge_id, operation_key, order_id, amount_cents, currency, refunded_at"
+
+// RecordGatewayRefund records the refund of r.ChargeID unless that charge
+// was refunded already, and returns the refund of record with whether it
+// inserted it.
+func (l *Ledger) RecordGatewayRefund(ctx context.Context, r GatewayRefund) (GatewayRefund, bool, error) {
+	if r.ChargeID == "" {
+		return GatewayRefund{}, false, errors.New("ledger: a refund needs the charge it refunds")
+	}
+	if r.ID == "" {
+		r.ID = "re_" + uuid.Must(uuid.NewV7()).String()
+	}
+	if r.RefundedAt.IsZero() {
+		r.RefundedAt = l.now().UTC()
+	}
+	res, err := l.exec(ctx, "INSERT INTO gateway_refunds ("+refundColumns+") VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (charge_id) DO NOTHING",
+		r.ID, r.ChargeID, r.OperationKey, r.OrderID, r.AmountCents, r.Currency, r.RefundedAt.UnixMilli())
+	if err != nil {
+		return GatewayRefund{}, false, fmt.Errorf("ledger: record the refund of charge %s: %w", r.ChargeID, err)
+	}
+	n, _ := res.RowsAffected()
+	refunds, err := l.gatewayRefunds(ctx, "charge_id", r.ChargeID)
+	if err == nil && len(refunds) != 1 {
+		err = fmt.Errorf("ledger: the refund of charge %s vanished after it was written", r.ChargeID)
+	}
+	if err != nil {
+		return GatewayRefund{}, false, err
+	}
+	return refunds[0], n > 0, nil
+}
+
+func (l *Ledger) gatewayRefunds(ctx context.Context, where string, arg any) ([]GatewayRefund, error) {
+	rows, err := l.query(ctx, "SELECT "+refundColumns+" FROM gateway_refunds WHERE "+where+" = ? ORDER BY refunded_at, refund_id", arg)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list gateway refunds: %w", err)
+	}
+	defer rows.Close()
+	out := []GatewayRefund{}
+	for rows.Next() {
+		var r GatewayRefund
+		var at int64
+		if err := rows.Scan(&r.ID, &r.ChargeID, &r.OperationKey, &r.OrderID, &r.AmountCents, &r.Currency, &at); err != nil {
+			return nil, err
+		}
+		r.RefundedAt = fromMillis(at)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// GatewayRefunds lists an order's refunds, oldest first.
+func (l *Ledger) GatewayRefunds(ctx context.Context, orderID string) ([]GatewayRefund, error) {
+	return l.gatewayRefunds(ctx, "order_id", orderID)
+}
+
+// GatewayRefundsByKey lists the refunds of the charges made under an
+// operation key.
+func (l *Ledger) GatewayRefundsByKey(ctx context.Context, key string) ([]GatewayRefund, error) {
+	return l.gatewayRefunds(ctx, "operation_key", key)
+}
+
+// PaymentRefunded is the status of a payment whose charge was refunded.
+const PaymentRefunded = "refunded"
+
+// MarkPaymentRefunded moves the payment of an idempotency key, if there is
+// one and it was captured, to PaymentRefunded.
+func (l *Ledger) MarkPaymentRefunded(ctx context.Context, key string) error {
+	if _, err := l.exec(ctx, "UPDATE payments SET status = ?, updated_at = ? WHERE idempotency_key = ? AND status = ?",
+		PaymentRefunded, l.millis(), key, PaymentCaptured); err != nil {
+		return fmt.Errorf("ledger: mark the payment of %s refunded: %w", key, err)
+	}
+	return nil
 }

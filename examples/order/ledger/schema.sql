@@ -17,8 +17,8 @@ CREATE TABLE IF NOT EXISTS orders (
 
 -- One row per charge. UNIQUE(idempotency_key) is the last line of defence
 -- (seed 001 §4): a step that runs again after Redis lost its record cannot
--- add a second row. The fence is the (attempt, rev) of the attempt that
--- wrote the row: an older one may not overwrite it.
+-- add a second row. The fence is the (epoch, attempt, rev) of the attempt
+-- that wrote the row: an older one may not overwrite it.
 CREATE TABLE IF NOT EXISTS payments (
   payment_id        TEXT PRIMARY KEY,
   idempotency_key   TEXT NOT NULL UNIQUE,
@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS payments (
   currency          TEXT NOT NULL,
   gateway_charge_id TEXT NOT NULL,
   status            TEXT NOT NULL,
+  fence_epoch       BIGINT NOT NULL DEFAULT 0,
   fence_attempt     BIGINT NOT NULL,
   fence_rev         BIGINT NOT NULL,
   created_at        BIGINT NOT NULL,
@@ -50,6 +51,20 @@ CREATE TABLE IF NOT EXISTS gateway_calls (
 );
 CREATE INDEX IF NOT EXISTS gateway_calls_key ON gateway_calls (operation_key);
 CREATE INDEX IF NOT EXISTS gateway_calls_order ON gateway_calls (order_id);
+
+-- Refunds the gateway simulator made: one per charge (UNIQUE charge_id),
+-- so refunding twice gives the money back once. Money taken from an order
+-- is its charged gateway_calls less these.
+CREATE TABLE IF NOT EXISTS gateway_refunds (
+  refund_id     TEXT PRIMARY KEY,
+  charge_id     TEXT NOT NULL UNIQUE,
+  operation_key TEXT NOT NULL,
+  order_id      TEXT NOT NULL,
+  amount_cents  BIGINT NOT NULL,
+  currency      TEXT NOT NULL,
+  refunded_at   BIGINT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS gateway_refunds_order ON gateway_refunds (order_id);
 
 -- Stock per SKU. A SKU the ledger has not seen starts with DefaultStock.
 CREATE TABLE IF NOT EXISTS inventory (
