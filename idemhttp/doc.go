@@ -37,5 +37,7 @@
 // the lease cannot be kept. A handler's response that cannot be recorded
 // (the store's reply lost) is still sent to its client; a retry then finds
 // the record in flight and, once its lease has run out, effect-unknown: it
-// never runs the handler a second time.
+// never runs the handler a second time, unless Config.IdempotentHandler
+// declares that a second run is harmless (the order API's handler attaches
+// to the order's workflow by ID), and then it runs it again.
 package idemhttp

@@ -74,6 +74,15 @@ type Config struct {
 	// Default false: a 5xx or a panic leaves the key retryable
 	// (FAILED_RETRYABLE), safe when running the handler again is harmless.
 	UnknownOn5xx bool
+	// IdempotentHandler declares that running the handler again for a key
+	// is harmless: it attaches to what the first run started (a workflow
+	// by ID, a row by a UNIQUE key) instead of doing it twice. A key whose
+	// earlier request died in the middle of the handler (a worker killed,
+	// Redis lost the record, the lease lost) then runs the handler again
+	// instead of answering 409 outcome-unknown until an operator reopens
+	// it. Default false: such a key is effect-unknown. It cannot be
+	// combined with UnknownOn5xx.
+	IdempotentHandler bool
 	// StoreRetryAfter is the Retry-After of the 503 answered when Redis
 	// cannot be reached. Default 1s.
 	StoreRetryAfter time.Duration
@@ -170,6 +179,10 @@ type Middleware struct {
 func New(cfg Config) (*Middleware, error) {
 	if cfg.Executor == nil || cfg.Digester == nil {
 		return nil, errors.New("idemhttp: Config.Executor and Config.Digester are required")
+	}
+	if cfg.UnknownOn5xx && cfg.IdempotentHandler {
+		return nil, errors.New("idemhttp: Config.UnknownOn5xx and Config.IdempotentHandler contradict each other: " +
+			"set UnknownOn5xx for a handler that must not run twice, IdempotentHandler for one that may")
 	}
 	if cfg.Code == "" {
 		cfg.Code = DefaultCode
@@ -290,10 +303,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	principal := m.cfg.Principal(r)
 	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest("http", principal, r.Method, route, key)}
 	req := idemstore.Request{
-		Ref:         ref,
-		Operation:   m.cfg.Digester.Operation("http/" + ref.String()),
-		Fingerprint: idemstore.FingerprintOf([]byte(r.Method), []byte(route), canonicalBody(r, body)),
-		Codec:       Codec,
+		Ref:                  ref,
+		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),
+		Fingerprint:          idemstore.FingerprintOf([]byte(r.Method), []byte(route), canonicalBody(r, body)),
+		Codec:                Codec,
+		IdempotentDownstream: m.cfg.IdempotentHandler,
 	}
 
 	var ran *recorder // set when this request ran the handler

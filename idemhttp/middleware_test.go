@@ -19,6 +19,7 @@ import (
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
@@ -433,5 +434,105 @@ func TestALostCompletionReplyNeverRunsTheHandlerAgain(t *testing.T) {
 	}
 	if a.runs.Load() != 1 {
 		t.Fatalf("the handler ran %d times", a.runs.Load())
+	}
+}
+
+// A request whose handler ran but whose outcome never reached Redis (a
+// worker killed before COMPLETE, here a lost reply and an unreachable
+// INSPECT): once its lease has run out, the key is effect-unknown (409)
+// for a handler that must not run twice, and runs the handler again for
+// one declared idempotent (the order API's, which attaches to its
+// workflow by ID). Without IdempotentHandler the order API's keys stayed
+// 409 until an operator reopened them.
+func TestIdempotentHandlerRunsAgainAfterAnUnrecordedOutcome(t *testing.T) {
+	t.Parallel()
+	for _, idempotent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
+			t.Parallel()
+			store, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), CommandTimeout: 50 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			faulty := storetest.NewFaultyStore(store)
+			exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: faulty, Lease: 600 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "things", IdempotentHandler: idempotent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var runs atomic.Int32
+			mux := http.NewServeMux()
+			mux.Handle("POST /things", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				runs.Add(1)
+				created(w, r)
+			})))
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			// post answers the status, and the problem type of a 409.
+			post := func() (int, string) {
+				req, _ := http.NewRequest("POST", srv.URL+"/things", strings.NewReader(`{"n":1}`))
+				req.Header.Set("Idempotency-Key", "k")
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := srv.Client().Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				var p idemhttp.Problem
+				if resp.StatusCode == http.StatusConflict {
+					_ = json.NewDecoder(resp.Body).Decode(&p)
+				}
+				return resp.StatusCode, p.Type
+			}
+			faulty.Inject(storetest.MethodComplete, storetest.ErrorBeforeApply)
+			faulty.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
+			if s, _ := post(); s != http.StatusCreated {
+				t.Fatalf("first: %d", s)
+			}
+			// In progress until the unrecorded attempt's lease runs out.
+			status, typ := post()
+			for deadline := time.Now().Add(10 * time.Second); typ == idemhttp.ProblemInProgress; status, typ = post() {
+				if time.Now().After(deadline) {
+					t.Fatal("the key stayed in progress")
+				}
+				time.Sleep(50 * time.Millisecond) // polling the lease, judged by Redis' clock
+			}
+			switch {
+			case idempotent && (status != http.StatusCreated || runs.Load() != 2):
+				t.Fatalf("idempotent handler: %d %s after %d runs; want it run again and 201", status, typ, runs.Load())
+			case !idempotent && (typ != idemhttp.ProblemOutcomeUnknown || runs.Load() != 1):
+				t.Fatalf("non-idempotent handler: %d %s after %d runs; want 409 outcome-unknown and one run", status, typ, runs.Load())
+			}
+			if idempotent {
+				if s, _ := post(); s != http.StatusCreated || runs.Load() != 2 {
+					t.Fatalf("replay: %d, %d runs", s, runs.Load())
+				}
+			}
+		})
+	}
+}
+
+func TestUnknownOn5xxAndIdempotentHandlerAreRefusedTogether(t *testing.T) {
+	t.Parallel()
+	store, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, UnknownOn5xx: true, IdempotentHandler: true}); err == nil {
+		t.Fatal("UnknownOn5xx with IdempotentHandler was accepted")
 	}
 }
