@@ -6,6 +6,7 @@ package e2e_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -195,34 +196,7 @@ func TestCrashAfterChargeIsReconciled(t *testing.T) {
 	forEachLedger(t, func(t *testing.T, dsn string) {
 		const lease = 3 * time.Second // shorter than the step's 5 s heartbeat timeout
 		s := newShop(t, dsn, lease)
-		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), envChild+"=order", envLedger+"="+dsn,
-			envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
-			envQueue+"="+s.queue, envRedis+"="+s.redis, envKeys+"="+s.keys, envLease+"="+lease.String())
-		child.Stderr = os.Stderr
-		if err := child.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- child.Wait() }()
-		t.Cleanup(func() { _ = child.Process.Kill(); <-exited })
-
-		in := s.newOrder()
-		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
-		var exitErr *exec.ExitError
-		select {
-		case err := <-exited:
-			exited <- err // for the cleanup
-			if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 {
-				t.Fatalf("the child worker ended with %v; want exit status 3 from the crash after the charge", err)
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("the child worker did not crash")
-		}
-		if b := s.books(in); len(b.calls) != 1 || b.calls[0].Outcome != ledger.CallChargedThenCrash || len(b.payments) != 0 {
-			t.Fatalf("after the crash: calls %+v, payments %+v", b.calls, b.payments)
-		}
-
+		in, run := s.crashAfterCharge()
 		s.startOrderWorker(order.GatewayConfig{})
 		res := s.result(run)
 		b := s.books(in)
@@ -234,6 +208,89 @@ func TestCrashAfterChargeIsReconciled(t *testing.T) {
 		}
 		s.checkTrail(in.OrderID, res, b)
 	})
+}
+
+// TestCrashAfterChargeThenRedisLossChargesOnce: the worker dies right
+// after the gateway charged (the record EXECUTING), then Redis loses
+// everything, by FLUSHALL or by a restart without its data, before the
+// next attempt. That attempt finds no record; the checkpoint the crashed
+// attempt had Temporal confirm before it charged makes the fresh claim
+// uncertain, so the charge's Reconcile runs first, finds the charge at the
+// gateway by the operation key, and the order completes with one gateway
+// charge and one payment row. Without the evidence the attempt claimed
+// fresh and charged again.
+func TestCrashAfterChargeThenRedisLossChargesOnce(t *testing.T) {
+	t.Parallel()
+	for _, loss := range []string{"flushall", "restart-empty"} {
+		t.Run(loss, func(t *testing.T) {
+			t.Parallel()
+			forEachLedger(t, func(t *testing.T, dsn string) {
+				const lease = 3 * time.Second
+				s := newShop(t, dsn, lease)
+				srv := redistest.Start(t) // a Redis of its own, to lose
+				s.redis, s.rdb = srv.Addr(), redistest.NewClient(t, srv.Addr())
+				in, run := s.crashAfterCharge()
+				switch loss {
+				case "flushall":
+					if err := s.rdb.FlushAll(context.Background()).Err(); err != nil {
+						t.Fatal(err)
+					}
+				default:
+					if err := srv.Restart(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, err := s.rdb.DBSize(context.Background()).Result(); err != nil || n != 0 {
+					t.Fatalf("%d keys after the loss, %v", n, err)
+				}
+				s.startOrderWorker(order.GatewayConfig{})
+				res := s.result(run)
+				b := s.books(in)
+				if res.Status != order.StatusCompleted || b.charges != 1 || len(b.calls) != 1 || len(b.payments) != 1 || b.payments[0].ID != res.PaymentID {
+					t.Fatalf("result %+v; calls %+v; payments %+v; want one charge and one payment", res, b.calls, b.payments)
+				}
+				if p := b.payments[0]; p.GatewayChargeID != b.calls[0].ChargeID || p.Fence.Epoch == 0 {
+					t.Fatalf("payment %+v; want the crashed call's charge, under the new record's fence", p)
+				}
+			})
+		})
+	}
+}
+
+// crashAfterCharge places an order on a child worker whose gateway
+// crashes it right after the charge, and returns once it has: the charge
+// is at the gateway, the record EXECUTING, the ledger without a payment.
+func (s *shop) crashAfterCharge() (order.PlaceOrderInput, client.WorkflowRun) {
+	t := s.t
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), envChild+"=order", envLedger+"="+s.dsn,
+		envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
+		envQueue+"="+s.queue, envRedis+"="+s.redis, envKeys+"="+s.keys, envLease+"="+s.lease.String())
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+	t.Cleanup(func() { _ = child.Process.Kill(); <-exited })
+
+	in := s.newOrder()
+	run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+	var exitErr *exec.ExitError
+	select {
+	case err := <-exited:
+		exited <- err // for the cleanup
+		if !errors.As(err, &exitErr) || exitErr.ExitCode() != 3 {
+			t.Fatalf("the child worker ended with %v; want exit status 3 from the crash after the charge", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the child worker did not crash")
+	}
+	if b := s.books(in); len(b.calls) != 1 || b.calls[0].Outcome != ledger.CallChargedThenCrash || len(b.payments) != 0 {
+		t.Fatalf("after the crash: calls %+v, payments %+v", b.calls, b.payments)
+	}
+	return in, run
 }
 
 // checkTrail: `worker trace` of an order whose charge crashed and was
@@ -265,7 +322,7 @@ func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
 	for _, st := range tr.Steps {
 		r := st.Record
 		switch {
-		case st.Step == "release":
+		case st.Step == "release" || st.Step == "refund":
 			if r.Found {
 				s.t.Errorf("a compensation record for a completed order:\n%s", text.String())
 			}
@@ -521,6 +578,21 @@ func TestLedgerFencing(t *testing.T) {
 		if stored != newer {
 			t.Fatalf("the zombie changed the row: %+v, was %+v", stored, newer)
 		}
+		// A zombie of a record Redis lost: more attempts than the new
+		// record's, but an older epoch (the lost record's creation time).
+		lost := p
+		lost.ID, lost.GatewayChargeID, lost.Fence = "", "ch_lost_record", ledger.Fence{Epoch: 1_000, Attempt: 9, Rev: 20}
+		newest := p
+		newest.ID, newest.Fence = "", ledger.Fence{Epoch: 2_000, Attempt: 1, Rev: 2}
+		key2 := "charge-card:d1:" + storetest.RandomHex(16)
+		newest.IdempotencyKey, lost.IdempotencyKey = key2, key2
+		after, err := l.RecordPayment(ctx, newest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := l.RecordPayment(ctx, lost); !errors.Is(err, ledger.ErrStaleFence) || got != after {
+			t.Fatalf("the lost record's zombie: %+v, %v; want refused, the newer row kept", got, err)
+		}
 		// The same attempt again, and a later one, go through; the row
 		// keeps its ID.
 		for _, f := range []ledger.Fence{{Attempt: 2, Rev: 3}, {Attempt: 2, Rev: 4}, {Attempt: 3, Rev: 1}} {
@@ -537,8 +609,152 @@ func TestLedgerFencing(t *testing.T) {
 			t.Fatalf("EnsurePayment: %+v, created %v, %v", got, created, err)
 		}
 		ps, err := l.Payments(ctx, p.OrderID)
-		if err != nil || len(ps) != 1 {
+		if err != nil || len(ps) != 2 {
 			t.Fatalf("%d payment rows, %v", len(ps), err)
 		}
 	})
+}
+
+// chargeKey is the operation key of an order's charge step (what the
+// gateway and the ledger know the charge by).
+func (s *shop) chargeKey(orderID string) string {
+	s.t.Helper()
+	dig, err := idemstore.NewDigester([]byte(e2eSecret), 1)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return idemstore.Ref{Code: order.ChargeCode, Digest: dig.Digest("business", temporalServer.GetDefaultNamespace(), orderID+"/charge")}.String()
+}
+
+// money is what the gateway kept of an order: its charges less its
+// refunds.
+func (s *shop) money(in order.PlaceOrderInput) (kept int64, refunds []ledger.GatewayRefund) {
+	s.t.Helper()
+	calls, err := s.l.GatewayCalls(context.Background(), in.OrderID)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, c := range calls {
+		if c.Charged() {
+			kept += c.AmountCents
+		}
+	}
+	if refunds, err = s.l.GatewayRefunds(context.Background(), in.OrderID); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, r := range refunds {
+		kept -= r.AmountCents
+	}
+	return kept, refunds
+}
+
+// TestDeclineAfterAnEarlierChargeIsRefunded: an earlier attempt's charge
+// reached the gateway and nothing else knows of it (its record lost, no
+// checkpoint left), and the card is then declined: the order ends
+// declined and the refund step gives the earlier charge back, so no money
+// is kept for an order without a payment. Before the refund step the
+// order ended declined with the money kept.
+func TestDeclineAfterAnEarlierChargeIsRefunded(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{DeclineRate: 1})
+		in := s.newOrder()
+		if _, err := s.l.RecordGatewayCall(t.Context(), ledger.GatewayCall{OperationKey: s.chargeKey(in.OrderID), OrderID: in.OrderID,
+			AmountCents: in.AmountCents, Currency: in.Currency, Outcome: ledger.CallChargedThenCrash, ChargeID: "ch_earlier_" + in.OrderID}); err != nil {
+			t.Fatal(err)
+		}
+		res := s.result(s.start(order.PlaceOrder, "order-"+in.OrderID, in))
+		kept, refunds := s.money(in)
+		if res.Status != order.StatusDeclined || res.RefundedCents != in.AmountCents || kept != 0 || len(refunds) != 1 || refunds[0].ChargeID != "ch_earlier_"+in.OrderID {
+			t.Fatalf("result %+v; kept %d, refunds %+v; want declined with the earlier charge refunded", res, kept, refunds)
+		}
+		// A duplicate replays the order; the charge is refunded once.
+		dup := s.result(s.start(order.PlaceOrder, "again-"+in.OrderID, in))
+		if _, refunds := s.money(in); dup != res || len(refunds) != 1 {
+			t.Fatalf("duplicate %+v (first %+v), refunds %+v", dup, res, refunds)
+		}
+	})
+}
+
+// TestResolveFailAfterAChargeRefundsIt: the gateway charged and timed
+// out; the operator decides fail although the money was taken. The order
+// ends failed, the charge is refunded, the stock given back: money taken
+// equals money recorded (none).
+func TestResolveFailAfterAChargeRefundsIt(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{TimeoutAfterCharge: 1})
+		in := s.newOrder()
+		in.SkipChargeReconcile = true
+		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+		args := s.waitPending(run.GetID())
+		if out, err := s.operator("resolve", append(args, "-decision", "fail", "-reason", "customer cancelled")...); err != nil {
+			t.Fatalf("resolve: %s, %v", out, err)
+		}
+		res := s.result(run)
+		b := s.books(in)
+		kept, refunds := s.money(in)
+		if res.Status != order.StatusFailed || res.RefundedCents != in.AmountCents || res.ChargedCents != 0 || kept != 0 || len(refunds) != 1 ||
+			b.charges != 1 || b.reserved != ledger.Released || len(b.payments) != 0 {
+			t.Fatalf("result %+v; kept %d; refunds %+v; books %+v", res, kept, refunds, b)
+		}
+	})
+}
+
+// TestWorkersMigrateOneDatabaseTogether: workers that start at once on one
+// new database all open the ledger. On PostgreSQL, concurrent CREATE
+// TABLE IF NOT EXISTS failed with a unique violation on pg_type before the
+// schema creation took an advisory lock.
+func TestWorkersMigrateOneDatabaseTogether(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		if !strings.HasPrefix(dsn, "sqlite:") {
+			dsn = freshSchema(t, dsn)
+		}
+		const workers = 6
+		errs := make(chan error, workers)
+		for range workers {
+			go func() {
+				l, err := ledger.Open(t.Context(), dsn)
+				if err == nil {
+					err = l.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range workers {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// freshSchema creates an empty PostgreSQL schema for one test and returns
+// dsn with it as the search path.
+func freshSchema(t *testing.T, dsn string) string {
+	t.Helper()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	name := "t_" + storetest.RandomHex(8)
+	if _, err := db.ExecContext(t.Context(), "CREATE SCHEMA "+name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		db, err := sql.Open("pgx", dsn)
+		if err == nil {
+			_, _ = db.Exec("DROP SCHEMA " + name + " CASCADE")
+			_ = db.Close()
+		}
+	})
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "search_path=" + name
 }
