@@ -1,0 +1,83 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/idemhttp"
+)
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		a     answer
+		after time.Duration
+		final bool
+		wait  time.Duration
+	}{
+		{"network error", answer{Err: "connection refused"}, 0, false, 250 * time.Millisecond},
+		{"created", answer{Status: http.StatusCreated, OrderID: "o", OrderStatus: order.StatusCompleted}, 0, true, 0},
+		{"processing", answer{Status: http.StatusAccepted, OrderID: "o", OrderStatus: order.StatusProcessing}, time.Second, false, time.Second},
+		{"in progress, long Retry-After", answer{Status: http.StatusConflict, Problem: idemhttp.ProblemInProgress}, 30 * time.Second, false, 3 * time.Second},
+		{"outcome unknown: stuck", answer{Status: http.StatusConflict, Problem: idemhttp.ProblemOutcomeUnknown}, 0, true, 0},
+		{"store unavailable", answer{Status: http.StatusServiceUnavailable, Problem: idemhttp.ProblemStoreUnavailable}, time.Second, false, time.Second},
+		{"order failed", answer{Status: http.StatusInternalServerError, Problem: order.ProblemOrderFailed}, 0, true, 0},
+		{"key reused", answer{Status: http.StatusUnprocessableEntity, Problem: idemhttp.ProblemKeyReused}, 0, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			final, wait := classify(tc.a, tc.after, 1)
+			if final != tc.final || (!final && wait != tc.wait) {
+				t.Fatalf("classify = %v, %v; want %v, %v", final, wait, tc.final, tc.wait)
+			}
+		})
+	}
+}
+
+func TestParseFlagsShortKeepsExplicitFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-short", "-orders", "7", "-phases", "worker-kill,redis-wipe", "-seed", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.orders != 7 || c.phaseDuration != 5*time.Second || c.seed != 5 || len(c.phases) != 2 || c.phases[1].name != "redis-wipe" {
+		t.Fatalf("config %+v", c)
+	}
+	if _, err := parseFlags([]string{"-phases", "worker-kill,nope"}, io.Discard); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("err = %v, want it to name the unknown phase", err)
+	}
+	if _, err := parseFlags([]string{"-order-wait", "5s", "-lease", "3s"}, io.Discard); err == nil {
+		t.Fatal("an order wait longer than the lease was accepted")
+	}
+}
+
+func TestKnobs(t *testing.T) {
+	if s := (knobs{}).String(); s != "no knobs" {
+		t.Fatalf("String = %q", s)
+	}
+	k := knobs{CrashAfterCharge: 0.25, Latency: 2 * time.Second}
+	if s := k.String(); s != "-gateway-crash-after-charge 0.25 -gateway-latency 2s" {
+		t.Fatalf("String = %q", s)
+	}
+	if f := k.flags(); len(f) != 12 || f[0] != "-gateway-timeout-after-charge" || f[1] != "0" {
+		t.Fatalf("flags = %q: want every knob, zeros too", f)
+	}
+}
+
+func TestTimelineCounts(t *testing.T) {
+	tl := newTimeline(time.Now())
+	tl.begin("worker-kill", "no knobs")
+	tl.inject("worker SIGKILL")
+	tl.inject("worker SIGKILL")
+	tl.observe("worker killed by signal 9 (killed)")
+	tl.orderStarted()
+	ps := tl.snapshot()
+	if len(ps) != 2 || ps[1].Injected["worker SIGKILL"] != 2 || ps[1].Orders != 1 || tl.current() != "worker-kill" {
+		t.Fatalf("snapshot %+v", ps)
+	}
+	if got := counts(ps[1].Injected); got != "worker SIGKILL ×2" {
+		t.Fatalf("counts = %q", got)
+	}
+}

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemhttp"
+)
+
+// memoOrderID is the memo field in which the order API names a
+// workflow's order (examples/order, unexported there).
+const memoOrderID = "order_id"
+
+// finalStatuses are the order statuses a settled order may have.
+var finalStatuses = []string{order.StatusCompleted, order.StatusDeclined, order.StatusRejected, order.StatusFailed}
+
+// summary is the run's result: the table, and summary.json.
+type summary struct {
+	Seed          int64        `json:"seed"`
+	Orders        int          `json:"orders"`
+	Workers       int          `json:"workers"`
+	Concurrency   int          `json:"concurrency"`
+	Ledger        string       `json:"ledger"`
+	Out           string       `json:"out"`
+	WallSeconds   float64      `json:"wall_s"`
+	Metrics       []metric     `json:"metrics"`
+	Checks        []check      `json:"checks"`
+	Phases        []phaseStats `json:"phases"`
+	Settle        settleReport `json:"settle"`
+	RefundsTable  bool         `json:"refunds_table"`
+	FailedChecks  []string     `json:"failed_checks"`
+	OrdersChecked []orderRow   `json:"orders_checked"`
+}
+
+// metric is one line of the table that is not a check.
+type metric struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// check is one property of the run; Count > 0 is a violation.
+type check struct {
+	Name     string   `json:"name"`
+	Count    int      `json:"count"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+func (c *check) add(example string) {
+	c.Count++
+	if len(c.Examples) < 5 {
+		c.Examples = append(c.Examples, example)
+	}
+}
+
+// orderRow is one order of the run as the ledger and Temporal have it.
+type orderRow struct {
+	OrderID        string `json:"order_id"`
+	Key            string `json:"key,omitempty"`
+	WorkflowID     string `json:"workflow_id,omitempty"`
+	WorkflowStatus string `json:"workflow_status,omitempty"`
+	InLedger       bool   `json:"in_ledger"`
+	Status         string `json:"status,omitempty"`
+	ChargedCalls   int    `json:"charged_calls"`
+	PaymentRows    int    `json:"payment_rows"`
+	TakenCents     int64  `json:"taken_cents"`
+	RefundedCents  int64  `json:"refunded_cents"`
+	RecordedCents  int64  `json:"recorded_cents"`
+}
+
+// workflowInfo is one workflow of the run.
+type workflowInfo struct {
+	id, orderID string
+	status      enumspb.WorkflowExecutionStatus
+}
+
+// workflows lists the run's workflows, by ID (the newest run of each).
+func (c *cluster) workflows(ctx context.Context) (map[string]workflowInfo, error) {
+	out := map[string]workflowInfo{}
+	var token []byte
+	for {
+		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: c.namespace, Query: fmt.Sprintf("TaskQueue = '%s'", c.cfg.taskQueue), PageSize: 1000, NextPageToken: token,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list the run's workflows: %w", err)
+		}
+		for _, e := range resp.GetExecutions() {
+			id := e.GetExecution().GetWorkflowId()
+			if _, seen := out[id]; seen {
+				continue
+			}
+			w := workflowInfo{id: id, status: e.GetStatus()}
+			if p := e.GetMemo().GetFields()[memoOrderID]; p != nil {
+				_ = converter.GetDefaultDataConverter().FromPayload(p, &w.orderID)
+			}
+			out[id] = w
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return out, nil
+		}
+	}
+}
+
+// checkRun checks every key and every order of the run.
+func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (summary, error) {
+	s := summary{Seed: c.cfg.seed, Orders: c.cfg.orders, Workers: c.cfg.workers, Concurrency: c.cfg.concurrency,
+		Ledger: ledger.RedactDSN(c.ledgerDSN), Out: c.out}
+	var (
+		doubleCharge = check{Name: "double charges (an order with >1 charged gateway call)"}
+		dupPayments  = check{Name: "duplicate payment rows (an order with >1 row)"}
+		money        = check{Name: "money mismatches (taken at the gateway less refunds ≠ recorded)"}
+		lost         = check{Name: "orders lost (answered with an order ID, no order row or workflow)"}
+		unfinished   = check{Name: "orders unfinished (no final status after the settle)"}
+		wfBad        = check{Name: "workflows that did not complete"}
+		changed      = check{Name: "keys that named two orders"}
+		stuck        = check{Name: "stuck keys (a client got 409 outcome unknown: ABANDONED, needs worker reopen)"}
+		unanswered   = check{Name: "keys without a final answer after the settle"}
+		reused       = check{Name: "422 key reused, for the same body"}
+	)
+
+	wfs, err := c.workflows(ctx)
+	if err != nil {
+		return s, err
+	}
+	byOrder := map[string]workflowInfo{}
+	for _, w := range wfs {
+		if w.orderID != "" {
+			byOrder[w.orderID] = w
+		}
+		if w.status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			wfBad.add(w.id + " " + w.status.String())
+		}
+	}
+
+	// The keys: what each client heard.
+	answered := map[string]string{} // order ID → key
+	var requests, created, accepted, inProgress, unknown, serverErrs, netErrs, replayed, duplicated int
+	for _, k := range l.keys {
+		if k.clients > 1 {
+			duplicated++
+		}
+		as := k.snapshot()
+		var ids []string
+		done := false
+		record := ""
+		for _, a := range as {
+			requests++
+			switch {
+			case a.Status == 0:
+				netErrs++
+			case a.Status == 201 || a.Status == 200:
+				created++
+			case a.Status == 202:
+				accepted++
+			case a.Problem == idemhttp.ProblemInProgress:
+				inProgress++
+			case a.Problem == idemhttp.ProblemOutcomeUnknown:
+				unknown++
+				if record == "" {
+					record = a.Record + " in " + a.Phase
+				}
+			case a.Status >= 500:
+				serverErrs++
+			case a.Status == 422:
+				reused.add(k.key + " (" + a.Role + ", " + a.Phase + ")")
+			}
+			if a.Replayed {
+				replayed++
+			}
+			if a.Status >= 200 && a.Status < 300 && a.OrderID != "" {
+				if !slices.Contains(ids, a.OrderID) {
+					ids = append(ids, a.OrderID)
+				}
+				answered[a.OrderID] = k.key
+				done = done || a.Final
+			}
+		}
+		if len(ids) > 1 {
+			changed.add(k.key + " → " + strings.Join(ids, ", "))
+		}
+		last := lastAnswer(as)
+		if record != "" {
+			// Stuck even if a later loss of the record (a Redis wipe)
+			// let the key through again: a client was told to wait for
+			// an operator.
+			still := "let through later (its record was lost)"
+			if last.Problem == idemhttp.ProblemOutcomeUnknown {
+				still = "still stuck at the end"
+			}
+			stuck.add(k.key + " record " + record + ", " + still)
+		}
+		switch {
+		case last != nil && last.Problem == idemhttp.ProblemOutcomeUnknown:
+		case !done:
+			what := "no answer"
+			if last != nil {
+				what = fmt.Sprintf("last %d %s%s", last.Status, last.Problem, last.Err)
+			}
+			unanswered.add(k.key + " (" + what + ")")
+		}
+	}
+
+	// The orders: every order a client was told of, and every workflow's.
+	ids := make([]string, 0, len(answered)+len(byOrder))
+	for id := range answered {
+		ids = append(ids, id)
+	}
+	for id := range byOrder {
+		if _, ok := answered[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	refunds, err := c.refundsTable(ctx)
+	if err != nil {
+		return s, err
+	}
+	s.RefundsTable = refunds
+	statuses := map[string]int{}
+	calls := map[string]int{}
+	var taken, refunded, recorded int64
+	for _, id := range ids {
+		row, err := c.orderRow(ctx, id, refunds, calls)
+		if err != nil {
+			return s, err
+		}
+		row.Key = answered[id]
+		if w, ok := byOrder[id]; ok {
+			row.WorkflowID, row.WorkflowStatus = w.id, w.status.String()
+		}
+		s.OrdersChecked = append(s.OrdersChecked, row)
+		if row.Status == "" {
+			statuses["(no order row)"]++
+		} else {
+			statuses[row.Status]++
+		}
+		taken += row.TakenCents
+		refunded += row.RefundedCents
+		recorded += row.RecordedCents
+		if row.ChargedCalls > 1 {
+			doubleCharge.add(fmt.Sprintf("%s: %d charges", id, row.ChargedCalls))
+		}
+		if row.PaymentRows > 1 {
+			dupPayments.add(fmt.Sprintf("%s: %d rows", id, row.PaymentRows))
+		}
+		if net := row.TakenCents - row.RefundedCents; net != row.RecordedCents {
+			money.add(fmt.Sprintf("%s (%s): taken %d, refunded %d, recorded %d", id, row.Status, row.TakenCents, row.RefundedCents, row.RecordedCents))
+		}
+		if _, isAnswered := answered[id]; isAnswered && (!row.InLedger || row.WorkflowID == "") {
+			lost.add(fmt.Sprintf("%s (key %s, in ledger %v, workflow %q)", id, row.Key, row.InLedger, row.WorkflowID))
+		}
+		if !slices.Contains(finalStatuses, row.Status) {
+			unfinished.add(fmt.Sprintf("%s (%q, workflow %s)", id, row.Status, row.WorkflowStatus))
+		}
+	}
+
+	var decided []string
+	decisions := map[string]int{}
+	for _, d := range settled.Decisions {
+		what := d.Decision
+		if what == "" {
+			what = "undecided"
+		}
+		if d.Outcome != "applied" {
+			what += " (not applied)"
+		}
+		decisions[what]++
+	}
+	for k, v := range decisions {
+		decided = append(decided, k+" ×"+strconv.Itoa(v))
+	}
+	slices.Sort(decided)
+	injected, observed := map[string]int{}, map[string]int{}
+	for _, p := range c.tl.snapshot() {
+		for k, v := range p.Injected {
+			injected[k] += v
+		}
+		for k, v := range p.Observed {
+			observed[k] += v
+		}
+	}
+	sum := func(m map[string]int) string {
+		n := 0
+		for _, v := range m {
+			n += v
+		}
+		return strconv.Itoa(n) + " (per phase below)"
+	}
+	s.Metrics = []metric{
+		{"orders (keys)", strconv.Itoa(len(l.keys))},
+		{"keys sent by two clients at once", strconv.Itoa(duplicated)},
+		{"requests", strconv.Itoa(requests)},
+		{"  201 created", strconv.Itoa(created)},
+		{"  of them replayed", strconv.Itoa(replayed)},
+		{"  202 processing", strconv.Itoa(accepted)},
+		{"  409 in progress", strconv.Itoa(inProgress)},
+		{"  409 outcome unknown", strconv.Itoa(unknown)},
+		{"  5xx", strconv.Itoa(serverErrs)},
+		{"  network errors", strconv.Itoa(netErrs)},
+		{"orders in the run (answered or with a workflow)", strconv.Itoa(len(ids))},
+		{"workflows", strconv.Itoa(len(wfs))},
+		{"order statuses", counts(statuses)},
+		{"gateway calls", counts(calls)},
+		{"money taken at the gateway (cents)", strconv.FormatInt(taken, 10)},
+		{"money refunded (cents)", strconv.FormatInt(refunded, 10) + refundsNote(refunds)},
+		{"money recorded (cents)", strconv.FormatInt(recorded, 10)},
+		{"operator decisions", dash(strings.Join(decided, ", "))},
+		{"faults injected", sum(injected)},
+		{"worker exits observed", sum(observed)},
+		{"settle", fmt.Sprintf("%.1fs, clients finished %v, verify finished %v, %d workflows still running", settled.Seconds,
+			settled.ClientsFinished, settled.VerifyFinished, settled.Running)},
+	}
+	s.Checks = []check{doubleCharge, dupPayments, money, lost, unfinished, wfBad, changed, stuck, unanswered, reused}
+	for _, ch := range s.Checks {
+		if ch.Count > 0 {
+			s.FailedChecks = append(s.FailedChecks, ch.Name)
+		}
+	}
+	s.Settle = settled
+	s.Phases = c.tl.snapshot()
+	return s, nil
+}
+
+func lastAnswer(as []answer) *answer {
+	if len(as) == 0 {
+		return nil
+	}
+	return &as[len(as)-1]
+}
+
+func refundsNote(table bool) string {
+	if table {
+		return ""
+	}
+	return " (no gateway_refunds table: counted as 0)"
+}
+
+// refundsTable reports whether the ledger has the gateway_refunds table.
+func (c *cluster) refundsTable(ctx context.Context) (bool, error) {
+	_, err := c.ledger.DB().ExecContext(ctx, "SELECT 1 FROM gateway_refunds WHERE 1 = 0")
+	if err != nil && ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	return err == nil, nil
+}
+
+// orderRow reads an order's rows: its status, payments, gateway calls
+// (counted by outcome into calls) and refunds.
+func (c *cluster) orderRow(ctx context.Context, id string, refunds bool, calls map[string]int) (orderRow, error) {
+	row := orderRow{OrderID: id}
+	o, ok, err := c.ledger.Order(ctx, id)
+	if err != nil {
+		return row, err
+	}
+	row.InLedger, row.Status = ok, o.Status
+	ps, err := c.ledger.Payments(ctx, id)
+	if err != nil {
+		return row, err
+	}
+	row.PaymentRows = len(ps)
+	if o.Status == order.StatusCompleted || o.Status == order.StatusCharged {
+		for _, p := range ps {
+			if p.Status == ledger.PaymentCaptured {
+				row.RecordedCents += p.AmountCents
+			}
+		}
+	}
+	gcs, err := c.ledger.GatewayCalls(ctx, id)
+	if err != nil {
+		return row, err
+	}
+	for _, g := range gcs {
+		calls[g.Outcome]++
+		if g.Charged() {
+			row.ChargedCalls++
+			row.TakenCents += g.AmountCents
+		}
+	}
+	if refunds {
+		q := "SELECT COALESCE(SUM(amount_cents), 0) FROM gateway_refunds WHERE order_id = ?"
+		if c.ledger.Dialect() == ledger.Postgres {
+			q = strings.Replace(q, "?", "$1", 1)
+		}
+		if err := c.ledger.DB().QueryRowContext(ctx, q, id).Scan(&row.RefundedCents); err != nil {
+			return row, fmt.Errorf("read the refunds of order %s: %w", id, err)
+		}
+	}
+	return row, nil
+}
+
+// printSummary prints the table.
+func printSummary(w io.Writer, s summary) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nonceflow chaos: %d orders, %d workers, ledger %s, seed %d, wall time %.1fs\n\n", s.Orders, s.Workers, s.Ledger, s.Seed, s.WallSeconds)
+	fmt.Fprintln(tw, "METRIC\tVALUE")
+	for _, m := range s.Metrics {
+		fmt.Fprintf(tw, "%s\t%s\n", m.Name, m.Value)
+	}
+	fmt.Fprintln(tw, "\t")
+	fmt.Fprintln(tw, "CHECK\tCOUNT\tRESULT\tEXAMPLES")
+	for _, ch := range s.Checks {
+		result := "ok"
+		if ch.Count > 0 {
+			result = "VIOLATION"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", ch.Name, ch.Count, result, strings.Join(ch.Examples, "; "))
+	}
+	fmt.Fprintln(tw, "\t")
+	fmt.Fprintln(tw, "PHASE\tSECONDS\tORDERS\tKNOBS\tINJECTED\tOBSERVED")
+	for _, p := range s.Phases {
+		fmt.Fprintf(tw, "%s\t%.1f\t%d\t%s\t%s\t%s\n", p.Name, p.End-p.Start, p.Orders, dash(p.Knobs), counts(p.Injected), counts(p.Observed))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	verdict := "all checks passed"
+	if n := len(s.FailedChecks); n > 0 {
+		verdict = fmt.Sprintf("%d checks failed", n)
+	}
+	_, err := fmt.Fprintf(w, "\n%s; wall time %.1fs; logs, answers.jsonl and summary.json in %s\n", verdict, s.WallSeconds, s.Out)
+	return err
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// knobs are the gateway simulator's fault flags of cmd/worker.
+type knobs struct {
+	TimeoutAfterCharge  float64
+	CrashAfterCharge    float64
+	FailBeforeCharge    float64
+	TimeoutBeforeCharge float64
+	DeclineRate         float64
+	Latency             time.Duration
+}
+
+// flags are the worker's flags for k, every knob given (a zero too), so
+// nothing is left to the environment.
+func (k knobs) flags() []string {
+	return []string{
+		"-gateway-timeout-after-charge", rate(k.TimeoutAfterCharge),
+		"-gateway-crash-after-charge", rate(k.CrashAfterCharge),
+		"-gateway-fail-before-charge", rate(k.FailBeforeCharge),
+		"-gateway-timeout-before-charge", rate(k.TimeoutBeforeCharge),
+		"-gateway-decline-rate", rate(k.DeclineRate),
+		"-gateway-latency", k.Latency.String(),
+	}
+}
+
+// String lists the knobs that are on, as flags, or says "no knobs".
+func (k knobs) String() string {
+	var on []string
+	f := k.flags()
+	for i := 0; i < len(f); i += 2 {
+		if f[i+1] != "0" && f[i+1] != "0s" {
+			on = append(on, f[i]+" "+f[i+1])
+		}
+	}
+	if len(on) == 0 {
+		return "no knobs"
+	}
+	return strings.Join(on, " ")
+}
+
+func rate(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// phase is one fault, injected for -phase-duration while orders run.
+type phase struct {
+	name string
+	// what says what the phase does, for -h and the log.
+	what string
+	// knobs are the workers' gateway knobs during the phase; nil: none.
+	knobs func(config) knobs
+	// inject injects the phase's fault until end; nil: the knobs are the
+	// fault.
+	inject func(ctx context.Context, in *injector, end time.Time) error
+}
+
+// allPhases are the phases of -phases all, in their order.
+func allPhases() []phase {
+	return []phase{
+		{name: "worker-kill", what: "SIGKILL a random worker about three times a phase; the supervisor starts it again", inject: injectWorkerKill},
+		{name: "worker-stop", what: "SIGSTOP a random worker for 1.5 leases (its leases run out, another takes over), then SIGCONT it", inject: injectWorkerStop},
+		{name: "gateway-timeout-after-charge", what: "workers restarted with -gateway-timeout-after-charge -gateway-rate",
+			knobs: func(c config) knobs { return knobs{TimeoutAfterCharge: c.gatewayRate} }},
+		{name: "gateway-crash-after-charge", what: "workers restarted with -gateway-crash-after-charge -crash-rate (each one exits 3 and is started again)",
+			knobs: func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }},
+		{name: "gateway-fail-before-charge", what: "workers restarted with -gateway-fail-before-charge -gateway-rate",
+			knobs: func(c config) knobs { return knobs{FailBeforeCharge: c.gatewayRate} }},
+		{name: "gateway-timeout-before-charge", what: "workers restarted with -gateway-timeout-before-charge -gateway-rate",
+			knobs: func(c config) knobs { return knobs{TimeoutBeforeCharge: c.gatewayRate} }},
+		{name: "gateway-decline", what: "workers restarted with -gateway-decline-rate -gateway-rate",
+			knobs: func(c config) knobs { return knobs{DeclineRate: c.gatewayRate} }},
+		{name: "gateway-latency", what: "workers restarted with -gateway-latency -latency",
+			knobs: func(c config) knobs { return knobs{Latency: c.latency} }},
+		{name: "redis-kill", what: "kill -9 Redis twice a phase and start it again a second later from its AOF (appendfsync always)", inject: injectRedisKill},
+		{name: "redis-wipe", what: "kill Redis twice a phase, delete its data, start it again empty", inject: injectRedisWipe},
+		{name: "redis-pause", what: "CLIENT PAUSE for 2/3 of a lease, ALL or WRITE, about three times a phase", inject: injectRedisPause},
+	}
+}
+
+// budget asks the load to start n orders spread over the given time.
+type budget struct {
+	n    int
+	over time.Duration
+}
+
+// injector runs the phases one after the other.
+type injector struct {
+	c       *cluster
+	rng     *rand.Rand
+	budgets chan<- budget
+	knobs   knobs
+}
+
+// run runs every phase of -phases, giving the load its share of the
+// orders at the start of each, and closes budgets when done.
+func (in *injector) run(ctx context.Context) error {
+	defer close(in.budgets)
+	cfg := in.c.cfg
+	if len(cfg.phases) == 0 {
+		in.budgets <- budget{n: cfg.orders}
+		return nil
+	}
+	for i, p := range cfg.phases {
+		k := knobs{}
+		if p.knobs != nil {
+			k = p.knobs(cfg)
+		}
+		in.c.tl.begin(p.name, k.String())
+		in.c.log.Info("chaos: phase", "phase", p.name, "of", fmt.Sprintf("%d/%d", i+1, len(cfg.phases)), "what", p.what)
+		if k != in.knobs {
+			if err := in.c.restartAll(ctx, k); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				in.c.log.Warn("chaos: a worker did not come back after its restart; the phase goes on", "err", err)
+			}
+			in.knobs = k
+			in.c.tl.inject("workers restarted (" + k.String() + ")")
+		}
+		end := time.Now().Add(cfg.phaseDuration)
+		n := cfg.orders / len(cfg.phases)
+		if i < cfg.orders%len(cfg.phases) {
+			n++
+		}
+		in.budgets <- budget{n: n, over: cfg.phaseDuration}
+		if p.inject != nil {
+			if err := p.inject(ctx, in, end); err != nil {
+				return fmt.Errorf("phase %s: %w", p.name, err)
+			}
+		}
+		if !sleepUntil(ctx, end) {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// every calls fn about every interval (±25%) until end, the first time
+// after about half an interval.
+func (in *injector) every(ctx context.Context, end time.Time, interval time.Duration, fn func() error) error {
+	at := time.Now().Add(in.jitter(interval / 2))
+	for at.Before(end) {
+		if !sleepUntil(ctx, at) {
+			return ctx.Err()
+		}
+		if err := fn(); err != nil {
+			return err
+		}
+		at = time.Now().Add(in.jitter(interval))
+	}
+	return nil
+}
+
+func (in *injector) jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.75 + 0.5*in.rng.Float64()))
+}
+
+func (in *injector) pick() *workerProc { return in.c.workers[in.rng.IntN(len(in.c.workers))] }
+
+func injectWorkerKill(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/3, func() error {
+		w := in.pick()
+		if w.signal(syscall.SIGKILL) {
+			in.c.tl.inject("worker SIGKILL")
+			in.c.log.Info("chaos: SIGKILL", "worker", w.idx)
+		}
+		return nil
+	})
+}
+
+func injectWorkerStop(ctx context.Context, in *injector, end time.Time) error {
+	for {
+		hold := min(in.c.cfg.lease*3/2, time.Until(end)-250*time.Millisecond)
+		if hold < 500*time.Millisecond {
+			return nil
+		}
+		w := in.pick()
+		in.c.log.Info("chaos: SIGSTOP", "worker", w.idx, "for", hold.Round(time.Millisecond))
+		if w.pause(ctx, hold) {
+			in.c.tl.inject("worker SIGSTOP, SIGCONT after 1.5 leases")
+		}
+		if !sleepCtx(ctx, 300*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+}
+
+func injectRedisKill(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+		in.c.log.Info("chaos: Redis kill -9; restarting it from its AOF in 1s")
+		in.c.redis.kill()
+		in.c.tl.inject("Redis kill -9, restarted from its AOF")
+		sleepCtx(ctx, time.Second)
+		if err := in.c.redis.start(ctx); err != nil {
+			return fmt.Errorf("restart Redis from its AOF: %w", err)
+		}
+		return nil
+	})
+}
+
+func injectRedisWipe(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+		in.c.log.Info("chaos: Redis killed, its data deleted; restarting it empty")
+		if err := in.c.redis.wipe(ctx, 500*time.Millisecond); err != nil {
+			return fmt.Errorf("restart Redis without its data: %w", err)
+		}
+		in.c.tl.inject("Redis killed, data deleted, restarted empty")
+		return nil
+	})
+}
+
+func injectRedisPause(ctx context.Context, in *injector, end time.Time) error {
+	d := in.c.cfg.lease * 2 / 3
+	return in.every(ctx, end, in.c.cfg.phaseDuration/3, func() error {
+		mode := []string{"ALL", "WRITE"}[in.rng.IntN(2)]
+		in.c.log.Info("chaos: CLIENT PAUSE", "ms", d.Milliseconds(), "mode", mode)
+		if err := in.c.redis.pause(ctx, d, mode); err != nil {
+			in.c.log.Warn("chaos: CLIENT PAUSE failed", "err", err)
+			return nil
+		}
+		in.c.tl.inject("Redis CLIENT PAUSE " + mode)
+		return nil
+	})
+}
+
+// phaseStats is what happened in one part of the run: a phase, or
+// startup, settle and verify.
+type phaseStats struct {
+	Name     string         `json:"name"`
+	Knobs    string         `json:"knobs,omitempty"`
+	Start    float64        `json:"start_s"`
+	End      float64        `json:"end_s"`
+	Orders   int            `json:"orders_started"`
+	Injected map[string]int `json:"injected,omitempty"`
+	Observed map[string]int `json:"observed,omitempty"`
+}
+
+// timeline records the parts of the run, and counts what each saw.
+type timeline struct {
+	start  time.Time
+	mu     sync.Mutex
+	phases []*phaseStats
+}
+
+func newTimeline(start time.Time) *timeline {
+	t := &timeline{start: start}
+	t.begin("startup", "")
+	return t
+}
+
+// begin ends the current part and starts the next.
+func (t *timeline) begin(name, knobs string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Since(t.start).Seconds()
+	if n := len(t.phases); n > 0 {
+		t.phases[n-1].End = now
+	}
+	t.phases = append(t.phases, &phaseStats{Name: name, Knobs: knobs, Start: now, Injected: map[string]int{}, Observed: map[string]int{}})
+}
+
+// current names the part the run is in.
+func (t *timeline) current() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.phases[len(t.phases)-1].Name
+}
+
+// inject counts a fault injected in the current part.
+func (t *timeline) inject(what string) { t.count(func(p *phaseStats) { p.Injected[what]++ }) }
+
+// observe counts something seen in the current part (a worker's exit).
+func (t *timeline) observe(what string) { t.count(func(p *phaseStats) { p.Observed[what]++ }) }
+
+// orderStarted counts an order started in the current part.
+func (t *timeline) orderStarted() { t.count(func(p *phaseStats) { p.Orders++ }) }
+
+func (t *timeline) count(f func(*phaseStats)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f(t.phases[len(t.phases)-1])
+}
+
+// snapshot copies the parts so far; the current one ends now.
+func (t *timeline) snapshot() []phaseStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]phaseStats, len(t.phases))
+	for i, p := range t.phases {
+		out[i] = *p
+		out[i].Injected, out[i].Observed = maps.Clone(p.Injected), maps.Clone(p.Observed)
+	}
+	if n := len(out); n > 0 && out[n-1].End == 0 {
+		out[n-1].End = time.Since(t.start).Seconds()
+	}
+	return out
+}
+
+// counts renders a count map as "a×2, b×1", sorted by name.
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + " ×" + strconv.Itoa(m[k])
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// sleepCtx sleeps for d, or until ctx is done: it reports whether it slept
+// the whole time.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// sleepUntil sleeps until at, or until ctx is done.
+func sleepUntil(ctx context.Context, at time.Time) bool { return sleepCtx(ctx, time.Until(at)) }
