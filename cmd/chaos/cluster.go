@@ -189,7 +189,8 @@ func workerBinary(ctx context.Context, given, dir string, log *slog.Logger) (str
 }
 
 // buildWorker builds cmd/worker into dir (-tags nodev: without the
-// embedded Temporal server, which the workers do not use).
+// embedded Temporal server, which the workers do not use), with -race when
+// chaos itself was built with it.
 func buildWorker(ctx context.Context, dir string, log *slog.Logger) (string, error) {
 	bin := filepath.Join(dir, "worker")
 	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", cmdModule)
@@ -197,8 +198,12 @@ func buildWorker(ctx context.Context, dir string, log *slog.Logger) (string, err
 	if err != nil {
 		return "", fmt.Errorf("find the module %s (run from the repository, or give -worker-bin): %w%s", cmdModule, err, stderrOf(err))
 	}
-	log.Info("chaos: building the worker", "bin", bin)
-	build := exec.CommandContext(ctx, "go", "build", "-tags", "nodev", "-o", bin, workerPackage)
+	args := []string{"build", "-tags", "nodev", "-o", bin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	log.Info("chaos: building the worker", "bin", bin, "race", raceEnabled)
+	build := exec.CommandContext(ctx, "go", append(args, workerPackage)...)
 	build.Dir = strings.TrimSpace(string(modDir))
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s (fix the build, or give -worker-bin): %w\n%s", workerPackage, err, out)

@@ -62,7 +62,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.IntVar(&c.orders, "orders", 300, "orders to place, each under its own Idempotency-Key")
-	fs.IntVar(&c.concurrency, "concurrency", 16, "clients at once (a duplicated key takes two)")
+	fs.IntVar(&c.concurrency, "concurrency", 16, "requests in flight at once, over all clients (a client waiting to retry holds none)")
 	fs.IntVar(&c.workers, "workers", 3, "worker processes, all on one ledger, task queue and Redis")
 	fs.Float64Var(&c.duplicates, "duplicates", 0.2, "share of keys, 0–1, sent by two concurrent clients at once (same key, same body)")
 	phases := fs.String("phases", "all", "comma-separated phases to run, in the order given; all, or none for a run without faults")

@@ -147,8 +147,8 @@ func (l *load) close() error {
 }
 
 // dispatch starts the orders as the budgets ask, each key's clients
-// together, at most -concurrency clients at once; once budgets is closed
-// the rest start as fast as the slots allow.
+// together (at most -concurrency requests are in flight at once); once
+// budgets is closed the rest start at once.
 func (l *load) dispatch(ctx context.Context, budgets <-chan budget) {
 	next := 0
 	for next < len(l.keys) {
@@ -177,14 +177,13 @@ func (l *load) dispatch(ctx context.Context, budgets <-chan budget) {
 	}
 }
 
-// launch starts the clients of k once there are slots for all of them.
+// launch starts the clients of k. A client holds a slot only while a
+// request is in flight (see drive), so clients that wait to retry (an
+// order waiting on an operator until the settle) do not starve the
+// phases that follow of new orders.
 func (l *load) launch(ctx context.Context, k *orderKey) bool {
-	for range k.clients {
-		select {
-		case l.slots <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
+	if ctx.Err() != nil {
+		return false
 	}
 	k.mu.Lock()
 	k.phase = l.c.tl.current()
@@ -196,10 +195,7 @@ func (l *load) launch(ctx context.Context, k *orderKey) bool {
 		if i > 0 {
 			role = roleDuplicate
 		}
-		l.wg.Go(func() {
-			defer func() { <-l.slots }()
-			l.drive(ctx, k, role, i, deadline)
-		})
+		l.wg.Go(func() { l.drive(ctx, k, role, i, deadline) })
 	}
 	return true
 }
@@ -207,15 +203,10 @@ func (l *load) launch(ctx context.Context, k *orderKey) bool {
 // verify asks every key once more, until a final answer or deadline.
 func (l *load) verify(ctx context.Context, deadline time.Time) {
 	for _, k := range l.keys {
-		select {
-		case l.slots <- struct{}{}:
-		case <-ctx.Done():
+		if ctx.Err() != nil {
 			return
 		}
-		l.wg.Go(func() {
-			defer func() { <-l.slots }()
-			l.drive(ctx, k, roleVerify, 0, deadline)
-		})
+		l.wg.Go(func() { l.drive(ctx, k, roleVerify, 0, deadline) })
 	}
 }
 
@@ -242,7 +233,13 @@ func (l *load) drive(ctx context.Context, k *orderKey, role string, client int, 
 	prefer := role == roleDuplicate
 	for attempt := 1; ; attempt++ {
 		w := (k.idx + client + attempt) % len(l.c.workers)
+		select {
+		case l.slots <- struct{}{}: // -concurrency requests in flight at most
+		case <-ctx.Done():
+			return
+		}
 		a, retryAfter := l.post(ctx, k, w, prefer)
+		<-l.slots
 		if a.Err != "" && ctx.Err() != nil {
 			return // the deadline, or the run stops: no answer
 		}
