@@ -85,6 +85,11 @@ func allPhases() []phase {
 		{name: "redis-kill", what: "kill -9 Redis twice a phase and start it again a second later from its AOF (appendfsync always)", inject: injectRedisKill},
 		{name: "redis-wipe", what: "kill Redis twice a phase, delete its data, start it again empty", inject: injectRedisWipe},
 		{name: "redis-pause", what: "CLIENT PAUSE for 2/3 of a lease, ALL or WRITE, about three times a phase", inject: injectRedisPause},
+		// The timeline of the double charges this command was written to
+		// find: a worker charges and dies before COMPLETE, then Redis loses
+		// the EXECUTING record before the next attempt claims.
+		{name: "crash-then-wipe", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and Redis wiped twice a phase meanwhile",
+			knobs: func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }, inject: injectRedisWipe},
 	}
 }
 

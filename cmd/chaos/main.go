@@ -22,8 +22,9 @@
 // (-gateway-timeout-after-charge, -gateway-crash-after-charge,
 // -gateway-fail-before-charge, -gateway-timeout-before-charge,
 // -gateway-decline-rate, -gateway-latency), Redis killed -9 and restarted
-// from its AOF, Redis restarted with its data deleted, and Redis paused
-// (CLIENT PAUSE … ALL or WRITE).
+// from its AOF, Redis restarted with its data deleted, Redis paused
+// (CLIENT PAUSE … ALL or WRITE), and workers that crash after charging
+// while Redis is wiped (crash-then-wipe).
 //
 // Then it settles: the faults stop, every worker restarts without knobs,
 // the workflows that wait on an operator's decision (`worker pending
