@@ -343,6 +343,18 @@ func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
 	}
 }
 
+// pendingCharge places an order on a worker whose gateway behaves as g,
+// without the workflow's reconcile, and waits until its charge waits on a
+// decision: it returns the order, its run and the resolve arguments.
+func (s *shop) pendingCharge(g order.GatewayConfig) (order.PlaceOrderInput, client.WorkflowRun, []string) {
+	s.t.Helper()
+	s.startOrderWorker(g)
+	in := s.newOrder()
+	in.SkipChargeReconcile = true
+	run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+	return in, run, s.waitPending(run.GetID())
+}
+
 // resolveArgs are the arguments of `worker resolve` for a workflow's only
 // pending incident.
 func (s *shop) waitPending(wfID string) []string {
@@ -372,11 +384,7 @@ func TestTimeoutAfterChargeWaitsForADecision(t *testing.T) {
 	t.Parallel()
 	forEachLedger(t, func(t *testing.T, dsn string) {
 		s := newShop(t, dsn, 0)
-		s.startOrderWorker(order.GatewayConfig{TimeoutAfterCharge: 1})
-		in := s.newOrder()
-		in.SkipChargeReconcile = true
-		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
-		args := s.waitPending(run.GetID())
+		in, run, args := s.pendingCharge(order.GatewayConfig{TimeoutAfterCharge: 1})
 		b := s.books(in)
 		if len(b.calls) != 1 || b.calls[0].Outcome != ledger.CallChargedThenTimeout || len(b.payments) != 0 {
 			t.Fatalf("before the decision: calls %+v, payments %+v", b.calls, b.payments)
@@ -444,11 +452,7 @@ func TestResolveRetryChargesOnce(t *testing.T) {
 	t.Parallel()
 	forEachLedger(t, func(t *testing.T, dsn string) {
 		s := newShop(t, dsn, 0)
-		s.startOrderWorker(order.GatewayConfig{TimeoutBeforeCharge: 0.5, Rand: sequence(0.1, 0.9)})
-		in := s.newOrder()
-		in.SkipChargeReconcile = true
-		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
-		args := s.waitPending(run.GetID())
+		in, run, args := s.pendingCharge(order.GatewayConfig{TimeoutBeforeCharge: 0.5, Rand: sequence(0.1, 0.9)})
 		if b := s.books(in); b.charges != 0 {
 			t.Fatalf("%d charges before the decision", b.charges)
 		}
@@ -469,11 +473,7 @@ func TestResolveFailReleasesTheReservation(t *testing.T) {
 	t.Parallel()
 	forEachLedger(t, func(t *testing.T, dsn string) {
 		s := newShop(t, dsn, 0)
-		s.startOrderWorker(order.GatewayConfig{TimeoutBeforeCharge: 1})
-		in := s.newOrder()
-		in.SkipChargeReconcile = true
-		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
-		args := s.waitPending(run.GetID())
+		in, run, args := s.pendingCharge(order.GatewayConfig{TimeoutBeforeCharge: 1})
 		if b := s.books(in); b.reserved != ledger.Reserved || b.stock != ledger.DefaultStock-2 {
 			t.Fatalf("before the decision: reservation %q, stock %d", b.reserved, b.stock)
 		}
@@ -685,11 +685,7 @@ func TestResolveFailAfterAChargeRefundsIt(t *testing.T) {
 	t.Parallel()
 	forEachLedger(t, func(t *testing.T, dsn string) {
 		s := newShop(t, dsn, 0)
-		s.startOrderWorker(order.GatewayConfig{TimeoutAfterCharge: 1})
-		in := s.newOrder()
-		in.SkipChargeReconcile = true
-		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
-		args := s.waitPending(run.GetID())
+		in, run, args := s.pendingCharge(order.GatewayConfig{TimeoutAfterCharge: 1})
 		if out, err := s.operator("resolve", append(args, "-decision", "fail", "-reason", "customer cancelled")...); err != nil {
 			t.Fatalf("resolve: %s, %v", out, err)
 		}
