@@ -71,7 +71,9 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		f := storetest.NewFixture()
 		req := request(f)
 		req.Doubt = doubt
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return nil, false, errors.New("provider down") }
+		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) {
+			return nil, false, errors.New("provider down")
+		}
 		var runs atomic.Int32
 		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
 		if !errors.Is(err, idemstore.ErrEffectUnknown) || runs.Load() != 0 {
