@@ -155,6 +155,9 @@ type Wrapper struct {
 	digester *idemstore.Digester
 	logger   *slog.Logger
 	client   client.Client
+	// resolvers encode a decided result (JSON) with the codec of the
+	// wrapped activity of its operation code, for ResolveRecord.
+	resolvers sync.Map // idemstore.OperationCode → resolver
 	// running counts the wrapped activities that have not returned yet:
 	// Wait waits for them to record their outcomes.
 	running sync.WaitGroup
@@ -279,6 +282,20 @@ func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(dat
 // heartbeats and renews its lease on a ticker derived from it and from the
 // lease, and the heartbeats deliver cancellation.
 func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
+	codec := opts.Codec
+	if codec == nil {
+		codec = JSONCodec{}
+	}
+	// A completed decision arrives as JSON (the workflow's result type);
+	// it is stored under this activity's codec, so the next claim replays
+	// it instead of refusing a codec it cannot read.
+	w.resolvers.Store(opts.Code, resolver{codec: codec.ID(), encode: func(raw []byte) ([]byte, error) {
+		var out Out
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, err
+		}
+		return codec.Marshal(out)
+	}})
 	return func(ctx context.Context, in In) (Out, error) {
 		return run(ctx, w, opts, fn, in)
 	}
@@ -511,6 +528,12 @@ func evidence(info sdkactivity.Info, prev *Checkpoint, confirmed bool) *idemstor
 			"this is activity attempt %d, and an earlier attempt may have reached the action without its checkpoint reaching Temporal", info.Attempt)}
 	}
 	return nil
+}
+
+// resolver encodes a decided result for the store.
+type resolver struct {
+	codec  string
+	encode func(json []byte) ([]byte, error)
 }
 
 // toTemporal maps an Execute error to an ApplicationError with a stable

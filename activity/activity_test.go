@@ -301,6 +301,34 @@ func TestCodecIsPerActivityAndAMismatchIsNotReplayed(t *testing.T) {
 	}
 }
 
+// A completed decision about an activity with its own codec is stored
+// under that codec: the next claim replays it. It was stored under the
+// executor's codec (json-v2), and every later claim failed with
+// CodecMismatch.
+func TestResolvedResultReplaysUnderTheActivitysCodec(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	in := chargeIn{Order: "r-" + storetest.RandomHex(4)}
+	text := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey, Codec: textCodec{}}
+	unknown := func(context.Context, chargeIn) (chargeOut, error) {
+		f.runs.Add(1)
+		return chargeOut{}, errors.New("read timeout after the request was sent")
+	}
+	_, err := f.run(t, text, unknown, in, 10*time.Second, 3)
+	var d onceactivity.EffectUnknownDetails
+	if ae := appError(t, err); ae.Type() != onceactivity.TypeEffectUnknown || ae.Details(&d) != nil {
+		t.Fatalf("err = %v", err)
+	}
+	decided, _ := json.Marshal(chargeOut{ChargeID: "ch_decided", Key: "k"})
+	if err := f.wrapper.ResolveRecord(t.Context(), onceactivity.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: decided}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.run(t, text, f.charge, in, 10*time.Second, 3)
+	if err != nil || out != (chargeOut{ChargeID: "ch_decided", Key: "k"}) || f.runs.Load() != 1 {
+		t.Fatalf("after the decision: %+v, %v, %d runs; want the decided result replayed", out, err, f.runs.Load())
+	}
+}
+
 // A Reconcile slower than the HeartbeatTimeout keeps its attempt alive:
 // the wrapper heartbeats before the action starts too.
 func TestSlowReconcileKeepsHeartbeating(t *testing.T) {

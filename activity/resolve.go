@@ -32,7 +32,10 @@ type ResolveRecordInput struct {
 }
 
 // ResolveRecord is an activity that settles an ABANDONED record with a
-// decision taken in a workflow (compare-and-set on its attempt and rev).
+// decision taken in a workflow (compare-and-set on its attempt and rev). A
+// completed result (JSON) is stored with the Codec of the activity Wrap
+// registered for the record's operation code, or as it is under the
+// executor's codec when this worker wraps none.
 // A record that is gone (expired) is nothing to settle; the decision stands
 // in the workflow's history.
 func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) error {
@@ -45,6 +48,17 @@ func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) erro
 	}
 	if req.Target == idemstore.StateCompleted {
 		req.Response, req.Codec, req.Policy, req.TTL = in.Response, cfg.Codec, cfg.PolicyRevision, cfg.ReplayTTL
+		// Stored under the codec of the activity that owns the operation
+		// code (Wrap registers it), so its next claim replays the result.
+		if r, ok := w.resolvers.Load(ref.Code); ok {
+			r := r.(resolver)
+			b, err := r.encode(in.Response)
+			if err != nil {
+				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+					"onceflow: the decided result of %s does not encode with codec %s: %v", d.RecordKey, r.codec, err), TypeInvalidInput, err)
+			}
+			req.Response, req.Codec = b, r.codec
+		}
 	}
 	out, err := cfg.Store.Resolve(ctx, req)
 	if err != nil {

@@ -296,7 +296,8 @@ type Options struct {
 // already decided, or a result that does not decode into T is refused, and
 // the incident stays pending.
 //
-// Results are JSON (the activity's default codec).
+// Results travel as JSON; the resolve activity stores a completed one with
+// the codec of the activity (onceactivity.Options.Codec), so it replays.
 func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity string, args ...any) (T, error) {
 	var zero T
 	ctx = workflow.WithActivityOptions(ctx, opts.Activity)
