@@ -13,46 +13,25 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 )
 
-// Stable ApplicationError type strings. Workflows match on them
-// (temporal.ApplicationError.Type()) and may list the non-retryable ones in
-// RetryPolicy.NonRetryableErrorTypes.
+// The stable ApplicationError type strings, as package onceflow defines
+// them (workflows and operators' tools import that leaf package; these
+// are here for code that already imports this one).
 const (
-	// TypeInProgress: another attempt holds the lease. Retryable, with
-	// NextRetryDelay set to the lease it has left.
-	TypeInProgress = "onceflow.InProgress"
-	// TypeFingerprintMismatch: the scope was used with another input.
-	// Non-retryable.
-	TypeFingerprintMismatch = "onceflow.FingerprintMismatch"
-	// TypeOwnerOperationConflict: the owner holds the record for another
-	// operation. Non-retryable.
-	TypeOwnerOperationConflict = "onceflow.OwnerOperationConflict"
-	// TypeCodecMismatch: the stored result was encoded with another codec
-	// or policy revision. Non-retryable.
-	TypeCodecMismatch = "onceflow.CodecMismatch"
-	// TypeEffectUnknown: the effect's fate is unknown (or the record is
-	// ABANDONED). Non-retryable; the details are an EffectUnknownDetails.
-	TypeEffectUnknown = "onceflow.EffectUnknown"
-	// TypeRetryableNoEffect: the activity failed with no effect. Retryable;
-	// the next attempt takes over at once.
-	TypeRetryableNoEffect = "onceflow.RetryableNoEffect"
-	// TypeStoreUnavailable: Redis could not be reached. Retryable.
-	TypeStoreUnavailable = "onceflow.StoreUnavailable"
-	// TypeHeartbeatTimeoutRequired: the activity was scheduled without a
-	// HeartbeatTimeout. Non-retryable: fix the ActivityOptions.
-	TypeHeartbeatTimeoutRequired = "onceflow.HeartbeatTimeoutRequired"
-	// TypeInvalidInput: the input could not be encoded or made an invalid
-	// scope. Non-retryable.
-	TypeInvalidInput = "onceflow.InvalidInput"
-	// TypeCorruptRecord: the Redis record does not decode; an operator
-	// must repair or delete it. Non-retryable.
-	TypeCorruptRecord = "onceflow.CorruptRecord"
-	// TypeOperationFailed: a decision failed the operation for good (the
-	// record is FAILED, for instance after an operator's fail). Not
-	// retryable; the message carries the decision's reason.
-	TypeOperationFailed = "onceflow.OperationFailed"
+	TypeInProgress               = onceflow.TypeInProgress
+	TypeFingerprintMismatch      = onceflow.TypeFingerprintMismatch
+	TypeOwnerOperationConflict   = onceflow.TypeOwnerOperationConflict
+	TypeCodecMismatch            = onceflow.TypeCodecMismatch
+	TypeEffectUnknown            = onceflow.TypeEffectUnknown
+	TypeRetryableNoEffect        = onceflow.TypeRetryableNoEffect
+	TypeStoreUnavailable         = onceflow.TypeStoreUnavailable
+	TypeHeartbeatTimeoutRequired = onceflow.TypeHeartbeatTimeoutRequired
+	TypeInvalidInput             = onceflow.TypeInvalidInput
+	TypeCorruptRecord            = onceflow.TypeCorruptRecord
+	TypeOperationFailed          = onceflow.TypeOperationFailed
 )
 
 // Scope says which runs of an activity share one idempotency record.
@@ -74,61 +53,18 @@ const (
 	BusinessScoped
 )
 
-// Checkpoint is what the wrapper heartbeats, so the next attempt and the
-// workflow's history know what the last attempt that reached the action
-// confirmed. Temporal keeps the last heartbeat's details across the
-// attempts of an activity, so they are evidence that outlives the Redis
-// record: an attempt that finds the record gone (or FAILED_RETRYABLE)
-// while the checkpoint says PhaseExecuting does not run the action
-// blindly (see Options.Reconcile).
-type Checkpoint struct {
-	Owner   string `json:"owner"`
-	Attempt int64  `json:"attempt"` // the record's claim attempt
-	Rev     int64  `json:"rev"`
-	// Epoch is the record's creation time (idemstore.Fence.Epoch).
-	Epoch int64 `json:"epoch,omitempty"`
-	// Phase is PhaseExecuting or PhaseSettled.
-	Phase string `json:"phase"`
-	// TemporalAttempt is the activity attempt that wrote the checkpoint.
-	TemporalAttempt int32 `json:"temporalAttempt"`
-}
+// Checkpoint is what the wrapper heartbeats: onceflow.Checkpoint.
+type Checkpoint = onceflow.Checkpoint
 
-// Checkpoint phases.
+// Checkpoint phases (onceflow.PhaseExecuting, onceflow.PhaseSettled).
 const (
-	// PhaseExecuting: the attempt reached the action. The wrapper has the
-	// Temporal server confirm this checkpoint before the action starts.
-	PhaseExecuting = "executing"
-	// PhaseSettled: the attempt that reached the action ended with no
-	// effect, recorded as FAILED_RETRYABLE.
-	PhaseSettled = "settled"
+	PhaseExecuting = onceflow.PhaseExecuting
+	PhaseSettled   = onceflow.PhaseSettled
 )
 
-// Fence is the fence the checkpointed attempt held.
-func (c Checkpoint) Fence() idemstore.Fence {
-	return idemstore.Fence{Epoch: c.Epoch, Attempt: c.Attempt, Rev: c.Rev}
-}
-
-// EffectUnknownDetails are the details of a TypeEffectUnknown error.
-type EffectUnknownDetails struct {
-	// RecordKey names the record ("<code>:d<version>:<digest>"); the
-	// operator command and the resolve signal take it.
-	RecordKey     string `json:"recordKey"`
-	OperationCode string `json:"operationCode"`
-	ScopeDigest   string `json:"scopeDigest"`
-	DigestVersion int    `json:"digestVersion"`
-	// Operation is the raw operation identity: namespace/workflow ID/run
-	// ID/activity ID (Redis holds only a keyed digest of it).
-	Operation string `json:"operation"`
-	Attempt   int64  `json:"attempt"`
-	Rev       int64  `json:"rev"`
-	State     string `json:"state"`
-	// Recorded is true when the store confirmed the record is ABANDONED.
-	Recorded bool   `json:"recorded"`
-	Reason   string `json:"reason"`
-	// Checkpoint is the last checkpoint a previous attempt heartbeated, if
-	// any.
-	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
-}
+// EffectUnknownDetails are the details of a TypeEffectUnknown error:
+// onceflow.EffectUnknownDetails.
+type EffectUnknownDetails = onceflow.EffectUnknownDetails
 
 // Config configures a Wrapper.
 type Config struct {

@@ -7,29 +7,19 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 )
 
-// ResolveRecordActivity is the registered name of Wrapper.ResolveRecord;
-// the worker registers it and onceflow's workflow package calls it.
-const ResolveRecordActivity = "onceflow.ResolveRecord"
+// ResolveRecordActivity is the registered name of Wrapper.ResolveRecord:
+// onceflow.ResolveRecordActivity.
+const ResolveRecordActivity = onceflow.ResolveRecordActivity
 
-// TypeResolveRefused: the record moved on since the decision was taken
-// (another resolver, or a new attempt). Non-retryable.
-const TypeResolveRefused = "onceflow.ResolveRefused"
+// TypeResolveRefused: onceflow.TypeResolveRefused.
+const TypeResolveRefused = onceflow.TypeResolveRefused
 
-// ResolveRecordInput settles an ABANDONED record.
-type ResolveRecordInput struct {
-	// Details identify the record and the attempt and rev the decision
-	// was taken on.
-	Details EffectUnknownDetails `json:"details"`
-	// Target is "COMPLETED" (Response is replayed from now on),
-	// "FAILED_RETRYABLE" (the next claim takes over) or "FAILED" (later
-	// attempts fail with TypeOperationFailed and Reason).
-	Target   string `json:"target"`
-	Response []byte `json:"response,omitempty"`
-	Reason   string `json:"reason,omitempty"`
-}
+// ResolveRecordInput settles an ABANDONED record: onceflow.ResolveRecordInput.
+type ResolveRecordInput = onceflow.ResolveRecordInput
 
 // ResolveRecord is an activity that settles an ABANDONED record with a
 // decision taken in a workflow (compare-and-set on its attempt and rev). A

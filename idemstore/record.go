@@ -1,8 +1,9 @@
 package idemstore
 
 import (
-	"strconv"
 	"time"
+
+	"github.com/onceflow/onceflow"
 )
 
 // State is the state of a record. See docs/state-machine.md.
@@ -109,40 +110,6 @@ type Ownership struct {
 // Execution.Fence and Result.Fence do).
 func (o Ownership) Fence() Fence { return Fence{Attempt: o.Attempt, Rev: o.Rev} }
 
-// Fence is a fencing token: (epoch, attempt, rev), ordered
-// lexicographically.
-//
-// Attempt and Rev grow on every takeover and transition while the record
-// lives. A store that loses the record (a restart without AOF, FLUSHALL,
-// eviction) starts again at attempt 1, so Epoch, the record's creation
-// time in the store's clock (milliseconds), comes first: the attempts of a
-// record created after the loss carry a greater fence than a zombie of the
-// lost one. The store's clock is the one the leases already trust; a
-// failover to a server whose clock is behind, or to a replica that had
-// not yet seen the record's last transitions, can give equal or inverted
-// fences (README, "Fences across a loss of Redis").
-type Fence struct {
-	// Epoch is the record's creation time (Unix milliseconds, store
-	// clock); 0 when unknown, which is older than every known epoch.
-	Epoch   int64
-	Attempt int64
-	Rev     int64
-}
-
-// Less reports whether f is older than g.
-func (f Fence) Less(g Fence) bool {
-	if f.Epoch != g.Epoch {
-		return f.Epoch < g.Epoch
-	}
-	return f.Attempt < g.Attempt || f.Attempt == g.Attempt && f.Rev < g.Rev
-}
-
-// String returns "<attempt>.<rev>", followed by "@<epoch>" when the epoch
-// is known.
-func (f Fence) String() string {
-	s := strconv.FormatInt(f.Attempt, 10) + "." + strconv.FormatInt(f.Rev, 10)
-	if f.Epoch != 0 {
-		s += "@" + strconv.FormatInt(f.Epoch, 10)
-	}
-	return s
-}
+// Fence is a fencing token, (epoch, attempt, rev): onceflow.Fence, which
+// says how it orders and why the epoch comes first.
+type Fence = onceflow.Fence

@@ -6,22 +6,22 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow"
 )
 
 // EffectUnknown reports whether err, returned by an idempotent activity's
-// Future.Get, says the effect's fate is unknown (onceactivity.TypeEffectUnknown),
+// Future.Get, says the effect's fate is unknown (onceflow.TypeEffectUnknown),
 // and returns what the record showed: its key, attempt, rev and state, and
 // the last checkpoint a dead attempt heartbeated.
-func EffectUnknown(err error) (onceactivity.EffectUnknownDetails, bool) {
+func EffectUnknown(err error) (onceflow.EffectUnknownDetails, bool) {
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != onceactivity.TypeEffectUnknown {
-		return onceactivity.EffectUnknownDetails{}, false
+	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeEffectUnknown {
+		return onceflow.EffectUnknownDetails{}, false
 	}
-	var d onceactivity.EffectUnknownDetails
+	var d onceflow.EffectUnknownDetails
 	if ae.HasDetails() {
 		if derr := ae.Details(&d); derr != nil {
-			return onceactivity.EffectUnknownDetails{}, true
+			return onceflow.EffectUnknownDetails{}, true
 		}
 	}
 	return d, true
@@ -33,7 +33,7 @@ func EffectUnknown(err error) (onceactivity.EffectUnknownDetails, bool) {
 // ran the activity with MaximumAttempts 1.
 func InProgress(err error) (retryAfter time.Duration, ok bool) {
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != onceactivity.TypeInProgress {
+	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeInProgress {
 		return 0, false
 	}
 	return ae.NextRetryDelay(), true

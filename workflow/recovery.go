@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow"
 )
 
 // Names on the wire. They are stable: operators' tools depend on them.
@@ -49,7 +49,7 @@ const (
 	Retry Decision = "retry"
 	// Fail: give up; Execute returns a TypeRecoveryFailed error, and the
 	// record is FAILED, so later attempts with the same scope fail at once
-	// (onceactivity.TypeOperationFailed) until it is reopened.
+	// (onceflow.TypeOperationFailed) until it is reopened.
 	Fail Decision = "fail"
 )
 
@@ -96,10 +96,10 @@ type DecisionReply struct {
 type PendingRecovery struct {
 	Incident Incident `json:"incident"`
 	// RecordKey is Incident.RecordKey, kept for scripts that read it.
-	RecordKey string                            `json:"recordKey"`
-	Activity  string                            `json:"activity"`
-	Details   onceactivity.EffectUnknownDetails `json:"details"`
-	Since     time.Time                         `json:"since"`
+	RecordKey string                        `json:"recordKey"`
+	Activity  string                        `json:"activity"`
+	Details   onceflow.EffectUnknownDetails `json:"details"`
+	Since     time.Time                     `json:"since"`
 	// ResultType is the Go type a Completed result must decode into.
 	ResultType string `json:"resultType"`
 }
@@ -297,7 +297,7 @@ type Options struct {
 // the incident stays pending.
 //
 // Results travel as JSON; the resolve activity stores a completed one with
-// the codec of the activity (onceactivity.Options.Codec), so it replays.
+// the codec of the activity (the activity package's Options.Codec), so it replays.
 func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity string, args ...any) (T, error) {
 	var zero T
 	ctx = workflow.WithActivityOptions(ctx, opts.Activity)
@@ -338,7 +338,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 			}
 			return complete(ctx, d, out, res.Result, res.Reason)
 		case Retry:
-			if err := resolveRecord(ctx, d, onceactivity.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
+			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
 				return zero, err
 			}
 			continue
@@ -347,7 +347,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 			if res.Reason != "" {
 				reason += ": " + res.Reason
 			}
-			if err := resolveRecord(ctx, d, onceactivity.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); err != nil {
+			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); err != nil {
 				logger.Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", err)
 			}
 			return zero, temporal.NewNonRetryableApplicationError(
@@ -364,8 +364,8 @@ func decode[T any](raw json.RawMessage) (T, error) {
 
 func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 
-func complete[T any](ctx workflow.Context, d onceactivity.EffectUnknownDetails, out T, result json.RawMessage, reason string) (T, error) {
-	in := onceactivity.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
+func complete[T any](ctx workflow.Context, d onceflow.EffectUnknownDetails, out T, result json.RawMessage, reason string) (T, error) {
+	in := onceflow.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
 	if err := resolveRecord(ctx, d, in); err != nil {
 		var zero T
 		return zero, err
@@ -376,17 +376,17 @@ func complete[T any](ctx workflow.Context, d onceactivity.EffectUnknownDetails, 
 // resolveRecord settles the Redis record. When the store could not confirm
 // the abandonment (Details.Recorded false) there is nothing safe to CAS
 // against; the decision still stands in history.
-func resolveRecord(ctx workflow.Context, d onceactivity.EffectUnknownDetails, in onceactivity.ResolveRecordInput) error {
+func resolveRecord(ctx workflow.Context, d onceflow.EffectUnknownDetails, in onceflow.ResolveRecordInput) error {
 	if !d.Recorded {
 		workflow.GetLogger(ctx).Warn("onceflow: the record was never confirmed ABANDONED; leaving Redis as it is", "record", d.RecordKey)
 		return nil
 	}
-	return workflow.ExecuteActivity(ctx, onceactivity.ResolveRecordActivity, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(ctx, onceflow.ResolveRecordActivity, in).Get(ctx, nil)
 }
 
 // wait lists the incident as pending and blocks until a decision for it is
 // applied, or ctx is done.
-func (r *Recovery) wait(ctx workflow.Context, d onceactivity.EffectUnknownDetails, activity string,
+func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, activity string,
 	decodes func(json.RawMessage) error, resultType string,
 ) (Resolution, error) {
 	inc := Incident{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev}

@@ -18,6 +18,7 @@ var libraryPackages = []string{
 	"github.com/onceflow/onceflow/idemstore/storetest",
 	"github.com/onceflow/onceflow/examples/order",
 	"github.com/onceflow/onceflow/examples/order/ledger",
+	"github.com/onceflow/onceflow",
 }
 
 // Modules that must never reach a user's build list.

@@ -1,0 +1,157 @@
+package onceflow
+
+import "strconv"
+
+// Stable ApplicationError type strings. Workflows match on them
+// (temporal.ApplicationError.Type()) and may list the non-retryable ones in
+// RetryPolicy.NonRetryableErrorTypes. The activity package re-exports them.
+const (
+	// TypeInProgress: another attempt holds the lease. Retryable, with
+	// NextRetryDelay set to the lease it has left.
+	TypeInProgress = "onceflow.InProgress"
+	// TypeFingerprintMismatch: the scope was used with another input.
+	// Non-retryable.
+	TypeFingerprintMismatch = "onceflow.FingerprintMismatch"
+	// TypeOwnerOperationConflict: the owner holds the record for another
+	// operation. Non-retryable.
+	TypeOwnerOperationConflict = "onceflow.OwnerOperationConflict"
+	// TypeCodecMismatch: the stored result was encoded with another codec
+	// or policy revision. Non-retryable.
+	TypeCodecMismatch = "onceflow.CodecMismatch"
+	// TypeEffectUnknown: the effect's fate is unknown (or the record is
+	// ABANDONED). Non-retryable; the details are an EffectUnknownDetails.
+	TypeEffectUnknown = "onceflow.EffectUnknown"
+	// TypeRetryableNoEffect: the activity failed with no effect. Retryable;
+	// the next attempt takes over at once.
+	TypeRetryableNoEffect = "onceflow.RetryableNoEffect"
+	// TypeStoreUnavailable: Redis could not be reached. Retryable.
+	TypeStoreUnavailable = "onceflow.StoreUnavailable"
+	// TypeHeartbeatTimeoutRequired: the activity was scheduled without a
+	// HeartbeatTimeout. Non-retryable: fix the ActivityOptions.
+	TypeHeartbeatTimeoutRequired = "onceflow.HeartbeatTimeoutRequired"
+	// TypeInvalidInput: the input could not be encoded or made an invalid
+	// scope. Non-retryable.
+	TypeInvalidInput = "onceflow.InvalidInput"
+	// TypeCorruptRecord: the Redis record does not decode; an operator
+	// must repair or delete it. Non-retryable.
+	TypeCorruptRecord = "onceflow.CorruptRecord"
+	// TypeOperationFailed: a decision failed the operation for good (the
+	// record is FAILED, for instance after an operator's fail). Not
+	// retryable; the message carries the decision's reason.
+	TypeOperationFailed = "onceflow.OperationFailed"
+	// TypeResolveRefused: the record moved on since the decision was
+	// taken (another resolver, or a new attempt). Non-retryable.
+	TypeResolveRefused = "onceflow.ResolveRefused"
+)
+
+// Checkpoint is what the wrapper heartbeats, so the next attempt and the
+// workflow's history know what the last attempt that reached the action
+// confirmed. Temporal keeps the last heartbeat's details across the
+// attempts of an activity, so they are evidence that outlives the Redis
+// record: an attempt that finds the record gone (or FAILED_RETRYABLE)
+// while the checkpoint says PhaseExecuting does not run the action
+// blindly (see the activity package's Options.Reconcile).
+type Checkpoint struct {
+	Owner   string `json:"owner"`
+	Attempt int64  `json:"attempt"` // the record's claim attempt
+	Rev     int64  `json:"rev"`
+	// Epoch is the record's creation time (idemstore.Fence.Epoch).
+	Epoch int64 `json:"epoch,omitempty"`
+	// Phase is PhaseExecuting or PhaseSettled.
+	Phase string `json:"phase"`
+	// TemporalAttempt is the activity attempt that wrote the checkpoint.
+	TemporalAttempt int32 `json:"temporalAttempt"`
+}
+
+// Checkpoint phases.
+const (
+	// PhaseExecuting: the attempt reached the action. The wrapper has the
+	// Temporal server confirm this checkpoint before the action starts.
+	PhaseExecuting = "executing"
+	// PhaseSettled: the attempt that reached the action ended with no
+	// effect, recorded as FAILED_RETRYABLE.
+	PhaseSettled = "settled"
+)
+
+// Fence is the fence the checkpointed attempt held.
+func (c Checkpoint) Fence() Fence {
+	return Fence{Epoch: c.Epoch, Attempt: c.Attempt, Rev: c.Rev}
+}
+
+// EffectUnknownDetails are the details of a TypeEffectUnknown error.
+type EffectUnknownDetails struct {
+	// RecordKey names the record ("<code>:d<version>:<digest>"); the
+	// operator command and the resolve signal take it.
+	RecordKey     string `json:"recordKey"`
+	OperationCode string `json:"operationCode"`
+	ScopeDigest   string `json:"scopeDigest"`
+	DigestVersion int    `json:"digestVersion"`
+	// Operation is the raw operation identity: namespace/workflow ID/run
+	// ID/activity ID (Redis holds only a keyed digest of it).
+	Operation string `json:"operation"`
+	Attempt   int64  `json:"attempt"`
+	Rev       int64  `json:"rev"`
+	State     string `json:"state"`
+	// Recorded is true when the store confirmed the record is ABANDONED.
+	Recorded bool   `json:"recorded"`
+	Reason   string `json:"reason"`
+	// Checkpoint is the last checkpoint a previous attempt heartbeated, if
+	// any.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// ResolveRecordActivity is the registered name of Wrapper.ResolveRecord;
+// the worker registers it (the activity package's Wrapper.ResolveRecord)
+// and onceflow's workflow package calls it.
+const ResolveRecordActivity = "onceflow.ResolveRecord"
+
+// ResolveRecordInput settles an ABANDONED record.
+type ResolveRecordInput struct {
+	// Details identify the record and the attempt and rev the decision
+	// was taken on.
+	Details EffectUnknownDetails `json:"details"`
+	// Target is "COMPLETED" (Response is replayed from now on),
+	// "FAILED_RETRYABLE" (the next claim takes over) or "FAILED" (later
+	// attempts fail with TypeOperationFailed and Reason).
+	Target   string `json:"target"`
+	Response []byte `json:"response,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// Fence is a fencing token: (epoch, attempt, rev), ordered
+// lexicographically.
+//
+// Attempt and Rev grow on every takeover and transition while the record
+// lives. A store that loses the record (a restart without AOF, FLUSHALL,
+// eviction) starts again at attempt 1, so Epoch, the record's creation
+// time in the store's clock (milliseconds), comes first: the attempts of a
+// record created after the loss carry a greater fence than a zombie of the
+// lost one. The store's clock is the one the leases already trust; a
+// failover to a server whose clock is behind, or to a replica that had
+// not yet seen the record's last transitions, can give equal or inverted
+// fences (README, "Fences across a loss of Redis").
+type Fence struct {
+	// Epoch is the record's creation time (Unix milliseconds, store
+	// clock); 0 when unknown, which is older than every known epoch.
+	Epoch   int64
+	Attempt int64
+	Rev     int64
+}
+
+// Less reports whether f is older than g.
+func (f Fence) Less(g Fence) bool {
+	if f.Epoch != g.Epoch {
+		return f.Epoch < g.Epoch
+	}
+	return f.Attempt < g.Attempt || f.Attempt == g.Attempt && f.Rev < g.Rev
+}
+
+// String returns "<attempt>.<rev>", followed by "@<epoch>" when the epoch
+// is known.
+func (f Fence) String() string {
+	s := strconv.FormatInt(f.Attempt, 10) + "." + strconv.FormatInt(f.Rev, 10)
+	if f.Epoch != 0 {
+		s += "@" + strconv.FormatInt(f.Epoch, 10)
+	}
+	return s
+}
