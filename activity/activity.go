@@ -94,9 +94,30 @@ type Wrapper struct {
 	// resolvers encode a decided result (JSON) with the codec of the
 	// wrapped activity of its operation code, for ResolveRecord.
 	resolvers sync.Map // idemstore.OperationCode → resolver
-	// running counts the wrapped activities that have not returned yet:
-	// Wait waits for them to record their outcomes.
-	running sync.WaitGroup
+	// mu guards running and idle: running counts the wrapped activities
+	// that have not returned yet, and idle is closed when it falls to
+	// zero, so Wait can wait for them without a goroutine of its own.
+	mu      sync.Mutex
+	running int
+	idle    chan struct{}
+}
+
+// enter counts an activity that started; leave, one that returned.
+func (w *Wrapper) enter() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running == 0 {
+		w.idle = make(chan struct{})
+	}
+	w.running++
+}
+
+func (w *Wrapper) leave() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.running--; w.running == 0 {
+		close(w.idle)
+	}
 }
 
 // Wait waits until every wrapped activity that has started has returned,
@@ -104,13 +125,18 @@ type Wrapper struct {
 // until ctx is done. A worker that stops calls it after the Temporal
 // worker stopped and before it closes Redis.
 func (w *Wrapper) Wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { w.running.Wait(); close(done) }()
+	w.mu.Lock()
+	if w.running == 0 {
+		w.mu.Unlock()
+		return nil
+	}
+	idle, n := w.idle, w.running
+	w.mu.Unlock()
 	select {
-	case <-done:
+	case <-idle:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("onceflow: activities still recording their outcome: %w", context.Cause(ctx))
+		return fmt.Errorf("onceflow: %d activities still recording their outcome: %w", n, context.Cause(ctx))
 	}
 }
 
@@ -238,8 +264,8 @@ func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Contex
 }
 
 func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error), in In) (Out, error) {
-	w.running.Add(1)
-	defer w.running.Done()
+	w.enter()
+	defer w.leave()
 	var zero Out
 	info := sdkactivity.GetInfo(ctx)
 	if info.HeartbeatTimeout <= 0 {

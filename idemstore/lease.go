@@ -220,7 +220,14 @@ func (l *lease) renew() (more bool) {
 	cancel()
 	l.e.countRenewal(rctx, l.req.Ref.Code, renewalResult(out, err))
 	if err != nil {
-		l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn, "onceflow: lease renewal failed; will retry until the lease runs out", "err", err)
+		l.mu.Lock()
+		stopped := l.stopped
+		l.mu.Unlock()
+		// After the action returned, stop cancelled the renewal: its
+		// failure says nothing about the lease.
+		if !stopped {
+			l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn, "onceflow: lease renewal failed; will retry until the lease runs out", "err", err)
+		}
 		return true // the deferred function decides
 	}
 	switch o := out.(type) {

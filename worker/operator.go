@@ -191,6 +191,7 @@ func ListPending(ctx context.Context, tc client.Client, namespace, taskQueue str
 	query := fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", strings.ReplaceAll(c.TaskQueue, "'", "''"))
 	out := []Waiting{}
 	var token []byte
+	var errs []error // workflows that could not be asked
 	seen := 0
 	for seen < limit {
 		resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
@@ -206,13 +207,23 @@ func ListPending(ctx context.Context, tc client.Client, namespace, taskQueue str
 			seen++
 			id, run := e.GetExecution().GetWorkflowId(), e.GetExecution().GetRunId()
 			v, err := tc.QueryWorkflow(ctx, id, run, idemwf.PendingQuery)
-			if err != nil {
+			var failed *serviceerror.QueryFailed
+			var gone *serviceerror.NotFound
+			switch {
+			case errors.As(err, &failed), errors.As(err, &gone):
 				// Not a onceflow workflow (no such query), or it just
 				// ended: nothing to decide there.
 				continue
+			case err != nil:
+				errs = append(errs, fmt.Errorf("workflow %s: %w", id, err))
+				continue
 			}
 			var p []idemwf.PendingRecovery
-			if err := v.Get(&p); err != nil || len(p) == 0 {
+			if err := v.Get(&p); err != nil {
+				errs = append(errs, fmt.Errorf("workflow %s: its %s answer does not decode: %w", id, idemwf.PendingQuery, err))
+				continue
+			}
+			if len(p) == 0 {
 				continue
 			}
 			out = append(out, Waiting{WorkflowID: id, RunID: run, Type: e.GetType().GetName(), Pending: p})
@@ -221,6 +232,10 @@ func ListPending(ctx context.Context, tc client.Client, namespace, taskQueue str
 		if len(token) == 0 {
 			break
 		}
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("pending: %d running workflows of %s could not be asked what they wait on, so the list may be short: %w",
+			len(errs), c.TaskQueue, errors.Join(errs...))
 	}
 	return out, nil
 }
@@ -234,17 +249,27 @@ func pendingList(ctx context.Context, c Config, limit int, asJSON bool, out io.W
 		return err
 	}
 	defer tc.Close()
-	list, err := ListPending(ctx, tc, c.Namespace, c.TaskQueue, limit)
-	if err != nil {
+	list, listErr := ListPending(ctx, tc, c.Namespace, c.TaskQueue, limit)
+	if list == nil {
+		return listErr
+	}
+	// What could be read is printed; the workflows that could not be
+	// asked make the command fail after it.
+	if err := printPending(list, c.TaskQueue, asJSON, out); err != nil {
 		return err
 	}
+	return listErr
+}
+
+// printPending prints the waiting workflows as JSON or a table.
+func printPending(list []Waiting, taskQueue string, asJSON bool, out io.Writer) error {
 	if asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
 	if len(list) == 0 {
-		_, err := fmt.Fprintf(out, "no running workflow of task queue %s waits on a decision\n", c.TaskQueue)
+		_, err := fmt.Fprintf(out, "no running workflow of task queue %s waits on a decision\n", taskQueue)
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -259,7 +284,7 @@ func pendingList(ctx context.Context, c Config, limit int, asJSON bool, out io.W
 		return err
 	}
 	w, p := list[0], list[0].Pending[0]
-	_, err = fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
+	_, err := fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
 		w.WorkflowID, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev, p.ResultType)
 	return err
 }
@@ -376,8 +401,14 @@ func reopen(ctx context.Context, c Config, record, reason string, out io.Writer)
 	if err != nil {
 		return fmt.Errorf("reopen: %s: %w", record, err)
 	}
-	if ref, ok := res.(idemstore.Refused); ok {
-		return fmt.Errorf("reopen: %s moved on (%s); run it again", record, ref.Reason)
+	switch o := res.(type) {
+	case idemstore.Transitioned, idemstore.AlreadyTransitioned:
+	case idemstore.Refused:
+		return fmt.Errorf("reopen: %s moved on (%s); run it again", record, o.Reason)
+	case idemstore.Missing:
+		return fmt.Errorf("reopen: %s expired before it was reopened: there is nothing to reopen, the next attempt claims it afresh", record)
+	default:
+		return fmt.Errorf("reopen: %s: %w: %T", record, idemstore.ErrUnexpectedReply, res)
 	}
 	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was %s: %s)\n", record, r.State, r.Reason)
 	return err

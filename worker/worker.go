@@ -225,18 +225,27 @@ func (w *Worker) Run(ctx context.Context) error {
 		return fmt.Errorf("worker: start polling task queue %q: %w", c.TaskQueue, err)
 	}
 
+	// served gets what Serve returned; Run waits for it before returning,
+	// so the server's goroutine never outlives the worker. Nil without a
+	// server: a nil channel never receives.
+	var served chan error
 	if srv != nil {
-		go func() {
-			if err := srv.Serve(w.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("onceflow: http server", "err", err)
-			}
-		}()
+		served = make(chan error, 1)
+		go func() { served <- srv.Serve(w.httpLn) }()
 	}
 	log.Info("onceflow: worker started", "temporal", c.TemporalAddress, "namespace", c.Namespace,
 		"task_queue", c.TaskQueue, "redis", redactURL(c.RedisURL), "http", w.HTTPAddr())
 	close(w.started)
 
-	<-ctx.Done()
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		// The HTTP server failed by itself: the worker stops, in order,
+		// and says why, rather than go on without its health endpoints.
+		runErr = fmt.Errorf("worker: the HTTP server on %s stopped: %w (check -http / HTTP_ADDR)", w.HTTPAddr(), err)
+		served = nil
+	}
 	// Stop in order: the HTTP listener, then polling (in-flight activities
 	// get StopTimeout to finish, then their contexts are cancelled), then
 	// wait for the cancelled ones to record their outcome in Redis, and
@@ -245,7 +254,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	if srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdownCtx)
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			_ = srv.Close() // connections that outlived the shutdown's timeout
+		}
+		if served != nil {
+			<-served // http.ErrServerClosed
+		}
 	}
 	tw.Stop()
 	waitCtx, cancel := context.WithTimeout(context.Background(), c.OutcomeTimeout)
@@ -254,7 +268,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		log.Warn("onceflow: stopping before every activity recorded its outcome; their records stay EXECUTING until their leases run out", "err", err)
 	}
 	log.Info("onceflow: worker stopped")
-	return nil
+	return runErr
 }
 
 // redactURL hides a password in a Redis URL for logs and errors.
