@@ -155,3 +155,32 @@ func (f Fence) String() string {
 	}
 	return s
 }
+
+// Scope is the raw identity a record's scope digest is made from: the
+// binding's name, then its parts (idemstore.Digester.Digest(scope...)).
+// Each binding's scope is spelled here once, so the activity wrapper, the
+// HTTP middleware and the operators' tools that look a record up derive
+// the same digest.
+type Scope []string
+
+// RunScope is a run-scoped activity's scope: the retries of one activity
+// in one workflow run.
+func RunScope(namespace, workflowID, runID, activityID string) Scope {
+	return Scope{"run", namespace, workflowID, runID, activityID}
+}
+
+// WorkflowScope is a workflow-scoped activity's scope: one activity ID
+// across the runs of one workflow ID.
+func WorkflowScope(namespace, workflowID, activityID string) Scope {
+	return Scope{"workflow", namespace, workflowID, activityID}
+}
+
+// BusinessScope is a business-scoped activity's scope: one business key
+// ("order-42/charge") across workflows of a namespace.
+func BusinessScope(namespace, key string) Scope { return Scope{"business", namespace, key} }
+
+// HTTPScope is an Idempotency-Key request's scope: the principal, the
+// method, the route pattern ("POST /orders") and the key.
+func HTTPScope(principal, method, route, key string) Scope {
+	return Scope{"http", principal, method, route, key}
+}

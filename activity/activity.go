@@ -283,9 +283,9 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	var digest idemstore.ScopeDigest
 	switch opts.Scope {
 	case RunScoped:
-		digest = w.digester.Digest("run", info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)
+		digest = w.digester.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...)
 	case WorkflowScoped:
-		digest = w.digester.Digest("workflow", info.Namespace, info.WorkflowExecution.ID, info.ActivityID)
+		digest = w.digester.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...)
 	case BusinessScoped:
 		if opts.Key == nil {
 			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", TypeInvalidInput, nil)
@@ -294,7 +294,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		if key == "" {
 			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", TypeInvalidInput, nil)
 		}
-		digest = w.digester.Digest("business", info.Namespace, key)
+		digest = w.digester.Digest(onceflow.BusinessScope(info.Namespace, key)...)
 	default:
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), TypeInvalidInput, nil)
 	}
@@ -587,5 +587,5 @@ func Fence(ctx context.Context) (idemstore.Fence, bool) {
 // operator's tool looks the operation's downstream effect up by, outside
 // the wrapped activity.
 func (w *Wrapper) BusinessOperationKey(namespace string, code idemstore.OperationCode, key string) string {
-	return idemstore.Ref{Code: code, Digest: w.digester.Digest("business", namespace, key)}.String()
+	return idemstore.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 )
 
@@ -301,7 +302,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		route = r.URL.Path
 	}
 	principal := m.cfg.Principal(r)
-	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest("http", principal, r.Method, route, key)}
+	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
 	req := idemstore.Request{
 		Ref:                  ref,
 		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 )
@@ -129,7 +130,7 @@ func OperatorDigester(getenv func(string) string, dev bool) (*idemstore.Digester
 // BusinessRef is the record of an activity whose operation key is a
 // business key (activity.Wrapper.BusinessOperationKey).
 func BusinessRef(dig *idemstore.Digester, namespace string, code idemstore.OperationCode, key string) idemstore.Ref {
-	return idemstore.Ref{Code: code, Digest: dig.Digest("business", namespace, key)}
+	return idemstore.Ref{Code: code, Digest: dig.Digest(onceflow.BusinessScope(namespace, key)...)}
 }
 
 // inspect prints one record: by -record, or by -code and -key (a business

@@ -31,6 +31,11 @@ const (
 	WebhooksAPICode idemstore.OperationCode = "payment-webhooks"
 )
 
+// OrdersRoute is the route pattern of POST /orders: part of every order
+// key's scope (onceflow.HTTPScope), so the tools that look an HTTP key up
+// use it too.
+const OrdersRoute = "POST /orders"
+
 // Problem types of the order API, besides idemhttp's.
 const (
 	ProblemInvalidOrder   = "urn:onceflow:problem:invalid-order"
@@ -142,7 +147,7 @@ func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration) error 
 
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle("POST /orders", a.orders.Handler(http.HandlerFunc(a.createOrder)))
+	mux.Handle(OrdersRoute, a.orders.Handler(http.HandlerFunc(a.createOrder)))
 	mux.HandleFunc("GET /orders/{id}", a.getOrder)
 	mux.HandleFunc("GET /payments", a.listPayments)
 	mux.Handle("POST /webhooks/payment-events", a.webhooks.Handler(http.HandlerFunc(a.paymentEvent)))

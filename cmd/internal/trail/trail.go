@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
@@ -85,7 +86,7 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 			r.Header.Set("Authorization", q.Authorization)
 		}
 		// The scope the middleware digests: principal, method, route, key.
-		ref := idemstore.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest("http", idemhttp.AuthorizationPrincipal(r), http.MethodPost, "POST /orders", k)}
+		ref := idemstore.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(idemhttp.AuthorizationPrincipal(r), http.MethodPost, order.OrdersRoute, k)...)}
 		rep, err := worker.InspectRecord(ctx, src.Store, ref)
 		t.HTTP = &rep
 		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
