@@ -4,8 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"go.uber.org/goleak"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
+	"go.uber.org/goleak"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
@@ -45,6 +47,12 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil)
+}
+
+// newFixtureWith is newFixture with the wrapper's logger.
+func newFixtureWith(t *testing.T, logger *slog.Logger) *fixture {
+	t.Helper()
 	store, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := onceactivity.New(onceactivity.Config{Executor: exec, Digester: dig})
+	w, err := onceactivity.New(onceactivity.Config{Executor: exec, Digester: dig, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,11 +258,12 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 // it does not use up its one attempt.
 func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	waiting := make(chan struct{})
+	f := newFixtureWith(t, slog.New(&onMessage{prefix: "onceflow: in progress elsewhere; waiting", fire: sync.OnceFunc(func() { close(waiting) })}))
 	in := chargeIn{Order: "w-" + storetest.RandomHex(4)}
 	_, held, nonce := f.holdBusinessKeyAs(t, in, time.Minute)
 	go func() {
-		time.Sleep(300 * time.Millisecond) // the other attempt finishes meanwhile
+		<-waiting // the other attempt finishes once this one waits on it
 		theirs, _ := json.Marshal(chargeOut{ChargeID: "ch_theirs", Key: "k"})
 		if _, err := f.store.Complete(context.Background(), idemstore.CompleteRequest{Ownership: held, Nonce: nonce, Response: theirs, TTL: time.Hour}); err != nil {
 			t.Error(err)
@@ -266,6 +275,23 @@ func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
 		t.Fatalf("out %+v, err %v, runs %d; want the other attempt's result replayed", out, err, f.runs.Load())
 	}
 }
+
+// onMessage is a slog.Handler that calls fire when a record's message
+// starts with prefix: a signal from the code under test.
+type onMessage struct {
+	prefix string
+	fire   func()
+}
+
+func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.fire()
+	}
+	return nil
+}
+func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
 // textCodec stores results as "id|key" under another codec ID.
 type textCodec struct{}
