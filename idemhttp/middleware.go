@@ -351,6 +351,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if left <= 0 {
 			break
 		}
+		if !waited {
+			m.log.DebugContext(r.Context(), "idemhttp: in progress; waiting (Prefer: wait)", "ref", ref.String(), "wait", left)
+		}
 		waited = true
 		t := time.NewTimer(min(left, max(min(ip.RetryAfter, 250*time.Millisecond), 20*time.Millisecond)))
 		select {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -219,7 +220,10 @@ func (a *api) block() (entered <-chan struct{}, release func()) {
 
 func TestInProgressIs409OrAWait(t *testing.T) {
 	t.Parallel()
-	a := newAPI(t, "")
+	waiting := make(chan struct{})
+	a := newAPI(t, "", func(c *idemhttp.Config) {
+		c.Logger = slog.New(&onMessage{prefix: "idemhttp: in progress; waiting", fire: sync.OnceFunc(func() { close(waiting) })})
+	})
 	entered, release := a.block()
 	done := make(chan response)
 	go func() { done <- a.do("POST", "/things", "k", `{}`) }()
@@ -232,7 +236,7 @@ func TestInProgressIs409OrAWait(t *testing.T) {
 	}
 	waited := make(chan response)
 	go func() { waited <- a.do("POST", "/things", "k", `{}`, "Prefer", "wait=5") }()
-	time.Sleep(100 * time.Millisecond) // let the waiter find it in progress; correctness does not depend on it
+	<-waiting // the waiter found it in progress
 	release()
 	first, w := <-done, <-waited
 	if w.status != 201 || w.body != first.body || w.header.Get("Idempotency-Replayed") != "true" || a.runs.Load() != 1 {
@@ -330,6 +334,23 @@ func TestServerErrorsLeaveTheKeyUsable(t *testing.T) {
 		})
 	}
 }
+
+// onMessage is a slog.Handler that calls fire when a record's message
+// starts with prefix: a signal from the middleware.
+type onMessage struct {
+	prefix string
+	fire   func()
+}
+
+func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, h.prefix) {
+		h.fire()
+	}
+	return nil
+}
+func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
 func failing(panics bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
