@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/logtest"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
@@ -259,7 +259,7 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
 	t.Parallel()
 	waiting := make(chan struct{})
-	f := newFixtureWith(t, slog.New(&onMessage{prefix: "onceflow: in progress elsewhere; waiting", fire: sync.OnceFunc(func() { close(waiting) })}))
+	f := newFixtureWith(t, logtest.OnMessage("onceflow: in progress elsewhere; waiting", func() { close(waiting) }))
 	in := chargeIn{Order: "w-" + storetest.RandomHex(4)}
 	_, held, nonce := f.holdBusinessKeyAs(t, in, time.Minute)
 	go func() {
@@ -275,23 +275,6 @@ func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
 		t.Fatalf("out %+v, err %v, runs %d; want the other attempt's result replayed", out, err, f.runs.Load())
 	}
 }
-
-// onMessage is a slog.Handler that calls fire when a record's message
-// starts with prefix: a signal from the code under test.
-type onMessage struct {
-	prefix string
-	fire   func()
-}
-
-func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
-func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, h.prefix) {
-		h.fire()
-	}
-	return nil
-}
-func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
 // textCodec stores results as "id|key" under another codec ID.
 type textCodec struct{}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/logtest"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
@@ -222,7 +222,7 @@ func TestInProgressIs409OrAWait(t *testing.T) {
 	t.Parallel()
 	waiting := make(chan struct{})
 	a := newAPI(t, "", func(c *idemhttp.Config) {
-		c.Logger = slog.New(&onMessage{prefix: "idemhttp: in progress; waiting", fire: sync.OnceFunc(func() { close(waiting) })})
+		c.Logger = logtest.OnMessage("idemhttp: in progress; waiting", func() { close(waiting) })
 	})
 	entered, release := a.block()
 	done := make(chan response)
@@ -334,23 +334,6 @@ func TestServerErrorsLeaveTheKeyUsable(t *testing.T) {
 		})
 	}
 }
-
-// onMessage is a slog.Handler that calls fire when a record's message
-// starts with prefix: a signal from the middleware.
-type onMessage struct {
-	prefix string
-	fire   func()
-}
-
-func (h *onMessage) Enabled(context.Context, slog.Level) bool { return true }
-func (h *onMessage) Handle(_ context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, h.prefix) {
-		h.fire()
-	}
-	return nil
-}
-func (h *onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *onMessage) WithGroup(string) slog.Handler      { return h }
 
 func failing(panics bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
