@@ -141,9 +141,10 @@ var bookkeeping = workflow.ActivityOptions{
 // (the charge's asks the gateway), then waits in the pending list for an
 // operator's decision (`worker pending`, `worker resolve`). A declined card,
 // a failed charge or a failed shipment refunds whatever the gateway took
-// under the charge's key (the refund step) and releases the reservation. The workflow returns the
-// OrderResult, whatever the status; it fails only on an invalid order
-// (TypeInvalidOrder) or when a compensation itself cannot run.
+// under the charge's key (the refund step) and releases the reservation.
+// The workflow returns the OrderResult, whatever the status; it fails only
+// on an invalid order (TypeInvalidOrder) or when a compensation itself
+// cannot run.
 func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 	if err := in.Validate(); err != nil {
 		return OrderResult{}, temporal.NewNonRetryableApplicationError("order: "+err.Error(), TypeInvalidOrder, nil)
@@ -181,7 +182,7 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 		// gateway stayed unavailable) or an operator decided it failed,
 		// which is not proof that no money was taken: refund whatever the
 		// gateway holds under the charge's key, and give the stock back.
-		if err := s.compensate(&result, charge, true); err != nil {
+		if err := s.compensate(&result, charge); err != nil {
 			return result, err
 		}
 		return s.end(result, StatusFailed, "charge: "+reason(err))
@@ -196,7 +197,7 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 		// Declined now; an earlier attempt may still have charged (its
 		// record lost): refund it, so no money is kept for a declined
 		// order.
-		if err := s.compensate(&result, charge, true); err != nil {
+		if err := s.compensate(&result, charge); err != nil {
 			return result, err
 		}
 		return s.end(result, StatusDeclined, "the card was declined")
@@ -208,7 +209,7 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 	if err != nil {
 		// The money is taken and nothing shipped: refund it.
 		if s.compensates() {
-			if err := s.compensate(&result, charge, true); err != nil {
+			if err := s.compensate(&result, charge); err != nil {
 				return result, err
 			}
 		}
@@ -236,9 +237,9 @@ func (s saga) compensates() bool {
 }
 
 // compensate refunds whatever the gateway took under the order's charge
-// key and, when release is set, gives the stock back. r records the
+// key (in runs since refundChange) and gives the stock back. r records the
 // refund.
-func (s saga) compensate(r *OrderResult, charge ChargeInput, release bool) error {
+func (s saga) compensate(r *OrderResult, charge ChargeInput) error {
 	if s.compensates() {
 		refund, err := idemwf.Execute[Refund](s.ctx, s.rec, s.step(""), RefundActivity, charge)
 		if err != nil {
@@ -249,10 +250,7 @@ func (s saga) compensate(r *OrderResult, charge ChargeInput, release bool) error
 			r.ChargedCents = 0
 		}
 	}
-	if release {
-		return s.release()
-	}
-	return nil
+	return s.release()
 }
 
 // listenForPaymentEvents keeps the payment events the workflow is sent,
