@@ -41,6 +41,14 @@ func (s State) Valid() bool {
 	return false
 }
 
+// MaxReasonLen is the longest Reason a record holds, in bytes. A store
+// refuses a stored record with a longer one as corrupt.
+const MaxReasonLen = 1024
+
+// ValidCodec reports whether codec may name the encoding of a response: 1 to
+// 32 characters of [a-z0-9.-], the rule every request's Codec is checked by.
+func ValidCodec(codec string) bool { return validateCodec(codec, 1) == nil }
+
 // Record is a decoded snapshot of a stored record, as the store saw it at
 // ServerTime.
 type Record struct {

@@ -8,28 +8,29 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // garbles returns the ways to break a field of the given kind: a bad
 // value, out of range, a huge integer, a non-canonical integer, missing.
-func garbles(k fieldKind) []string {
+func garbles(k schema.Kind) []string {
 	common := []string{"(missing)", "!", strings.Repeat("z", 64)}
 	switch k {
-	case kindCount:
+	case schema.KindCount:
 		return append(common, "0", "-1", "01", "1.5", "99999999999999999999", "9007199254740993", "1e+20")
-	case kindMillis:
+	case schema.KindMillis:
 		return append(common, "-1", "01", "99999999999999999999", "1e+20", " 1")
-	case kindFlag:
+	case schema.KindFlag:
 		return append(common, "2", "true")
-	case kindText:
-		return []string{strings.Repeat("r", maxReasonLen+1)}
-	case kindOperation:
+	case schema.KindText:
+		return []string{strings.Repeat("r", idemstore.MaxReasonLen+1)}
+	case schema.KindOperation:
 		return []string{"(missing)", "", strings.Repeat("o", idemstore.MaxOperationIDLen+1)}
-	case kindCodec:
+	case schema.KindCodec:
 		return append(common, "", "JSON", strings.Repeat("c", 33))
-	case kindState:
+	case schema.KindState:
 		return append(common, "RUNNING", "claimed")
 	}
 	return append(common, "ABCDEF01", "0123456789abcdef0123456789abcdeg")
@@ -49,17 +50,17 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 	}
 	ctx := context.Background()
 	fields := []string{}
-	for _, r := range fieldRules {
-		fields = append(fields, r.name)
+	for _, r := range schema.Fields {
+		fields = append(fields, r.Name)
 	}
 	fields = append(fields, "resp")
 
 	for _, completed := range []bool{false, true} {
 		for _, field := range fields {
-			kind := kindText // resp: any bytes; its garble is a changed payload
-			for _, r := range fieldRules {
-				if r.name == field {
-					kind = r.kind
+			kind := schema.KindText // resp: any bytes; its garble is a changed payload
+			for _, r := range schema.Fields {
+				if r.Name == field {
+					kind = r.Kind
 				}
 			}
 			gs := garbles(kind)
@@ -146,8 +147,8 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 
 // requiredIn reports whether a record in the state must have the field.
 func requiredIn(field string, completed bool) bool {
-	for _, r := range fieldRules {
-		if r.name == field && r.required {
+	for _, r := range schema.Fields {
+		if r.Name == field && r.Required {
 			return true
 		}
 	}

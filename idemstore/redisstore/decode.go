@@ -9,9 +9,10 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
-// The operations, as named in errors and in decode.
+// The operations, as named in errors.
 const (
 	opClaim      = "claim"
 	opClaimStart = "claim+start"
@@ -26,7 +27,7 @@ const (
 
 // reply is the common shape of every script's reply (see lua/record.lua).
 type reply struct {
-	code   replyCode
+	code   schema.ReplyCode
 	now    time.Time // zero when the script did not read the clock
 	pttl   time.Duration
 	extra  string
@@ -34,139 +35,205 @@ type reply struct {
 	hasRec bool
 }
 
-// decode turns a script's raw reply into the typed outcome of op. It is the
-// only place replies are interpreted; anything it does not recognise is an
-// ErrUnexpectedReply, never a guess.
-func decode(op string, ref idemstore.Ref, raw any) (any, error) {
-	rp, err := parseReply(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s %s: %v", idemstore.ErrUnexpectedReply, op, ref, err)
-	}
-	unexpected := func() (any, error) {
-		return nil, fmt.Errorf("%w: %s %s: %s", idemstore.ErrUnexpectedReply, op, ref, rp.code)
-	}
-	switch rp.code {
-	case codeCorrupt:
-		if rp.extra == "" {
-			return unexpected()
-		}
-		return nil, &idemstore.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
-	case codeNotFound:
-		switch op {
-		case opStart, opComplete, opFail:
-			return idemstore.TransitionOutcome(idemstore.Missing{}), nil
-		case opRenew:
-			return idemstore.RenewOutcome(idemstore.Missing{}), nil
-		case opResolve:
-			return idemstore.ResolveOutcome(idemstore.Missing{}), nil
-		case opRelease:
-			return idemstore.ReleaseOutcome(idemstore.Missing{}), nil
-		case opInspect:
-			return idemstore.Observation{ServerTime: rp.now}, nil
-		}
-		return unexpected()
-	case codeReleased:
-		if op != opRelease {
-			return unexpected()
-		}
-		return idemstore.ReleaseOutcome(idemstore.Released{}), nil
-	}
-	if !rp.hasRec {
-		return unexpected()
-	}
-	rec, err := decodeRecord(ref, rp)
+// The decoders turn a script's raw reply into the typed outcome of its
+// operation, one decoder a script. They are the only place replies are
+// interpreted; anything they do not recognise is an ErrUnexpectedReply,
+// never a guess.
+
+// decodeClaim decodes the reply of claim.lua; op is opClaim or opClaimStart.
+func decodeClaim(op string, ref idemstore.Ref, raw any) (idemstore.ClaimOutcome, error) {
+	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
 	}
+	rec, own, err := rp.record(op, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch rp.code {
+	case schema.Acquired:
+		return idemstore.Acquired{Ownership: own, Record: rec}, nil
+	case schema.TakenOver:
+		from := idemstore.State(rp.extra)
+		if !from.Valid() {
+			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", idemstore.ErrUnexpectedReply, op, ref, truncate(rp.extra))
+		}
+		return idemstore.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}, nil
+	case schema.ReplayedAcquire:
+		return idemstore.ReplayedAcquire{Ownership: own, Record: rec}, nil
+	case schema.CompletedReplay:
+		return idemstore.CompletedReplay{Record: rec}, nil
+	case schema.InProgress:
+		return idemstore.InProgress{Record: rec}, nil
+	case schema.FingerprintMismatch:
+		return idemstore.FingerprintMismatch{Record: rec}, nil
+	case schema.RecoveryRequired:
+		return idemstore.RecoveryRequired{Record: rec}, nil
+	case schema.OperationFailed:
+		return idemstore.OperationFailed{Record: rec}, nil
+	case schema.OwnerOperationConflict:
+		return idemstore.OwnerOperationConflict{Record: rec}, nil
+	case schema.CodecMismatch:
+		return idemstore.CodecMismatch{Record: rec}, nil
+	}
+	return nil, unexpected(op, ref, rp.code)
+}
+
+// decodeTransition decodes the reply of transition.lua; op is opStart,
+// opComplete or opFail.
+func decodeTransition(op string, ref idemstore.Ref, raw any) (idemstore.TransitionOutcome, error) {
+	rp, err := parse(op, ref, raw)
+	if err != nil {
+		return nil, err
+	}
+	if rp.code == schema.NotFound {
+		return idemstore.Missing{}, nil
+	}
+	rec, own, err := rp.record(op, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch rp.code {
+	case schema.Transitioned:
+		return idemstore.Transitioned{Ownership: own, Record: rec}, nil
+	case schema.Already:
+		return idemstore.AlreadyTransitioned{Record: rec}, nil
+	case schema.NotOwner, schema.OpConflict, schema.StaleRev, schema.WrongState, schema.NonceMismatch:
+		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+	}
+	return nil, unexpected(op, ref, rp.code)
+}
+
+// decodeRenew decodes the reply of renew.lua.
+func decodeRenew(ref idemstore.Ref, raw any) (idemstore.RenewOutcome, error) {
+	rp, err := parse(opRenew, ref, raw)
+	if err != nil {
+		return nil, err
+	}
+	if rp.code == schema.NotFound {
+		return idemstore.Missing{}, nil
+	}
+	rec, _, err := rp.record(opRenew, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch rp.code {
+	case schema.Renewed:
+		return idemstore.Renewed{Record: rec}, nil
+	case schema.NotOwner, schema.OpConflict, schema.WrongState, schema.NonceMismatch:
+		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+	}
+	return nil, unexpected(opRenew, ref, rp.code)
+}
+
+// decodeRelease decodes the reply of release.lua.
+func decodeRelease(ref idemstore.Ref, raw any) (idemstore.ReleaseOutcome, error) {
+	rp, err := parse(opRelease, ref, raw)
+	if err != nil {
+		return nil, err
+	}
+	switch rp.code {
+	case schema.NotFound:
+		return idemstore.Missing{}, nil
+	case schema.Released:
+		return idemstore.Released{}, nil
+	}
+	rec, _, err := rp.record(opRelease, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch rp.code {
+	case schema.NotOwner, schema.OpConflict, schema.WrongState, schema.StaleRev:
+		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+	}
+	return nil, unexpected(opRelease, ref, rp.code)
+}
+
+// decodeInspect decodes the reply of inspect.lua.
+func decodeInspect(ref idemstore.Ref, raw any) (idemstore.Observation, error) {
+	rp, err := parse(opInspect, ref, raw)
+	if err != nil {
+		return idemstore.Observation{}, err
+	}
+	if rp.code == schema.NotFound {
+		return idemstore.Observation{ServerTime: rp.now}, nil
+	}
+	rec, _, err := rp.record(opInspect, ref)
+	if err != nil {
+		return idemstore.Observation{}, err
+	}
+	if rp.code == schema.Found {
+		return idemstore.Observation{Found: true, Record: rec, ServerTime: rp.now}, nil
+	}
+	return idemstore.Observation{}, unexpected(opInspect, ref, rp.code)
+}
+
+// decodeResolve decodes the reply of resolve.lua.
+func decodeResolve(ref idemstore.Ref, raw any) (idemstore.ResolveOutcome, error) {
+	rp, err := parse(opResolve, ref, raw)
+	if err != nil {
+		return nil, err
+	}
+	if rp.code == schema.NotFound {
+		return idemstore.Missing{}, nil
+	}
+	rec, own, err := rp.record(opResolve, ref)
+	if err != nil {
+		return nil, err
+	}
+	switch rp.code {
+	case schema.Resolved:
+		return idemstore.Transitioned{Ownership: own, Record: rec}, nil
+	case schema.Already:
+		return idemstore.AlreadyTransitioned{Record: rec}, nil
+	case schema.StaleAttempt, schema.StaleRev, schema.WrongState:
+		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+	}
+	return nil, unexpected(opResolve, ref, rp.code)
+}
+
+// parse parses a raw reply and answers CORRUPT, which every script may
+// reply, with a *idemstore.CorruptRecordError naming the field.
+func parse(op string, ref idemstore.Ref, raw any) (reply, error) {
+	rp, err := parseReply(raw)
+	if err != nil {
+		return reply{}, fmt.Errorf("%w: %s %s: %v", idemstore.ErrUnexpectedReply, op, ref, err)
+	}
+	if rp.code == schema.Corrupt {
+		if rp.extra == "" {
+			return reply{}, unexpected(op, ref, rp.code)
+		}
+		return reply{}, &idemstore.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
+	}
+	return rp, nil
+}
+
+// record decodes the record a reply carries, and the ownership it shows;
+// a reply without one is unexpected.
+func (rp reply) record(op string, ref idemstore.Ref) (idemstore.Record, idemstore.Ownership, error) {
+	if !rp.hasRec {
+		return idemstore.Record{}, idemstore.Ownership{}, unexpected(op, ref, rp.code)
+	}
+	rec, err := decodeRecord(ref, rp)
+	if err != nil {
+		return idemstore.Record{}, idemstore.Ownership{}, err
+	}
 	own := idemstore.Ownership{Ref: ref, Operation: rec.Operation, Owner: rec.Owner, Attempt: rec.Attempt, Rev: rec.Rev}
-
-	switch op {
-	case opClaim, opClaimStart:
-		var out idemstore.ClaimOutcome
-		switch rp.code {
-		case codeAcquired:
-			out = idemstore.Acquired{Ownership: own, Record: rec}
-		case codeTakenOver:
-			from := idemstore.State(rp.extra)
-			if !from.Valid() {
-				return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", idemstore.ErrUnexpectedReply, op, ref, from)
-			}
-			out = idemstore.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}
-		case codeReplayedAcquire:
-			out = idemstore.ReplayedAcquire{Ownership: own, Record: rec}
-		case codeCompletedReplay:
-			out = idemstore.CompletedReplay{Record: rec}
-		case codeInProgress:
-			out = idemstore.InProgress{Record: rec}
-		case codeFingerprintMismatch:
-			out = idemstore.FingerprintMismatch{Record: rec}
-		case codeRecoveryRequired:
-			out = idemstore.RecoveryRequired{Record: rec}
-		case codeOperationFailed:
-			out = idemstore.OperationFailed{Record: rec}
-		case codeOwnerOperationConflict:
-			out = idemstore.OwnerOperationConflict{Record: rec}
-		case codeCodecMismatch:
-			out = idemstore.CodecMismatch{Record: rec}
-		default:
-			return unexpected()
-		}
-		return out, nil
-	case opStart, opComplete, opFail:
-		switch rp.code {
-		case codeTransitioned:
-			return idemstore.TransitionOutcome(idemstore.Transitioned{Ownership: own, Record: rec}), nil
-		case codeAlready:
-			return idemstore.TransitionOutcome(idemstore.AlreadyTransitioned{Record: rec}), nil
-		}
-		if r, ok := refusal(rp.code, codeNotOwner, codeOpConflict, codeStaleRev, codeWrongState, codeNonceMismatch); ok {
-			return idemstore.TransitionOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
-		}
-	case opRenew:
-		if rp.code == codeRenewed {
-			return idemstore.RenewOutcome(idemstore.Renewed{Record: rec}), nil
-		}
-		if r, ok := refusal(rp.code, codeNotOwner, codeOpConflict, codeWrongState, codeNonceMismatch); ok {
-			return idemstore.RenewOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
-		}
-	case opRelease:
-		if r, ok := refusal(rp.code, codeNotOwner, codeOpConflict, codeWrongState, codeStaleRev); ok {
-			return idemstore.ReleaseOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
-		}
-	case opInspect:
-		if rp.code == codeFound {
-			return idemstore.Observation{Found: true, Record: rec, ServerTime: rp.now}, nil
-		}
-	case opResolve:
-		switch rp.code {
-		case codeResolved:
-			return idemstore.ResolveOutcome(idemstore.Transitioned{Ownership: own, Record: rec}), nil
-		case codeAlready:
-			return idemstore.ResolveOutcome(idemstore.AlreadyTransitioned{Record: rec}), nil
-		}
-		if r, ok := refusal(rp.code, codeStaleAttempt, codeStaleRev, codeWrongState); ok {
-			return idemstore.ResolveOutcome(idemstore.Refused{Reason: r, Record: rec}), nil
-		}
-	}
-	return unexpected()
+	return rec, own, nil
 }
 
-var refusals = map[replyCode]idemstore.Refusal{
-	codeNotOwner:      idemstore.RefusedNotOwner,
-	codeOpConflict:    idemstore.RefusedOperation,
-	codeStaleRev:      idemstore.RefusedStaleRev,
-	codeWrongState:    idemstore.RefusedState,
-	codeNonceMismatch: idemstore.RefusedNonce,
-	codeStaleAttempt:  idemstore.RefusedAttempt,
+func unexpected(op string, ref idemstore.Ref, code schema.ReplyCode) error {
+	return fmt.Errorf("%w: %s %s: %s", idemstore.ErrUnexpectedReply, op, ref, code)
 }
 
-func refusal(code replyCode, allowed ...replyCode) (idemstore.Refusal, bool) {
-	for _, a := range allowed {
-		if a == code {
-			return refusals[code], true
-		}
-	}
-	return "", false
+// refusals are the refusal reply codes, as idemstore names them.
+var refusals = map[schema.ReplyCode]idemstore.Refusal{
+	schema.NotOwner:      idemstore.RefusedNotOwner,
+	schema.OpConflict:    idemstore.RefusedOperation,
+	schema.StaleRev:      idemstore.RefusedStaleRev,
+	schema.WrongState:    idemstore.RefusedState,
+	schema.NonceMismatch: idemstore.RefusedNonce,
+	schema.StaleAttempt:  idemstore.RefusedAttempt,
 }
 
 // parseReply splits the one string every script answers (see
@@ -188,7 +255,7 @@ func parseReply(raw any) (reply, error) {
 	if err != nil || code <= 0 {
 		return reply{}, fmt.Errorf("reply code %q is not a positive integer", truncate(codeField))
 	}
-	rp.code = replyCode(code)
+	rp.code = schema.ReplyCode(code)
 	now, err := strconv.ParseInt(nowField, 10, 64)
 	if err != nil || now < 0 {
 		return reply{}, fmt.Errorf("server time %q is not a non-negative integer", truncate(nowField))
@@ -209,15 +276,15 @@ func parseReply(raw any) (reply, error) {
 // unpack splits a packed record (see lua/record.lua) into its fields: NUL
 // separated, in schema order, empty when absent; and the response that
 // may follow the last field.
-func unpack(s string) (vals [numFields]string, present [numFields]bool, resp string, hasResp bool, err error) {
-	for i := range numFields {
+func unpack(s string) (vals [schema.NumFields]string, present [schema.NumFields]bool, resp string, hasResp bool, err error) {
+	for i := range schema.NumFields {
 		v, rest, more := strings.Cut(s, "\x00")
-		if !more && i < numFields-1 {
-			return vals, present, "", false, fmt.Errorf("packed record ends before field %s", fieldRules[i+1].name)
+		if !more && i < schema.NumFields-1 {
+			return vals, present, "", false, fmt.Errorf("packed record ends before field %s", schema.Fields[i+1].Name)
 		}
 		vals[i], present[i] = v, v != ""
 		s = rest
-		if i == numFields-1 {
+		if i == schema.NumFields-1 {
 			resp, hasResp = rest, more
 		}
 	}
@@ -226,12 +293,12 @@ func unpack(s string) (vals [numFields]string, present [numFields]bool, resp str
 
 // replayFields are the fields a replay reply carries (claim.lua's fast
 // path); the others are not read and not checked.
-var replayFields = [numFields]bool{fState: true, fAttempt: true, fRev: true, fCodec: true, fPolicy: true, fSum: true}
+var replayFields = [schema.NumFields]bool{schema.FState: true, schema.FAttempt: true, schema.FRev: true, schema.FCodec: true, schema.FPolicy: true, schema.FSum: true}
 
 // renewFields are the fields a RENEWED reply carries (renew.lua).
-var renewFields = [numFields]bool{fState: true, fOwner: true, fAttempt: true, fRev: true, fOp: true, fLeaseUntil: true, fNonce: true}
+var renewFields = [schema.NumFields]bool{schema.FState: true, schema.FOwner: true, schema.FAttempt: true, schema.FRev: true, schema.FOp: true, schema.FLeaseUntil: true, schema.FNonce: true}
 
-// decodeRecord validates a reply's record against fieldRules and the
+// decodeRecord validates a reply's record against schema.Fields and the
 // cross-field rules, the same ones the scripts check, and converts it. A
 // response is checked against its stored checksum.
 func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
@@ -242,62 +309,63 @@ func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
 	bad := func(field, reason string) (idemstore.Record, error) {
 		return idemstore.Record{}, &idemstore.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
 	}
-	var partial *[numFields]bool
+	var partial *[schema.NumFields]bool
 	switch rp.code {
-	case codeCompletedReplay:
+	case schema.CompletedReplay:
 		partial = &replayFields
-	case codeRenewed:
+	case schema.Renewed:
 		partial = &renewFields
 	}
-	for i, rule := range fieldRules {
-		required := rule.required
+	for i := range schema.Fields {
+		rule := &schema.Fields[i]
+		required := rule.Required
 		if partial != nil {
 			required = partial[i]
 		}
 		switch {
 		case !present[i]:
 			if required {
-				return bad(rule.name, "is missing")
+				return bad(rule.Name, "is missing")
 			}
-		case !rule.kind.valid(vals[i]):
-			return bad(rule.name, fmt.Sprintf("is %q, not a valid %s", truncate(vals[i]), rule.kind))
+		case !rule.Kind.Valid(vals[i]):
+			return bad(rule.Name, fmt.Sprintf("is %q, not a valid %s", truncate(vals[i]), rule.Kind))
 		}
 	}
 	rec := idemstore.Record{
-		State: idemstore.State(vals[fState]), Owner: idemstore.Owner(vals[fOwner]),
-		Operation: idemstore.OperationID(vals[fOp]), Fingerprint: idemstore.Fingerprint(vals[fFp]),
-		Codec: vals[fCodec], Nonce: idemstore.Nonce(vals[fNonce]), Reason: vals[fReason],
-		Uncertain: vals[fUncertain] == "1", ServerTime: rp.now, TTL: rp.pttl,
+		State: idemstore.State(vals[schema.FState]), Owner: idemstore.Owner(vals[schema.FOwner]),
+		Operation: idemstore.OperationID(vals[schema.FOp]), Fingerprint: idemstore.Fingerprint(vals[schema.FFp]),
+		Codec: vals[schema.FCodec], Nonce: idemstore.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
+		Uncertain: vals[schema.FUncertain] == "1", ServerTime: rp.now, TTL: rp.pttl,
 	}
-	rec.Attempt, _ = parseInteger(vals[fAttempt])
-	rec.Rev, _ = parseInteger(vals[fRev])
-	policy, _ := parseInteger(vals[fPolicy])
+	rec.Attempt, _ = schema.ParseInteger(vals[schema.FAttempt])
+	rec.Rev, _ = schema.ParseInteger(vals[schema.FRev])
+	policy, _ := schema.ParseInteger(vals[schema.FPolicy])
 	rec.Policy = int(policy)
 	for _, t := range []struct {
 		i   int
 		dst *time.Time
-	}{{fLeaseUntil, &rec.LeaseUntil}, {fCreatedAt, &rec.CreatedAt}, {fUpdatedAt, &rec.UpdatedAt}} {
+	}{{schema.FLeaseUntil, &rec.LeaseUntil}, {schema.FCreatedAt, &rec.CreatedAt}, {schema.FUpdatedAt, &rec.UpdatedAt}} {
 		if present[t.i] {
-			ms, _ := parseInteger(vals[t.i])
+			ms, _ := schema.ParseInteger(vals[t.i])
 			*t.dst = time.UnixMilli(ms)
 		}
 	}
 	if partial == nil {
 		switch {
-		case (rec.State == idemstore.StateClaimed || rec.State == idemstore.StateExecuting) && !present[fLeaseUntil]:
+		case (rec.State == idemstore.StateClaimed || rec.State == idemstore.StateExecuting) && !present[schema.FLeaseUntil]:
 			return bad("leaseUntil", "is missing from a "+string(rec.State)+" record")
-		case rec.State == idemstore.StateExecuting && !present[fNonce]:
+		case rec.State == idemstore.StateExecuting && !present[schema.FNonce]:
 			return bad("nonce", "is missing from an EXECUTING record")
-		case rec.State == idemstore.StateCompleted && !present[fSum]:
+		case rec.State == idemstore.StateCompleted && !present[schema.FSum]:
 			return bad("sum", "is missing from a COMPLETED record")
 		}
 	}
 	if hasResp {
-		if !present[fSum] {
+		if !present[schema.FSum] {
 			return bad("sum", "is missing: the response cannot be checked")
 		}
 		rec.Response = []byte(resp)
-		if want, ok := parseChecksum(vals[fSum]); !ok || crc32.Checksum(rec.Response, castagnoli) != want {
+		if want, ok := schema.ParseChecksum(vals[schema.FSum]); !ok || crc32.Checksum(rec.Response, castagnoli) != want {
 			return bad("resp", "does not match its checksum (sum)")
 		}
 	}
@@ -312,26 +380,6 @@ func checksum(resp []byte) string {
 	c := crc32.Checksum(resp, castagnoli)
 	sum[0], sum[1], sum[2], sum[3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 	return hex.EncodeToString(sum[:])
-}
-
-// parseChecksum reads 8 lowercase hex characters.
-func parseChecksum(s string) (uint32, bool) {
-	if len(s) != 8 {
-		return 0, false
-	}
-	var v uint32
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		switch {
-		case b >= '0' && b <= '9':
-			v = v<<4 | uint32(b-'0')
-		case b >= 'a' && b <= 'f':
-			v = v<<4 | uint32(b-'a'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
 }
 
 func truncate(s string) string {

@@ -7,19 +7,47 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
 var testRef = idemstore.Ref{Code: "charge-payment", Digest: idemstore.ScopeDigest{Version: 1, Hex: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}
 
 var allOps = []string{opClaim, opClaimStart, opStart, opComplete, opFail, opRenew, opRelease, opInspect, opResolve}
 
-// checkDecoded fails unless decode returned a typed outcome of op's sum or
-// one of the two decoding errors.
+// decode runs op's typed decoder, for the tables and the fuzz test. (A nil
+// outcome of a sum is a nil any.)
+func decode(op string, ref idemstore.Ref, raw any) (any, error) {
+	switch op {
+	case opClaim, opClaimStart:
+		return decodeClaim(op, ref, raw)
+	case opStart, opComplete, opFail:
+		return decodeTransition(op, ref, raw)
+	case opRenew:
+		return decodeRenew(ref, raw)
+	case opRelease:
+		return decodeRelease(ref, raw)
+	case opInspect:
+		out, err := decodeInspect(ref, raw)
+		if err != nil {
+			return nil, err
+		}
+		return out, nil
+	case opResolve:
+		return decodeResolve(ref, raw)
+	}
+	panic("no decoder for " + op)
+}
+
+// checkDecoded fails unless a decoder returned a typed outcome of op's sum
+// or one of the two decoding errors, and exactly one of them.
 func checkDecoded(t *testing.T, op string, out any, err error) {
 	t.Helper()
 	if err != nil {
 		if !errors.Is(err, idemstore.ErrUnexpectedReply) && !errors.Is(err, idemstore.ErrCorruptRecord) {
 			t.Fatalf("%s: error %v is neither ErrUnexpectedReply nor ErrCorruptRecord", op, err)
+		}
+		if out != nil {
+			t.Fatalf("%s: error %v with an outcome %T", op, err, out)
 		}
 		return
 	}
@@ -45,16 +73,16 @@ func checkDecoded(t *testing.T, op string, out any, err error) {
 
 // packRecord packs fields the way lua/record.lua does.
 func packRecord(fields map[string]string) string {
-	parts := make([]string, len(fieldRules))
-	for i, r := range fieldRules {
-		parts[i] = fields[r.name]
+	parts := make([]string, len(schema.Fields))
+	for i, r := range schema.Fields {
+		parts[i] = fields[r.Name]
 	}
 	return strings.Join(parts, "\x00")
 }
 
 // replyOf builds a script's reply: the code, now, pttl, extra and, unless
 // rec is "", the packed record, then the response when resp is not nil.
-func replyOf(code replyCode, now, pttl int64, extra, rec string, resp *string) string {
+func replyOf(code schema.ReplyCode, now, pttl int64, extra, rec string, resp *string) string {
 	h := strconv.FormatInt(int64(code), 10) + "\x00" + strconv.FormatInt(now, 10) + "\x00" + strconv.FormatInt(pttl, 10) + "\x00" + extra
 	if rec != "" {
 		h += "\x00" + rec
@@ -73,7 +101,7 @@ func executingRecord() map[string]string {
 	}
 }
 
-func validReply(code replyCode) string {
+func validReply(code schema.ReplyCode) string {
 	return replyOf(code, 1764460000000, 3600000, "", packRecord(executingRecord()), nil)
 }
 
@@ -81,17 +109,17 @@ func TestDecodeKnownReplies(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		op   string
-		code replyCode
+		code schema.ReplyCode
 		want any
 	}{
-		{opClaim, codeAcquired, idemstore.Acquired{}},
-		{opClaimStart, codeInProgress, idemstore.InProgress{}},
-		{opStart, codeAlready, idemstore.AlreadyTransitioned{}},
-		{opRenew, codeRenewed, idemstore.Renewed{}},
-		{opRenew, codeNonceMismatch, idemstore.Refused{}},
-		{opRelease, codeReleased, idemstore.Released{}},
-		{opInspect, codeFound, idemstore.Observation{}},
-		{opResolve, codeStaleAttempt, idemstore.Refused{}},
+		{opClaim, schema.Acquired, idemstore.Acquired{}},
+		{opClaimStart, schema.InProgress, idemstore.InProgress{}},
+		{opStart, schema.Already, idemstore.AlreadyTransitioned{}},
+		{opRenew, schema.Renewed, idemstore.Renewed{}},
+		{opRenew, schema.NonceMismatch, idemstore.Refused{}},
+		{opRelease, schema.Released, idemstore.Released{}},
+		{opInspect, schema.Found, idemstore.Observation{}},
+		{opResolve, schema.StaleAttempt, idemstore.Refused{}},
 	}
 	for _, c := range cases {
 		out, err := decode(c.op, testRef, validReply(c.code))
@@ -105,8 +133,8 @@ func TestDecodeKnownReplies(t *testing.T) {
 	// A reply that belongs to another script is not guessed at.
 	for _, c := range []struct {
 		op   string
-		code replyCode
-	}{{opRenew, codeStaleRev}, {opClaim, codeTransitioned}, {opInspect, codeAcquired}, {opRelease, codeAlready}, {opClaim, codeNotFound}, {opClaim, 99}} {
+		code schema.ReplyCode
+	}{{opRenew, schema.StaleRev}, {opClaim, schema.Transitioned}, {opInspect, schema.Acquired}, {opRelease, schema.Already}, {opClaim, schema.NotFound}, {opClaim, 99}} {
 		if _, err := decode(c.op, testRef, validReply(c.code)); !errors.Is(err, idemstore.ErrUnexpectedReply) {
 			t.Fatalf("%s %s: err = %v, want ErrUnexpectedReply", c.op, c.code, err)
 		}
@@ -120,26 +148,26 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	t.Parallel()
 	// (An empty value packs as an absent field: "(missing)" covers it.)
 	garbles := []string{"x", "-1", "01", "9999999999999999", "99999999999999999999", strings.Repeat("Z", 64), "1e+20"}
-	for _, r := range fieldRules {
+	for _, r := range schema.Fields {
 		for _, g := range append(garbles, "(missing)") {
 			rec := executingRecord()
 			if g == "(missing)" {
-				delete(rec, r.name)
+				delete(rec, r.Name)
 			} else {
-				rec[r.name] = g
+				rec[r.Name] = g
 			}
-			if g != "(missing)" && r.kind.valid(g) {
+			if g != "(missing)" && r.Kind.Valid(g) {
 				continue // not a garble for this kind
 			}
-			_, err := decode(opStart, testRef, replyOf(codeAlready, 1, 1, "", packRecord(rec), nil))
-			_, present := executingRecord()[r.name]
-			wantErr := g != "(missing)" || r.required || present && (r.name == "leaseUntil" || r.name == "nonce")
+			_, err := decode(opStart, testRef, replyOf(schema.Already, 1, 1, "", packRecord(rec), nil))
+			_, present := executingRecord()[r.Name]
+			wantErr := g != "(missing)" || r.Required || present && (r.Name == "leaseUntil" || r.Name == "nonce")
 			var ce *idemstore.CorruptRecordError
 			switch {
-			case wantErr && (!errors.As(err, &ce) || ce.Field != r.name):
-				t.Errorf("%s = %q: err = %v, want a CorruptRecordError naming %s", r.name, g, err, r.name)
+			case wantErr && (!errors.As(err, &ce) || ce.Field != r.Name):
+				t.Errorf("%s = %q: err = %v, want a CorruptRecordError naming %s", r.Name, g, err, r.Name)
 			case !wantErr && err != nil:
-				t.Errorf("%s = %q: err = %v, want none (an optional field)", r.name, g, err)
+				t.Errorf("%s = %q: err = %v, want none (an optional field)", r.Name, g, err)
 			}
 		}
 	}
@@ -148,11 +176,11 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	rec["state"], rec["sum"] = "COMPLETED", checksum([]byte("the response"))
 	delete(rec, "leaseUntil")
 	resp := "the response"
-	if _, err := decode(opInspect, testRef, replyOf(codeFound, 1, 1, "", packRecord(rec), &resp)); err != nil {
+	if _, err := decode(opInspect, testRef, replyOf(schema.Found, 1, 1, "", packRecord(rec), &resp)); err != nil {
 		t.Fatalf("intact response: %v", err)
 	}
 	tampered := "the respons3"
-	_, err := decode(opInspect, testRef, replyOf(codeFound, 1, 1, "", packRecord(rec), &tampered))
+	_, err := decode(opInspect, testRef, replyOf(schema.Found, 1, 1, "", packRecord(rec), &tampered))
 	var ce *idemstore.CorruptRecordError
 	if !errors.As(err, &ce) || ce.Field != "resp" {
 		t.Fatalf("tampered response: err = %v, want a CorruptRecordError naming resp", err)
@@ -185,11 +213,11 @@ func typeName(v any) string {
 func FuzzDecode(f *testing.F) {
 	rec := packRecord(executingRecord())
 	x := "x"
-	f.Add(uint8(0), replyOf(codeAcquired, 1764460000000, 3600000, "", rec, nil), false)
-	f.Add(uint8(7), replyOf(codeFound, 1, -2, "", rec, &x), false)
-	f.Add(uint8(2), replyOf(codeCorrupt, 1, 1, "rev", "", nil), false)
-	f.Add(uint8(1), replyOf(codeCompletedReplay, 0, 5, "", "COMPLETED\x00\x001\x002\x00\x00\x00json-v2\x002\x00\x00\x00\x00\x00\x00\x00e3069283", &x), false)
-	for _, c := range []replyCode{codeTakenOver, codeReplayedAcquire, codeTransitioned, codeResolved, codeNotFound} {
+	f.Add(uint8(0), replyOf(schema.Acquired, 1764460000000, 3600000, "", rec, nil), false)
+	f.Add(uint8(7), replyOf(schema.Found, 1, -2, "", rec, &x), false)
+	f.Add(uint8(2), replyOf(schema.Corrupt, 1, 1, "rev", "", nil), false)
+	f.Add(uint8(1), replyOf(schema.CompletedReplay, 0, 5, "", "COMPLETED\x00\x001\x002\x00\x00\x00json-v2\x002\x00\x00\x00\x00\x00\x00\x00e3069283", &x), false)
+	for _, c := range []schema.ReplyCode{schema.TakenOver, schema.ReplayedAcquire, schema.Transitioned, schema.Resolved, schema.NotFound} {
 		f.Add(uint8(c), replyOf(c, 1, 1, "EXECUTING", rec, nil), false)
 	}
 	f.Fuzz(func(t *testing.T, opIdx uint8, raw string, notString bool) {

@@ -9,24 +9,27 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// The scripts Redis runs, generated from the sources in lua/ (the script
+// bodies, record.lua's helpers) and the record schema (internal/schema)
+// by go generate; the store sends exactly these bytes.
+//
+//go:generate go run ./internal/gen
 var (
-	//go:embed lua/record.lua
-	recordLua string
-	//go:embed lua/claim.lua
+	//go:embed lua/gen/claim.lua
 	claimLua string
-	//go:embed lua/transition.lua
+	//go:embed lua/gen/transition.lua
 	transitionLua string
-	//go:embed lua/renew.lua
+	//go:embed lua/gen/renew.lua
 	renewLua string
-	//go:embed lua/release.lua
+	//go:embed lua/gen/release.lua
 	releaseLua string
-	//go:embed lua/inspect.lua
+	//go:embed lua/gen/inspect.lua
 	inspectLua string
-	//go:embed lua/resolve.lua
+	//go:embed lua/gen/resolve.lua
 	resolveLua string
 )
 
-// script is one embedded Lua script with the shared helpers prepended.
+// script is one generated Lua script.
 type script struct {
 	name string
 	*redis.Script
@@ -43,8 +46,11 @@ func (ss *scriptSet) all() []script {
 
 // newScriptSet builds the scripts, with or without their shebang lines.
 func newScriptSet(shebang bool) *scriptSet {
-	mk := func(name, body string) script {
-		return script{name: name, Script: redis.NewScript(scriptSource(body, shebang))}
+	mk := func(name, src string) script {
+		if !shebang {
+			src = withoutShebang(src)
+		}
+		return script{name: name, Script: redis.NewScript(src)}
 	}
 	return &scriptSet{
 		claim:      mk("claim", claimLua),
@@ -56,37 +62,14 @@ func newScriptSet(shebang bool) *scriptSet {
 	}
 }
 
-// scriptSource is what the server runs for a script body: its shebang line
-// (the Redis 7 "#!lua" header, with its flags; left out for servers that
-// do not know it), then the code generated from the schema and the helpers
-// of record.lua, which go where the body says "--@prelude" (code above runs
-// without paying for them) or first, then the body, with the macros
-// expanded and the reply codes inlined.
-func scriptSource(body string, shebang bool) string {
-	_, helpers := splitShebang(recordLua)
-	prelude := luaSchema() + helpers
-	line, rest := splitShebang(body)
-	src := "local find = string.find\n"
-	if head, tail, ok := strings.Cut(rest, "\n--@prelude\n"); ok {
-		src += head + "\n" + prelude + "\n" + tail
-	} else {
-		src += prelude + "\n" + rest
-	}
-	src = inlineReplyCodes(expandMacros(src))
-	if shebang {
-		src = line + "\n" + src
+// withoutShebang turns a script's Redis 7 "#!lua…" first line (with its
+// flags) into a comment, for servers that do not know it: Redis before 7
+// and miniredis. The line numbers stay those of the file.
+func withoutShebang(src string) string {
+	if strings.HasPrefix(src, "#!") {
+		return "-- " + src
 	}
 	return src
-}
-
-// splitShebang returns a script's "#!lua…" first line and the script with
-// that line turned into a comment.
-func splitShebang(src string) (line, rest string) {
-	line, body, _ := strings.Cut(src, "\n")
-	if !strings.HasPrefix(line, "#!") {
-		return "", src
-	}
-	return line, "-- " + line + "\n" + body
 }
 
 var (

@@ -171,13 +171,13 @@ func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce ide
 	if nonce != "" {
 		op = opClaimStart
 	}
-	out, err := s.call(ctx, op, req.Ref, s.scripts.claim,
+	raw, err := s.call(ctx, op, req.Ref, s.scripts.claim,
 		string(req.Owner), string(req.Operation), string(req.Fingerprint), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
 		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), string(nonce))
 	if err != nil {
 		return nil, err
 	}
-	return out.(idemstore.ClaimOutcome), nil
+	return decodeClaim(op, req.Ref, raw)
 }
 
 // Start implements idemstore.Store.
@@ -220,13 +220,13 @@ func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership
 	if resp != nil {
 		hasResp, sum = "1", checksum(resp)
 	}
-	out, err := s.call(ctx, op, o.Ref, s.scripts.transition,
+	raw, err := s.call(ctx, op, o.Ref, s.scripts.transition,
 		string(o.Owner), string(o.Operation), o.Rev, s.args.str(string(target)), s.args.str(sources), string(nonce),
 		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), resp, sum, reason)
 	if err != nil {
 		return nil, err
 	}
-	return out.(idemstore.TransitionOutcome), nil
+	return decodeTransition(op, o.Ref, raw)
 }
 
 // Renew implements idemstore.Store.
@@ -234,12 +234,12 @@ func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstor
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	out, err := s.call(ctx, opRenew, req.Ref, s.scripts.renew,
+	raw, err := s.call(ctx, opRenew, req.Ref, s.scripts.renew,
 		string(req.Owner), string(req.Operation), string(req.Nonce), s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)))
 	if err != nil {
 		return nil, err
 	}
-	return out.(idemstore.RenewOutcome), nil
+	return decodeRenew(req.Ref, raw)
 }
 
 // Release implements idemstore.Store.
@@ -248,11 +248,11 @@ func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idem
 		return nil, err
 	}
 	o := req.Ownership
-	out, err := s.call(ctx, opRelease, o.Ref, s.scripts.release, string(o.Owner), string(o.Operation), o.Rev)
+	raw, err := s.call(ctx, opRelease, o.Ref, s.scripts.release, string(o.Owner), string(o.Operation), o.Rev)
 	if err != nil {
 		return nil, err
 	}
-	return out.(idemstore.ReleaseOutcome), nil
+	return decodeRelease(o.Ref, raw)
 }
 
 // Inspect implements idemstore.Store.
@@ -260,11 +260,11 @@ func (s *Store) Inspect(ctx context.Context, ref idemstore.Ref) (idemstore.Obser
 	if err := ref.Validate(); err != nil {
 		return idemstore.Observation{}, err
 	}
-	out, err := s.call(ctx, opInspect, ref, s.scripts.inspect)
+	raw, err := s.call(ctx, opInspect, ref, s.scripts.inspect)
 	if err != nil {
 		return idemstore.Observation{}, err
 	}
-	return out.(idemstore.Observation), nil
+	return decodeInspect(ref, raw)
 }
 
 // Resolve implements idemstore.Store.
@@ -276,17 +276,17 @@ func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 	if resp == nil {
 		resp = []byte{}
 	}
-	out, err := s.call(ctx, opResolve, req.Ref, s.scripts.resolve,
+	raw, err := s.call(ctx, opResolve, req.Ref, s.scripts.resolve,
 		req.Attempt, req.Rev, string(req.Target), resp, checksum(resp), req.Codec, req.Policy, req.Reason, ms(req.TTL))
 	if err != nil {
 		return nil, err
 	}
-	return out.(idemstore.ResolveOutcome), nil
+	return decodeResolve(req.Ref, raw)
 }
 
-// call runs a script under the command timeout and decodes its reply. A
-// transport error is classified: Indeterminate for a script that may write,
-// Unavailable for INSPECT.
+// call runs a script under the command timeout and returns its raw reply,
+// for the script's decoder. A transport error is classified: Indeterminate
+// for a script that may write, Unavailable for INSPECT.
 func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc script, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -307,7 +307,7 @@ func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc scrip
 		}
 		return nil, &idemstore.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
 	}
-	return decode(op, ref, v)
+	return v, nil
 }
 
 // runGuarded is run for a client that does not stop at the context's

@@ -1,8 +1,10 @@
 #!lua
--- record.lua: helpers shared by every onceflow script. The store prepends
--- the code generated from schema.go (load, pack and valid: the one list of
--- field rules) and this file to each script body, and replaces every
--- R.<NAME> with its reply code; it is not a script of its own.
+-- record.lua: helpers shared by every onceflow script; it is not a script
+-- of its own. go generate (internal/gen) puts the code generated from the
+-- record schema (internal/schema: load, pack and valid, the one list of
+-- field rules) and this file into each script body, replaces every
+-- R.<NAME> with its reply code and writes the scripts Redis runs to
+-- lua/gen/.
 --
 -- Reply of every script (decoded in Go by decode.go): one string,
 --   "<code>\0<nowMs>\0<pttlMs>\0<extra>[\0<record>[\0<resp>]]"

@@ -1,0 +1,237 @@
+// Package schema states, once, what a stored record holds and what the
+// scripts answer: the record's fields and the rules every reader checks,
+// and the reply codes. Package redisstore decodes replies with it; the
+// generator (../gen) renders it into the Lua scripts (lua/gen/*.lua),
+// which validate a record with it before they decide anything. A record
+// that breaks a rule is refused by both sides, never changed.
+//
+// Where idemstore states a rule (an owner's hex, a codec, a reason's
+// length), the Go check here is idemstore's; the Lua check is its twin,
+// rendered by the generator.
+//
+// Cross-field rules, checked the same way on both sides (the generated
+// load and redisstore's decodeRecord): a CLAIMED or EXECUTING record has a
+// leaseUntil; an EXECUTING record has a nonce; a COMPLETED record has a
+// resp and its sum.
+package schema
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Field is one field of a record and its rule.
+type Field struct {
+	Name     string
+	Kind     Kind
+	Required bool
+}
+
+// Fields is the record, in the order a packed record holds it.
+var Fields = [NumFields]Field{
+	{"state", KindState, true},
+	{"owner", KindOwner, true},
+	{"attempt", KindCount, true},
+	{"rev", KindCount, true},
+	{"op", KindOperation, true},
+	{"fp", KindFingerprint, true},
+	{"codec", KindCodec, true},
+	{"policy", KindCount, true},
+	{"leaseUntil", KindMillis, false},
+	{"nonce", KindNonce, false},
+	{"uncertain", KindFlag, false},
+	{"reason", KindText, false},
+	{"createdAt", KindMillis, true},
+	{"updatedAt", KindMillis, true},
+	{"sum", KindChecksum, false},
+}
+
+// The indexes of Fields.
+const (
+	FState = iota
+	FOwner
+	FAttempt
+	FRev
+	FOp
+	FFp
+	FCodec
+	FPolicy
+	FLeaseUntil
+	FNonce
+	FUncertain
+	FReason
+	FCreatedAt
+	FUpdatedAt
+	FSum
+	NumFields
+)
+
+// Kind is what a field's value must look like.
+type Kind string
+
+// The kinds.
+const (
+	KindState       Kind = "state"       // one of the six states (idemstore.State.Valid)
+	KindOwner       Kind = "owner"       // idemstore.Owner: 64 lowercase hex characters
+	KindFingerprint Kind = "fingerprint" // idemstore.Fingerprint: 64 lowercase hex characters
+	KindNonce       Kind = "nonce"       // idemstore.Nonce: 32 lowercase hex characters
+	KindChecksum    Kind = "checksum"    // 8 lowercase hex characters, the CRC-32C of resp (ParseChecksum)
+	KindCount       Kind = "count"       // a decimal integer from 1, at most MaxIntegerDigits digits
+	KindMillis      Kind = "millis"      // a decimal integer from 0, at most MaxIntegerDigits digits
+	KindOperation   Kind = "operation"   // idemstore.OperationID, and no NUL
+	KindCodec       Kind = "codec"       // idemstore.ValidCodec
+	KindFlag        Kind = "flag"        // "0" or "1"
+	KindText        Kind = "text"        // 1 to idemstore.MaxReasonLen bytes, no NUL
+)
+
+// MaxIntegerDigits bounds an integer field: 15 decimal digits, so every
+// value is exact in a Lua number (a double, exact to 2^53).
+const MaxIntegerDigits = 15
+
+// A response of up to MaxChunks × ChunkSize bytes is stored in chunks of
+// ChunkSize bytes, in the fields resp, resp2, resp3, …: Redis keeps a hash
+// whose every value is at most 64 bytes (hash-max-listpack-value) as one
+// compact listpack, and one longer value turns it into a hash table that
+// costs twice the memory and a cache miss per field. A longer response is
+// stored whole in resp.
+const (
+	ChunkSize = 64
+	MaxChunks = 32
+)
+
+// ChunkField names chunk i (1-based) of a response.
+func ChunkField(i int) string {
+	if i == 1 {
+		return "resp"
+	}
+	return "resp" + strconv.Itoa(i)
+}
+
+// Valid reports whether v satisfies the kind.
+func (k Kind) Valid(v string) bool {
+	switch k {
+	case KindState:
+		return idemstore.State(v).Valid()
+	case KindOwner:
+		return idemstore.Owner(v).Validate() == nil
+	case KindFingerprint:
+		return idemstore.Fingerprint(v).Validate() == nil
+	case KindNonce:
+		return idemstore.Nonce(v).Validate() == nil
+	case KindChecksum:
+		_, ok := ParseChecksum(v)
+		return ok
+	case KindCount:
+		n, ok := ParseInteger(v)
+		return ok && n >= 1
+	case KindMillis:
+		_, ok := ParseInteger(v)
+		return ok
+	case KindOperation:
+		return idemstore.OperationID(v).Validate() == nil && !strings.Contains(v, "\x00")
+	case KindCodec:
+		return idemstore.ValidCodec(v)
+	case KindFlag:
+		return v == "0" || v == "1"
+	case KindText:
+		return len(v) >= 1 && len(v) <= idemstore.MaxReasonLen && !strings.Contains(v, "\x00")
+	}
+	return false
+}
+
+// ParseInteger parses a canonical decimal integer: digits only, no sign, no
+// leading zero, at most MaxIntegerDigits digits.
+func ParseInteger(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > MaxIntegerDigits || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b < '0' || b > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(b-'0')
+	}
+	return n, true
+}
+
+// ParseChecksum reads a stored checksum: 8 lowercase hex characters.
+func ParseChecksum(s string) (uint32, bool) {
+	if len(s) != 8 {
+		return 0, false
+	}
+	var v uint32
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		switch {
+		case b >= '0' && b <= '9':
+			v = v<<4 | uint32(b-'0')
+		case b >= 'a' && b <= 'f':
+			v = v<<4 | uint32(b-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return v, true
+}
+
+// ReplyCode is the first element of every script reply. The hand-written
+// scripts name them R.<NAME>, which the generator turns into these numbers.
+type ReplyCode int64
+
+// The reply codes.
+const (
+	Acquired ReplyCode = iota + 1
+	TakenOver
+	ReplayedAcquire
+	CompletedReplay
+	InProgress
+	FingerprintMismatch
+	RecoveryRequired
+	OwnerOperationConflict
+	CodecMismatch
+	Transitioned
+	Already
+	NotFound
+	NotOwner
+	OpConflict
+	StaleRev
+	WrongState
+	NonceMismatch
+	StaleAttempt
+	Renewed
+	Released
+	Found
+	Resolved
+	Corrupt
+	OperationFailed
+)
+
+// Replies names every reply code as the scripts do.
+var Replies = []struct {
+	Code ReplyCode
+	Name string
+}{
+	{Acquired, "ACQUIRED"}, {TakenOver, "TAKEN_OVER"}, {ReplayedAcquire, "REPLAYED_ACQUIRE"},
+	{CompletedReplay, "COMPLETED_REPLAY"}, {InProgress, "IN_PROGRESS"},
+	{FingerprintMismatch, "FINGERPRINT_MISMATCH"}, {RecoveryRequired, "RECOVERY_REQUIRED"},
+	{OwnerOperationConflict, "OWNER_OPERATION_CONFLICT"}, {CodecMismatch, "CODEC_MISMATCH"},
+	{Transitioned, "TRANSITIONED"}, {Already, "ALREADY"}, {NotFound, "NOT_FOUND"},
+	{NotOwner, "NOT_OWNER"}, {OpConflict, "OP_CONFLICT"}, {StaleRev, "STALE_REV"},
+	{WrongState, "WRONG_STATE"}, {NonceMismatch, "NONCE_MISMATCH"}, {StaleAttempt, "STALE_ATTEMPT"},
+	{Renewed, "RENEWED"}, {Released, "RELEASED"}, {Found, "FOUND"}, {Resolved, "RESOLVED"},
+	{Corrupt, "CORRUPT"}, {OperationFailed, "OPERATION_FAILED"},
+}
+
+func (c ReplyCode) String() string {
+	for _, r := range Replies {
+		if r.Code == c {
+			return r.Name
+		}
+	}
+	return fmt.Sprintf("reply code %d", int64(c))
+}
