@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -164,6 +165,29 @@ type Executor struct {
 	tracer trace.Tracer
 	// metrics is cfg.MeterProvider's instruments; nil when none was given.
 	metrics *telemetry
+	// background counts what an Execute that returned left running: a
+	// renewal whose Store ignored its cancellation (lease.stop).
+	background sync.WaitGroup
+}
+
+// Drain waits until nothing an Execute started is still running, or until
+// ctx is done (then it returns ctx's error). Execute itself waits for the
+// renewal it cancels when its action returns, but no longer than half the
+// safety margin: a Store whose Renew ignores its context would otherwise
+// hold the outcome back. Call Drain when shutting down, after the last
+// Execute returned, so that such a renewal does not outlive its owner.
+func (e *Executor) Drain(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		e.background.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("idemstore: Drain: renewals still running: %w", context.Cause(ctx))
+	}
 }
 
 // NewExecutor validates cfg and returns an Executor.
@@ -963,8 +987,8 @@ func (v *invocation) abandon(ctx context.Context, own Ownership, reason string, 
 }
 
 func truncateReason(s string) string {
-	if len(s) > 1024 {
-		return s[:1021] + "..."
+	if len(s) > MaxReasonLen {
+		return s[:MaxReasonLen-3] + "..."
 	}
 	return s
 }

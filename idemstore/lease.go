@@ -51,7 +51,11 @@ type lease struct {
 	done     bool        // the deadline passed or the lease was lost: renewals no longer count
 	stopped  bool        // the action returned
 	renewing bool        // a RENEW is in flight
-	quit     chan struct{}
+	// renewed is closed when the RENEW in flight returns (nil when none
+	// is); looped when the loop of the caller's ticks returns.
+	renewed chan struct{}
+	quit    chan struct{}
+	looped  chan struct{}
 }
 
 // keepLease starts keeping the lease confirmed at v.sent (v.leaseEnd) for
@@ -65,7 +69,7 @@ func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFu
 	defer l.mu.Unlock()
 	l.timer = time.AfterFunc(l.nextWakeLocked(), l.fire)
 	if !l.ticked {
-		l.quit = make(chan struct{})
+		l.quit, l.looped = make(chan struct{}), make(chan struct{})
 		go l.loop(v.req.RenewTicks)
 	}
 	return l
@@ -84,19 +88,50 @@ func (l *lease) nextWakeLocked() time.Duration {
 	return d
 }
 
-// stop ends the keeping; a renewal in flight is abandoned (its context is
-// cancelled) and its answer ignored. It does not wait for it.
+// stop ends the keeping: no renewal starts after it, and one in flight is
+// cancelled, its answer ignored. It waits for that renewal (and for the
+// loop of the caller's ticks) to return, so nothing of the lease runs
+// after Execute returns, but no longer than half the safety margin (at
+// least the store's command timeout, which a store that honours its
+// context returns within): a Store whose Renew ignores its cancellation
+// must not hold the action's outcome back. What is still running then is
+// left to the executor, which Drain waits for.
 func (l *lease) stop() {
 	l.mu.Lock()
 	l.stopped = true
 	l.timer.Stop()
-	stopRenews := l.stopRenews
+	stopRenews, renewed := l.stopRenews, l.renewed
 	l.mu.Unlock()
 	if l.quit != nil {
 		close(l.quit)
 	}
 	if stopRenews != nil {
 		stopRenews()
+	}
+	t := time.NewTimer(l.margin / 2)
+	defer t.Stop()
+	for _, ch := range []chan struct{}{renewed, l.looped} {
+		if ch == nil {
+			continue
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			l.e.log(l.parent, l.req.Ref, l.req.Operation, slog.LevelWarn,
+				"onceflow: a lease renewal did not return within half the safety margin after it was cancelled (the Store's Renew ignores its context); Execute returns without it and Executor.Drain waits for it",
+				"waited", l.margin/2)
+			l.e.background.Add(1)
+			go func() {
+				defer l.e.background.Done()
+				if renewed != nil {
+					<-renewed
+				}
+				if l.looped != nil {
+					<-l.looped
+				}
+			}()
+			return
+		}
 	}
 }
 
@@ -159,6 +194,7 @@ func (l *lease) extend(sent time.Time, left time.Duration) {
 // lost or ran out. A tick that arrives while a renewal hangs is not read:
 // the caller must not block on sending it.
 func (l *lease) loop(ticks <-chan time.Time) {
+	defer close(l.looped)
 	for {
 		select {
 		case <-l.quit:
@@ -186,6 +222,8 @@ func (l *lease) renew() (more bool) {
 		return true
 	}
 	l.renewing = true
+	renewed := make(chan struct{})
+	l.renewed = renewed
 	end := l.end
 	if l.ticked {
 		// Called by fire: the timer has fired. While the renewal is in
@@ -199,8 +237,10 @@ func (l *lease) renew() (more bool) {
 	rctx := l.rctx
 	l.mu.Unlock()
 	defer func() {
+		defer close(renewed)
 		l.mu.Lock()
 		l.renewing = false
+		l.renewed = nil
 		more = !l.done && !l.stopped
 		// Re-arm for the next tick or the (perhaps moved) deadline; a
 		// timer already firing checks the deadline itself.

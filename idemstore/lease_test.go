@@ -1,0 +1,137 @@
+package idemstore_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// slowRenewStore's Renew signals that it was entered, blocks until its
+// context is done, and returns a little later, as a store whose reply is
+// on the wire does; then it notes that it returned.
+type slowRenewStore struct {
+	idemstore.Store
+	entered  chan struct{}
+	returned atomic.Bool
+}
+
+func (s *slowRenewStore) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	time.Sleep(30 * time.Millisecond) // the cancelled command's reply is still on its way
+	defer s.returned.Store(true)
+	return nil, &idemstore.StoreError{Op: "renew", Ref: req.Ref, Certainty: idemstore.Indeterminate, Err: ctx.Err()}
+}
+
+// TestExecuteJoinsTheRenewalInFlight: when the action returns while a
+// renewal is in flight, Execute cancels the renewal and waits for it, so
+// no goroutine of the lease outlives Execute (goleak), and no "renewal
+// failed" warning follows. Not parallel: goleak looks at every goroutine.
+func TestExecuteJoinsTheRenewalInFlight(t *testing.T) {
+	rs, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &slowRenewStore{Store: rs, entered: make(chan struct{}, 1)}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent()
+	for range 3 { // the caller's ticks and the executor's own
+		for _, callerTicks := range []bool{true, false} {
+			store.returned.Store(false)
+			req := request(storetest.NewFixture())
+			ticks := make(chan time.Time, 1)
+			if callerTicks {
+				req.RenewTicks = ticks
+				ticks <- time.Now()
+			} else {
+				exec, err = idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store, Lease: 3 * time.Second, RenewInterval: time.Millisecond})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := exec.Execute(context.Background(), req, func(ctx context.Context) ([]byte, error) {
+				<-store.entered // a renewal is in flight
+				return []byte("ok"), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !store.returned.Load() {
+				t.Fatalf("callerTicks=%v: Execute returned before the renewal it cancelled did", callerTicks)
+			}
+			goleak.VerifyNone(t, before)
+		}
+	}
+	if err := exec.Drain(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDrainWaitsForARenewalThatIgnoresItsContext: Execute does not wait
+// longer than half the safety margin for a Renew that ignores its
+// cancellation; Drain is its owner and waits for it.
+func TestDrainWaitsForARenewalThatIgnoresItsContext(t *testing.T) {
+	t.Parallel()
+	const timeout = 50 * time.Millisecond
+	rs, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), CommandTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &misbehavingStore{Store: rs, timeout: timeout, mode: renewHangs, released: make(chan struct{})}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store, Lease: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := request(storetest.NewFixture())
+	ticks := make(chan time.Time, 1)
+	req.RenewTicks = ticks
+	ticks <- time.Now()
+	var started atomic.Bool
+	begin := time.Now()
+	_, err = exec.Execute(context.Background(), req, func(ctx context.Context) ([]byte, error) {
+		for {
+			store.mu.Lock()
+			n := len(store.deadlines)
+			store.mu.Unlock()
+			if n > 0 {
+				started.Store(true)
+				return []byte("ok"), nil
+			}
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+		}
+	})
+	if err != nil || !started.Load() {
+		t.Fatalf("Execute = %v (renewal started: %v)", err, started.Load())
+	}
+	if took, limit := time.Since(begin), exec.Config().SafetyMargin; took > limit {
+		t.Fatalf("Execute took %v, waiting for a hung renewal; want less than the safety margin %v", took, limit)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	if err := exec.Drain(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain with a renewal hung = %v, want DeadlineExceeded", err)
+	}
+	close(store.released)
+	if err := exec.Drain(t.Context()); err != nil {
+		t.Fatalf("Drain after the renewal returned = %v", err)
+	}
+}
