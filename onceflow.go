@@ -133,9 +133,9 @@ type ResolveRecordInput struct {
 type Fence struct {
 	// Epoch is the record's creation time (Unix milliseconds, store
 	// clock); 0 when unknown, which is older than every known epoch.
-	Epoch   int64
-	Attempt int64
-	Rev     int64
+	Epoch   int64 `json:"epoch,omitempty"`
+	Attempt int64 `json:"attempt"`
+	Rev     int64 `json:"rev"`
 }
 
 // Less reports whether f is older than g.

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	sdkactivity "go.temporal.io/sdk/activity"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
@@ -158,7 +159,7 @@ func (a *Activities) ChargeOptions() onceactivity.Options[ChargeInput, ledger.Pa
 		Key: func(in ChargeInput) string { return in.OrderID + "/charge" },
 		Reconcile: func(ctx context.Context, in ChargeInput, _ idemstore.Record) (ledger.Payment, bool, error) {
 			fence, _ := onceactivity.Fence(ctx)
-			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, ledger.FenceOf(fence))
+			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, fence)
 		},
 	}
 }
@@ -192,7 +193,7 @@ func (a *Activities) Charge(ctx context.Context, in ChargeInput) (ledger.Payment
 		return ledger.Payment{}, err // the gateway may have charged: effect unknown
 	}
 	fence, _ := onceactivity.Fence(ctx)
-	return a.ledger.RecordPayment(ctx, payment(key, in, gc, ledger.FenceOf(fence)))
+	return a.ledger.RecordPayment(ctx, payment(key, in, gc, fence))
 }
 
 // Refund is the charge's compensation: it refunds every charge the gateway
@@ -225,14 +226,14 @@ type Refund struct {
 	Refunds       []ledger.GatewayRefund `json:"refunds"`
 }
 
-func payment(key string, in ChargeInput, gc GatewayCharge, fence ledger.Fence) ledger.Payment {
+func payment(key string, in ChargeInput, gc GatewayCharge, fence onceflow.Fence) ledger.Payment {
 	return ledger.Payment{IdempotencyKey: key, OrderID: in.OrderID, AmountCents: in.AmountCents, Currency: in.Currency,
 		GatewayChargeID: gc.ChargeID, Status: gc.Status, Fence: fence}
 }
 
 // reconcile finds the effect of a charge under key: the ledger's row, or
 // the gateway's call (which it then records).
-func (a *Activities) reconcile(ctx context.Context, key string, in ChargeInput, fence ledger.Fence) (ledger.Payment, bool, error) {
+func (a *Activities) reconcile(ctx context.Context, key string, in ChargeInput, fence onceflow.Fence) (ledger.Payment, bool, error) {
 	if p, ok, err := a.ledger.PaymentByKey(ctx, key); err != nil || ok {
 		return p, ok, err
 	}
@@ -250,7 +251,7 @@ func (a *Activities) reconcile(ctx context.Context, key string, in ChargeInput, 
 // ledger and the gateway.
 func (a *Activities) ReconcileCharge(ctx context.Context, in ChargeInput) (idemwf.ReconcileResult, error) {
 	key := a.wrapper.BusinessOperationKey(sdkactivity.GetInfo(ctx).Namespace, ChargeCode, in.OrderID+"/charge")
-	p, found, err := a.reconcile(ctx, key, in, ledger.Fence{})
+	p, found, err := a.reconcile(ctx, key, in, onceflow.Fence{})
 	if err != nil || !found {
 		return idemwf.ReconcileResult{}, err
 	}

@@ -16,8 +16,7 @@ var libraryPackages = []string{
 	"github.com/onceflow/onceflow/idemstore",
 	"github.com/onceflow/onceflow/idemstore/redisstore",
 	"github.com/onceflow/onceflow/idemstore/storetest",
-	"github.com/onceflow/onceflow/examples/order",
-	"github.com/onceflow/onceflow/examples/order/ledger",
+	"github.com/onceflow/onceflow/sqlfence",
 	"github.com/onceflow/onceflow",
 }
 

@@ -29,6 +29,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	_ "modernc.org/sqlite"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -36,6 +37,8 @@ import (
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/operator"
+	"github.com/onceflow/onceflow/sqlfence"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -365,7 +368,7 @@ func (s *shop) waitPending(wfID string) []string {
 	}
 	// The list of every waiting workflow of the task queue shows it too.
 	out, err := s.operator("pending", "-task-queue", s.queue, "-json")
-	var list []worker.Waiting
+	var list []operator.Waiting
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].WorkflowID != wfID {
 		s.t.Fatalf("pending list: %s, %v", out, err)
 	}
@@ -563,16 +566,16 @@ func TestLedgerFencing(t *testing.T) {
 		ctx := t.Context()
 		key := "charge-card:d1:" + storetest.RandomHex(16)
 		p := ledger.Payment{IdempotencyKey: key, OrderID: "o-" + storetest.RandomHex(4), AmountCents: 100, Currency: "USD",
-			GatewayChargeID: "ch_new", Status: ledger.PaymentCaptured, Fence: ledger.Fence{Attempt: 2, Rev: 3}}
+			GatewayChargeID: "ch_new", Status: ledger.PaymentCaptured, Fence: onceflow.Fence{Attempt: 2, Rev: 3}}
 		newer, err := l.RecordPayment(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		zombie := p
-		zombie.ID, zombie.GatewayChargeID, zombie.Status, zombie.Fence = "", "ch_zombie", ledger.PaymentDeclined, ledger.Fence{Attempt: 1, Rev: 2}
+		zombie.ID, zombie.GatewayChargeID, zombie.Status, zombie.Fence = "", "ch_zombie", ledger.PaymentDeclined, onceflow.Fence{Attempt: 1, Rev: 2}
 		stored, err := l.RecordPayment(ctx, zombie)
-		var stale *ledger.StaleFenceError
-		if !errors.Is(err, ledger.ErrStaleFence) || !errors.As(err, &stale) || stale.Stored != p.Fence || stale.Attempted != zombie.Fence {
+		var stale *sqlfence.StaleError
+		if !errors.Is(err, sqlfence.ErrStale) || !errors.As(err, &stale) || stale.Stored != p.Fence || stale.Attempted != zombie.Fence {
 			t.Fatalf("zombie write: %v", err)
 		}
 		if stored != newer {
@@ -581,21 +584,21 @@ func TestLedgerFencing(t *testing.T) {
 		// A zombie of a record Redis lost: more attempts than the new
 		// record's, but an older epoch (the lost record's creation time).
 		lost := p
-		lost.ID, lost.GatewayChargeID, lost.Fence = "", "ch_lost_record", ledger.Fence{Epoch: 1_000, Attempt: 9, Rev: 20}
+		lost.ID, lost.GatewayChargeID, lost.Fence = "", "ch_lost_record", onceflow.Fence{Epoch: 1_000, Attempt: 9, Rev: 20}
 		newest := p
-		newest.ID, newest.Fence = "", ledger.Fence{Epoch: 2_000, Attempt: 1, Rev: 2}
+		newest.ID, newest.Fence = "", onceflow.Fence{Epoch: 2_000, Attempt: 1, Rev: 2}
 		key2 := "charge-card:d1:" + storetest.RandomHex(16)
 		newest.IdempotencyKey, lost.IdempotencyKey = key2, key2
 		after, err := l.RecordPayment(ctx, newest)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got, err := l.RecordPayment(ctx, lost); !errors.Is(err, ledger.ErrStaleFence) || got != after {
+		if got, err := l.RecordPayment(ctx, lost); !errors.Is(err, sqlfence.ErrStale) || got != after {
 			t.Fatalf("the lost record's zombie: %+v, %v; want refused, the newer row kept", got, err)
 		}
 		// The same attempt again, and a later one, go through; the row
 		// keeps its ID.
-		for _, f := range []ledger.Fence{{Attempt: 2, Rev: 3}, {Attempt: 2, Rev: 4}, {Attempt: 3, Rev: 1}} {
+		for _, f := range []onceflow.Fence{{Attempt: 2, Rev: 3}, {Attempt: 2, Rev: 4}, {Attempt: 3, Rev: 1}} {
 			w := p
 			w.ID, w.Fence, w.GatewayChargeID = "", f, "ch_"+f.String()
 			got, err := l.RecordPayment(ctx, w)

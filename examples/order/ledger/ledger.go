@@ -11,7 +11,7 @@
 //
 // The ledger is the third line of defence, after the Redis record and the
 // Temporal workflow ID: a step that runs again after Redis lost its record
-// finds its row (or cannot insert a second one), and FencedUpsert keeps a
+// finds its row (or cannot insert a second one), and a fenced write (package sqlfence) keeps a
 // zombie attempt from overwriting a newer attempt's write.
 package ledger
 
@@ -22,9 +22,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/onceflow/onceflow/sqlfence"
 )
 
 //go:embed schema.sql
@@ -47,23 +48,16 @@ func (d Dialect) Driver() string {
 	return "sqlite"
 }
 
-// rebind turns the ? placeholders of q into the dialect's.
-func (d Dialect) rebind(q string) string {
-	if d != Postgres {
-		return q
+// fenced is the dialect's sqlfence.Dialect.
+func (d Dialect) fenced() sqlfence.Dialect {
+	if d == Postgres {
+		return sqlfence.PostgreSQL
 	}
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(q[i])
-	}
-	return b.String()
+	return sqlfence.SQLite
 }
+
+// rebind turns the ? placeholders of q into the dialect's.
+func (d Dialect) rebind(q string) string { return d.fenced().Rebind(q) }
 
 // ParseDSN reads a ledger DSN: "sqlite:<path>" (a file, created if
 // missing) or "postgres://…" / "postgresql://…".

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/sqlfence"
 )
 
 // Payment statuses.
@@ -28,9 +31,9 @@ type Payment struct {
 	GatewayChargeID string `json:"gateway_charge_id"`
 	Status          string `json:"status"`
 	// Fence is the attempt that wrote the row.
-	Fence     Fence     `json:"fence"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Fence     onceflow.Fence `json:"fence"`
+	CreatedAt time.Time      `json:"created_at"`
+	UpdatedAt time.Time      `json:"updated_at"`
 }
 
 const paymentColumns = "payment_id, idempotency_key, order_id, amount_cents, currency, gateway_charge_id, status, fence_epoch, fence_attempt, fence_rev, created_at, updated_at"
@@ -74,12 +77,12 @@ func (l *Ledger) Payments(ctx context.Context, orderID string) ([]Payment, error
 	return out, rows.Err()
 }
 
-// RecordPayment writes p under its fence (FencedUpsert keyed by
+// RecordPayment writes p under its fence (sqlfence.Upsert keyed by
 // IdempotencyKey) and returns the stored row. A new row gets p.ID, or a
 // new UUIDv7 when it is empty; a row that exists keeps its ID and creation
 // time, so a step that runs again after Redis lost its record answers
 // with the original payment. A write whose fence is older than the stored
-// row's is refused with a *StaleFenceError (and the stored row).
+// row's is refused with a *sqlfence.StaleError (and the stored row).
 func (l *Ledger) RecordPayment(ctx context.Context, p Payment) (Payment, error) {
 	if p.IdempotencyKey == "" {
 		return Payment{}, errors.New("ledger: a payment needs an idempotency key")
@@ -88,24 +91,25 @@ func (l *Ledger) RecordPayment(ctx context.Context, p Payment) (Payment, error) 
 		p.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	now := l.millis()
-	written, err := FencedUpsert(ctx, l.db, l.dialect, FencedWrite{
+	err := sqlfence.Upsert(ctx, l.db, l.dialect.fenced(), sqlfence.Write{
 		Table: "payments", KeyColumn: "idempotency_key", Key: p.IdempotencyKey, Fence: p.Fence,
 		Columns: []string{"payment_id", "order_id", "amount_cents", "currency", "gateway_charge_id", "status", "created_at", "updated_at"},
 		Values:  []any{p.ID, p.OrderID, p.AmountCents, p.Currency, p.GatewayChargeID, p.Status, now, now},
 		Update:  []string{"gateway_charge_id", "status", "updated_at"},
 	})
-	if err != nil {
-		return Payment{}, err
+	stale := errors.Is(err, sqlfence.ErrStale)
+	if err != nil && !stale {
+		return Payment{}, fmt.Errorf("ledger: record the payment of %s: %w", p.IdempotencyKey, err)
 	}
-	stored, ok, err := l.PaymentByKey(ctx, p.IdempotencyKey)
-	if err == nil && !ok {
-		err = fmt.Errorf("ledger: the payment of %s vanished after it was written", p.IdempotencyKey)
+	stored, ok, rerr := l.PaymentByKey(ctx, p.IdempotencyKey)
+	if rerr == nil && !ok {
+		rerr = fmt.Errorf("ledger: the payment of %s vanished after it was written", p.IdempotencyKey)
 	}
-	if err != nil {
-		return Payment{}, err
+	if rerr != nil {
+		return Payment{}, rerr
 	}
-	if !written {
-		return stored, &StaleFenceError{Table: "payments", Key: p.IdempotencyKey, Stored: stored.Fence, Attempted: p.Fence}
+	if stale {
+		return stored, err
 	}
 	return stored, nil
 }
