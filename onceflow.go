@@ -42,7 +42,78 @@ const (
 	// TypeResolveRefused: the record moved on since the decision was
 	// taken (another resolver, or a new attempt). Non-retryable.
 	TypeResolveRefused = "onceflow.ResolveRefused"
+	// TypeCanceled: the attempt's context ended before the store answered
+	// (the activity was cancelled or timed out). Retryable; nothing was
+	// decided.
+	TypeCanceled = "onceflow.Canceled"
+	// TypeInternal: the executor returned an error it does not classify,
+	// a bug in onceflow or in a Store: report it. Retryable, since the
+	// record, not this answer, decides what the next attempt does.
+	TypeInternal = "onceflow.Internal"
 )
+
+// Outcome is the class of an executor's result: the one classification
+// the adapters map through their tables (the activity wrapper to an
+// ApplicationError type, the HTTP middleware to a status and problem,
+// telemetry to the "onceflow.outcome" attribute, whose values these
+// are). idemstore.OutcomeOf computes it.
+type Outcome string
+
+// The outcomes.
+const (
+	// OutcomeRan: the action ran and its result was recorded.
+	OutcomeRan Outcome = "ran"
+	// OutcomeReplayed: a recorded result was returned; nothing ran.
+	OutcomeReplayed Outcome = "replayed"
+	// OutcomeReconciled: a takeover found the earlier attempt's effect.
+	OutcomeReconciled Outcome = "reconciled"
+	// OutcomeInProgress: another attempt holds the lease.
+	OutcomeInProgress Outcome = "in_progress"
+	// OutcomeFingerprintMismatch: the scope was used with another input.
+	OutcomeFingerprintMismatch Outcome = "fingerprint_mismatch"
+	// OutcomeOwnerConflict: the owner holds the record for another
+	// operation.
+	OutcomeOwnerConflict Outcome = "owner_conflict"
+	// OutcomeCodecMismatch: the stored result was encoded with another
+	// codec or policy revision.
+	OutcomeCodecMismatch Outcome = "codec_mismatch"
+	// OutcomeRetryable: the action failed with no effect.
+	OutcomeRetryable Outcome = "retryable"
+	// OutcomeEffectUnknown: the effect's fate is unknown.
+	OutcomeEffectUnknown Outcome = "effect_unknown"
+	// OutcomeRecoveryRequired: the record is ABANDONED; a decision must
+	// resolve it.
+	OutcomeRecoveryRequired Outcome = "recovery_required"
+	// OutcomeFailed: a decision failed the operation for good.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeInvalid: the request was invalid (an input that cannot be
+	// encoded, a bad scope); nothing was written.
+	OutcomeInvalid Outcome = "invalid"
+	// OutcomeCorrupt: the record, or a reply about it, does not decode.
+	OutcomeCorrupt Outcome = "corrupt"
+	// OutcomeCanceled: the caller's context ended before the store
+	// answered.
+	OutcomeCanceled Outcome = "canceled"
+	// OutcomeStoreUnavailable: the store could not be reached or did not
+	// answer.
+	OutcomeStoreUnavailable Outcome = "store_unavailable"
+	// OutcomeError: an error the executor does not classify (a bug).
+	OutcomeError Outcome = "error"
+)
+
+// Outcomes returns every outcome, the successful ones first, so an
+// adapter's test can check that its table maps each error outcome.
+func Outcomes() []Outcome {
+	return []Outcome{OutcomeRan, OutcomeReplayed, OutcomeReconciled,
+		OutcomeInProgress, OutcomeFingerprintMismatch, OutcomeOwnerConflict, OutcomeCodecMismatch,
+		OutcomeRetryable, OutcomeEffectUnknown, OutcomeRecoveryRequired, OutcomeFailed, OutcomeInvalid,
+		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeError}
+}
+
+// Succeeded reports whether o is a result rather than an error.
+func (o Outcome) Succeeded() bool {
+	return o == OutcomeRan || o == OutcomeReplayed || o == OutcomeReconciled
+}
 
 // Checkpoint is what the wrapper heartbeats, so the next attempt and the
 // workflow's history know what the last attempt that reached the action

@@ -32,6 +32,8 @@ const (
 	TypeInvalidInput             = onceflow.TypeInvalidInput
 	TypeCorruptRecord            = onceflow.TypeCorruptRecord
 	TypeOperationFailed          = onceflow.TypeOperationFailed
+	TypeCanceled                 = onceflow.TypeCanceled
+	TypeInternal                 = onceflow.TypeInternal
 )
 
 // Scope says which runs of an activity share one idempotency record.
@@ -424,25 +426,17 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return b, nil
 	}
 	wait := opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped
-	res, err := w.exec.Execute(ctx, req, action)
-	for waited := false; wait; waited = true {
+	var res idemstore.Result
+	if wait {
 		// Another attempt holds the operation: wait for it here, beating
 		// the heart, instead of using up a retry.
-		var ip *idemstore.InProgressError
-		if !errors.As(err, &ip) {
-			break
-		}
-		if !waited {
-			log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
-		}
-		delay := min(max(ip.RetryAfter, 50*time.Millisecond), interval)
-		select {
-		case <-ctx.Done():
-			err = fmt.Errorf("waiting for the attempt in progress: %w (%w)", context.Cause(ctx), err)
-			wait = false
-			continue
-		case <-time.After(delay):
-		}
+		res, _, err = w.exec.ExecuteWaiting(ctx, req, action, idemstore.Waiting{
+			MinDelay: 50 * time.Millisecond, MaxDelay: interval,
+			OnWait: func(ip *idemstore.InProgressError) {
+				log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
+			},
+		})
+	} else {
 		res, err = w.exec.Execute(ctx, req, action)
 	}
 	stopHeartbeats()
@@ -498,56 +492,63 @@ type resolver struct {
 	encode func(json []byte) ([]byte, error)
 }
 
+// temporalError is how one outcome crosses the Temporal boundary: its
+// stable ApplicationError type, and whether Temporal may retry it.
+type temporalError struct {
+	typ       string
+	retryable bool
+}
+
+// temporalErrors maps every error outcome of idemstore.OutcomeOf.
+var temporalErrors = map[onceflow.Outcome]temporalError{
+	onceflow.OutcomeInProgress:          {TypeInProgress, true},
+	onceflow.OutcomeFingerprintMismatch: {TypeFingerprintMismatch, false},
+	onceflow.OutcomeOwnerConflict:       {TypeOwnerOperationConflict, false},
+	onceflow.OutcomeCodecMismatch:       {TypeCodecMismatch, false},
+	onceflow.OutcomeRetryable:           {TypeRetryableNoEffect, true},
+	onceflow.OutcomeEffectUnknown:       {TypeEffectUnknown, false},
+	onceflow.OutcomeRecoveryRequired:    {TypeEffectUnknown, false},
+	onceflow.OutcomeFailed:              {TypeOperationFailed, false},
+	onceflow.OutcomeInvalid:             {TypeInvalidInput, false},
+	onceflow.OutcomeCorrupt:             {TypeCorruptRecord, false},
+	onceflow.OutcomeCanceled:            {TypeCanceled, true},
+	onceflow.OutcomeStoreUnavailable:    {TypeStoreUnavailable, true},
+	onceflow.OutcomeError:               {TypeInternal, true},
+}
+
 // toTemporal maps an Execute error to an ApplicationError with a stable
-// type.
+// type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
+// carry more (the incident's details, the retry delay, the decision's
+// reason) add it here.
 func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) error {
+	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
+	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
 		ip *idemstore.InProgressError
-		ce *idemstore.ConflictError
 		eu *idemstore.EffectUnknownError
 		re *idemstore.RetryableError
 		of *idemstore.OperationFailedError
-		se *idemstore.StoreError
-		ve *idemstore.ValidationError
-		cr *idemstore.CorruptRecordError
 	)
-	// The executor's own verdicts first: an action's error may wrap
-	// anything, and it is the verdict on the record that counts.
-	switch {
-	case errors.As(err, &eu):
-		d := EffectUnknownDetails{
+	switch t.typ {
+	case TypeEffectUnknown:
+		errors.As(err, &eu)
+		opts.Cause = eu.Err
+		opts.Details = []any{EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
 			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
-		}
-		return temporal.NewNonRetryableApplicationError(err.Error(), TypeEffectUnknown, eu.Err, d)
-	case errors.As(err, &re):
-		return temporal.NewApplicationErrorWithCause(err.Error(), TypeRetryableNoEffect, re.Err)
-	case errors.As(err, &of):
-		return temporal.NewNonRetryableApplicationError(err.Error(), TypeOperationFailed, nil, of.Reason)
-	case errors.As(err, &ip):
-		delay := ip.RetryAfter
-		if delay < 100*time.Millisecond {
-			delay = 100 * time.Millisecond
-		}
-		return temporal.NewApplicationErrorWithOptions(err.Error(), TypeInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: delay})
-	case errors.As(err, &ce):
-		typ := TypeFingerprintMismatch
-		switch ce.Kind {
-		case idemstore.ErrOwnerOperationConflict:
-			typ = TypeOwnerOperationConflict
-		case idemstore.ErrCodecMismatch:
-			typ = TypeCodecMismatch
-		}
-		return temporal.NewNonRetryableApplicationError(err.Error(), typ, nil)
-	case errors.As(err, &cr), errors.Is(err, idemstore.ErrUnexpectedReply):
-		return temporal.NewNonRetryableApplicationError(err.Error(), TypeCorruptRecord, nil)
-	case errors.As(err, &ve):
-		return temporal.NewNonRetryableApplicationError(err.Error(), TypeInvalidInput, nil)
-	case errors.As(err, &se):
-		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
+		}}
+	case TypeRetryableNoEffect:
+		errors.As(err, &re)
+		opts.Cause = re.Err
+	case TypeOperationFailed:
+		errors.As(err, &of)
+		opts.Details = []any{of.Reason}
+	case TypeInProgress:
+		errors.As(err, &ip)
+		opts.NextRetryDelay = max(ip.RetryAfter, 100*time.Millisecond)
 	}
-	return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), t.typ, opts)
 }
 
 // OperationKey returns the stable operation key inside a wrapped activity:

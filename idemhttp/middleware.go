@@ -337,34 +337,23 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
 	}
 
-	wait := m.preferWait(r)
-	deadline := time.Now().Add(wait)
-	waited := false
 	var res idemstore.Result
-	for {
-		res, err = m.cfg.Executor.Execute(r.Context(), req, action)
-		var ip *idemstore.InProgressError
-		if ran != nil || !errors.As(err, &ip) || wait <= 0 {
-			break
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			break
-		}
-		if !waited {
-			m.log.DebugContext(r.Context(), "idemhttp: in progress; waiting (Prefer: wait)", "ref", ref.String(), "wait", left)
-		}
-		waited = true
-		t := time.NewTimer(min(left, max(min(ip.RetryAfter, 250*time.Millisecond), 20*time.Millisecond)))
-		select {
-		case <-r.Context().Done():
-			t.Stop()
+	waited := false
+	if wait := m.preferWait(r); wait > 0 {
+		res, waited, err = m.cfg.Executor.ExecuteWaiting(r.Context(), req, action, idemstore.Waiting{
+			Deadline: time.Now().Add(wait), MinDelay: 20 * time.Millisecond, MaxDelay: 250 * time.Millisecond,
+			OnWait: func(*idemstore.InProgressError) {
+				m.log.DebugContext(r.Context(), "idemhttp: in progress; waiting (Prefer: wait)", "ref", ref.String(), "wait", wait)
+			},
+		})
+		if waited && r.Context().Err() != nil {
 			return // the client is gone
-		case <-t.C:
 		}
-	}
-	if waited {
-		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+		if waited {
+			w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(wait/time.Second)))
+		}
+	} else {
+		res, err = m.cfg.Executor.Execute(r.Context(), req, action)
 	}
 	switch {
 	case ran != nil:
@@ -387,7 +376,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		w.WriteHeader(s.Status)
 		_, _ = w.Write(s.Body)
 	default:
-		WriteProblem(w, m.problem(ref, err))
+		WriteProblem(w, m.problem(r.Context(), ref, err))
 	}
 }
 
@@ -408,42 +397,89 @@ func isRetryable(err error) bool {
 	return errors.As(err, &re)
 }
 
-// problem maps an Execute error to the answer.
-func (m *Middleware) problem(ref idemstore.Ref, err error) *Problem {
-	var (
-		ip  *idemstore.InProgressError
-		ce  *idemstore.ConflictError
-		eu  *idemstore.EffectUnknownError
-		of  *idemstore.OperationFailedError
-		cor *idemstore.CorruptRecordError
-	)
-	switch {
-	case errors.As(err, &ip):
-		return &Problem{Type: ProblemInProgress, Title: "Request in progress", Status: http.StatusConflict, RetryAfter: max(ip.RetryAfter, time.Second),
-			Detail: "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"}
-	case errors.As(err, &ce) && errors.Is(err, idemstore.ErrFingerprintMismatch):
-		return &Problem{Type: ProblemKeyReused, Title: "Idempotency key reused", Status: http.StatusUnprocessableEntity,
-			Detail: "this key was used for a request with another method, route or body: send a new key for a new request"}
-	case errors.As(err, &ce):
-		return &Problem{Type: ProblemKeyReused, Title: "Idempotency key conflict", Status: http.StatusConflict,
-			Detail: "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"}
-	case errors.As(err, &eu):
-		return &Problem{Type: ProblemOutcomeUnknown, Title: "Outcome unknown", Status: http.StatusConflict,
-			Detail: "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
-				"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"}
-	case errors.As(err, &of):
-		return &Problem{Type: ProblemOperationFailed, Title: "Operation failed", Status: http.StatusConflict,
-			Detail: "an operator marked the request with this key as failed (" + of.Reason + "): send a new key"}
-	case errors.As(err, &cor):
-		return &Problem{Type: ProblemCorruptRecord, Title: "Idempotency record corrupt", Status: http.StatusInternalServerError,
-			Detail: "the record of this key does not decode; an operator must delete record " + ref.String()}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Problem{Type: ProblemStoreUnavailable, Title: "Request not processed", Status: http.StatusServiceUnavailable, RetryAfter: m.cfg.StoreRetryAfter,
-			Detail: "the request ended before it was processed; retry it with the same key"}
+// problemSpec is how one outcome is answered.
+type problemSpec struct {
+	typ, title string
+	status     int
+	// detail says what happened and what to do.
+	detail func(ref idemstore.Ref, err error) string
+}
+
+// problems maps every error outcome of idemstore.OutcomeOf to its answer.
+var problems = map[onceflow.Outcome]problemSpec{
+	onceflow.OutcomeInProgress: {ProblemInProgress, "Request in progress", http.StatusConflict, func(idemstore.Ref, error) string {
+		return "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"
+	}},
+	onceflow.OutcomeFingerprintMismatch: {ProblemKeyReused, "Idempotency key reused", http.StatusUnprocessableEntity, func(idemstore.Ref, error) string {
+		return "this key was used for a request with another method, route or body: send a new key for a new request"
+	}},
+	onceflow.OutcomeOwnerConflict:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
+	onceflow.OutcomeCodecMismatch:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
+	onceflow.OutcomeEffectUnknown:    {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
+	onceflow.OutcomeRecoveryRequired: {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
+	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ idemstore.Ref, err error) string {
+		var of *idemstore.OperationFailedError
+		errors.As(err, &of)
+		return "an operator marked the request with this key as failed (" + of.Reason + "): send a new key"
+	}},
+	onceflow.OutcomeCorrupt: {ProblemCorruptRecord, "Idempotency record corrupt", http.StatusInternalServerError, func(ref idemstore.Ref, _ error) string {
+		return "the record of this key does not decode; an operator must delete record " + ref.String()
+	}},
+	onceflow.OutcomeInvalid: {ProblemInvalidRequest, "Request cannot be checked", http.StatusBadRequest, func(_ idemstore.Ref, err error) string {
+		var ve *idemstore.ValidationError
+		errors.As(err, &ve)
+		return "the request's idempotency identity is invalid (" + ve.Field + " " + ve.Reason + "): it was not processed"
+	}},
+	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, notProcessedDetail},
+	onceflow.OutcomeCanceled:  {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, notProcessedDetail},
+	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+		return "the request was not processed because its key could not be checked; retry it with the same key after Retry-After seconds"
+	}},
+	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(idemstore.Ref, error) string {
+		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
+	}},
+}
+
+func conflictDetail(_ idemstore.Ref, err error) string {
+	var ce *idemstore.ConflictError
+	errors.As(err, &ce)
+	return "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"
+}
+
+func outcomeUnknownDetail(ref idemstore.Ref, _ error) string {
+	return "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
+		"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"
+}
+
+func notProcessedDetail(idemstore.Ref, error) string {
+	return "the request ended before it was processed; retry it with the same key"
+}
+
+// problem maps an Execute error to the answer, through idemstore.OutcomeOf
+// and problems. A store that did not answer because the client went away
+// is the client's cancellation, not an unavailable store.
+func (m *Middleware) problem(ctx context.Context, ref idemstore.Ref, err error) *Problem {
+	o := idemstore.OutcomeOf(idemstore.Result{}, err)
+	if o == onceflow.OutcomeStoreUnavailable && ctx.Err() != nil {
+		o = onceflow.OutcomeCanceled
 	}
-	m.log.Warn("idemhttp: the idempotency store is unavailable; refusing the request", "ref", ref.String(), "err", err)
-	return &Problem{Type: ProblemStoreUnavailable, Title: "Idempotency store unavailable", Status: http.StatusServiceUnavailable, RetryAfter: m.cfg.StoreRetryAfter,
-		Detail: "the request was not processed because its key could not be checked; retry it with the same key after Retry-After seconds"}
+	spec := problems[o]
+	p := &Problem{Type: spec.typ, Title: spec.title, Status: spec.status, Detail: spec.detail(ref, err)}
+	switch o {
+	case onceflow.OutcomeInProgress:
+		var ip *idemstore.InProgressError
+		errors.As(err, &ip)
+		p.RetryAfter = max(ip.RetryAfter, time.Second)
+	case onceflow.OutcomeStoreUnavailable, onceflow.OutcomeCanceled, onceflow.OutcomeRetryable:
+		p.RetryAfter = m.cfg.StoreRetryAfter
+	}
+	switch o {
+	case onceflow.OutcomeStoreUnavailable:
+		m.log.Warn("idemhttp: the idempotency store is unavailable; refusing the request", "ref", ref.String(), "err", err)
+	case onceflow.OutcomeError, onceflow.OutcomeCorrupt:
+		m.log.Error("idemhttp: refusing the request", "ref", ref.String(), "outcome", string(o), "err", err)
+	}
+	return p
 }
 
 // preferWait returns the wait the client asked for with Prefer: wait=N,

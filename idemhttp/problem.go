@@ -21,6 +21,7 @@ const (
 	ProblemStoreUnavailable = "urn:onceflow:problem:store-unavailable"
 	ProblemCorruptRecord    = "urn:onceflow:problem:corrupt-record"
 	ProblemHandlerPanicked  = "urn:onceflow:problem:handler-panicked"
+	ProblemInternal         = "urn:onceflow:problem:internal-error"
 )
 
 // ContentTypeProblem is the media type of a Problem.

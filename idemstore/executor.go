@@ -416,7 +416,7 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 		if !recording && e.metrics == nil {
 			return
 		}
-		outcome := OutcomeOf(res, err)
+		outcome := string(OutcomeOf(res, err))
 		if e.metrics != nil {
 			e.metrics.executions.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(
 				AttrOperationCode.String(string(req.Ref.Code)), AttrOutcome.String(outcome)))

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/onceflow/onceflow"
 )
 
 // Metric names of an Executor (OpenTelemetry; the Prometheus exporter
@@ -35,21 +37,24 @@ const (
 )
 
 // Outcomes of an Execute, the "onceflow.outcome" attribute of
-// MetricExecutions and of the execute span.
+// MetricExecutions and of the execute span (onceflow.Outcome).
 const (
-	OutcomeRan                 = "ran"
-	OutcomeReplayed            = "replayed"
-	OutcomeReconciled          = "reconciled"
-	OutcomeInProgress          = "in_progress"
-	OutcomeFingerprintMismatch = "fingerprint_mismatch" // HTTP 422
-	OutcomeConflict            = "conflict"
-	OutcomeRetryable           = "retryable"
-	OutcomeEffectUnknown       = "effect_unknown"
-	OutcomeRecoveryRequired    = "recovery_required"
-	OutcomeFailed              = "failed"
-	OutcomeStoreUnavailable    = "store_unavailable"
-	OutcomeCorrupt             = "corrupt"
-	OutcomeError               = "error"
+	OutcomeRan                 = onceflow.OutcomeRan
+	OutcomeReplayed            = onceflow.OutcomeReplayed
+	OutcomeReconciled          = onceflow.OutcomeReconciled
+	OutcomeInProgress          = onceflow.OutcomeInProgress
+	OutcomeFingerprintMismatch = onceflow.OutcomeFingerprintMismatch
+	OutcomeOwnerConflict       = onceflow.OutcomeOwnerConflict
+	OutcomeCodecMismatch       = onceflow.OutcomeCodecMismatch
+	OutcomeRetryable           = onceflow.OutcomeRetryable
+	OutcomeEffectUnknown       = onceflow.OutcomeEffectUnknown
+	OutcomeRecoveryRequired    = onceflow.OutcomeRecoveryRequired
+	OutcomeFailed              = onceflow.OutcomeFailed
+	OutcomeInvalid             = onceflow.OutcomeInvalid
+	OutcomeCorrupt             = onceflow.OutcomeCorrupt
+	OutcomeCanceled            = onceflow.OutcomeCanceled
+	OutcomeStoreUnavailable    = onceflow.OutcomeStoreUnavailable
+	OutcomeError               = onceflow.OutcomeError
 )
 
 // Span attribute keys. None carries a raw key, principal, workflow ID or
@@ -96,9 +101,14 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 	return &t, nil
 }
 
-// OutcomeOf classifies an Execute's result (one of the Outcome*
-// constants).
-func OutcomeOf(res Result, err error) string {
+// OutcomeOf classifies an Execute's result: the one classification of
+// the executor's results, which every adapter maps through a table of its
+// own. The executor's verdicts come first (an action's error may wrap
+// anything; the verdict on the record is what counts), then a corrupt
+// record or reply, the caller's cancellation, and a store that did not
+// answer. Anything else is OutcomeError: a bug, never silently "store
+// unavailable".
+func OutcomeOf(res Result, err error) onceflow.Outcome {
 	if err == nil {
 		switch res.Disposition {
 		case Replayed:
@@ -114,28 +124,37 @@ func OutcomeOf(res Result, err error) string {
 		re  *RetryableError
 		eu  *EffectUnknownError
 		of  *OperationFailedError
+		ve  *ValidationError
 		se  *StoreError
 		cor *CorruptRecordError
 	)
 	switch {
-	case errors.As(err, &ip):
-		return OutcomeInProgress
-	case errors.As(err, &ce) && errors.Is(err, ErrFingerprintMismatch):
-		return OutcomeFingerprintMismatch
-	case errors.As(err, &ce):
-		return OutcomeConflict
-	case errors.As(err, &re):
-		return OutcomeRetryable
 	case errors.As(err, &eu) && eu.RecoveryRequired:
 		return OutcomeRecoveryRequired
 	case errors.As(err, &eu):
 		return OutcomeEffectUnknown
+	case errors.As(err, &re):
+		return OutcomeRetryable
 	case errors.As(err, &of):
 		return OutcomeFailed
-	case errors.As(err, &cor):
+	case errors.As(err, &ip):
+		return OutcomeInProgress
+	case errors.As(err, &ce):
+		switch {
+		case errors.Is(err, ErrOwnerOperationConflict):
+			return OutcomeOwnerConflict
+		case errors.Is(err, ErrCodecMismatch):
+			return OutcomeCodecMismatch
+		}
+		return OutcomeFingerprintMismatch
+	case errors.As(err, &cor), errors.Is(err, ErrUnexpectedReply):
 		return OutcomeCorrupt
+	case errors.As(err, &ve):
+		return OutcomeInvalid
 	case errors.As(err, &se), errors.Is(err, ErrIndeterminate):
 		return OutcomeStoreUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return OutcomeCanceled
 	}
 	return OutcomeError
 }

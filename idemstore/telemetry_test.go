@@ -3,6 +3,7 @@ package idemstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -172,12 +174,12 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	te.tree(t)
 
 	for _, c := range []struct {
-		outcome string
+		outcome onceflow.Outcome
 		want    int64
 	}{{idemstore.OutcomeRan, 1}, {idemstore.OutcomeReplayed, 1}, {idemstore.OutcomeFingerprintMismatch, 1},
 		{idemstore.OutcomeReconciled, 1}, {idemstore.OutcomeEffectUnknown, 1}, {idemstore.OutcomeRecoveryRequired, 1},
 		{idemstore.OutcomeInProgress, 1}} {
-		if n := te.counter(t, idemstore.MetricExecutions, outcome(c.outcome)); n != c.want {
+		if n := te.counter(t, idemstore.MetricExecutions, outcome(string(c.outcome))); n != c.want {
 			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
 		}
 	}
@@ -233,14 +235,21 @@ func TestOutcomeOf(t *testing.T) {
 	for _, c := range []struct {
 		res  idemstore.Result
 		err  error
-		want string
+		want onceflow.Outcome
 	}{
 		{idemstore.Result{Disposition: idemstore.Ran}, nil, idemstore.OutcomeRan},
 		{idemstore.Result{Disposition: idemstore.Replayed}, nil, idemstore.OutcomeReplayed},
 		{idemstore.Result{Disposition: idemstore.Reconciled}, nil, idemstore.OutcomeReconciled},
 		{err: &idemstore.InProgressError{Ref: ref}, want: idemstore.OutcomeInProgress},
 		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrFingerprintMismatch}, want: idemstore.OutcomeFingerprintMismatch},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrCodecMismatch}, want: idemstore.OutcomeConflict},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrCodecMismatch}, want: idemstore.OutcomeCodecMismatch},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrOwnerOperationConflict}, want: idemstore.OutcomeOwnerConflict},
+		{err: fmt.Errorf("claim: %w", idemstore.ErrUnexpectedReply), want: idemstore.OutcomeCorrupt},
+		{err: &idemstore.ValidationError{Field: "Ref"}, want: idemstore.OutcomeInvalid},
+		{err: &idemstore.StoreError{Op: "claim", Ref: ref, Err: context.DeadlineExceeded}, want: idemstore.OutcomeStoreUnavailable},
+		{err: fmt.Errorf("waiting: %w", context.Canceled), want: idemstore.OutcomeCanceled},
+		// The verdict on the record counts, whatever the action's error wraps.
+		{err: &idemstore.RetryableError{Ref: ref, Err: &idemstore.StoreError{Op: "downstream"}}, want: idemstore.OutcomeRetryable},
 		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: idemstore.OutcomeRetryable},
 		{err: &idemstore.EffectUnknownError{Ref: ref}, want: idemstore.OutcomeEffectUnknown},
 		{err: &idemstore.EffectUnknownError{Ref: ref, RecoveryRequired: true}, want: idemstore.OutcomeRecoveryRequired},

@@ -1,0 +1,32 @@
+package activity
+
+import (
+	"errors"
+	"testing"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// Every error outcome crosses the Temporal boundary with a type of its
+// own table entry; an error the executor does not classify is
+// onceflow.Internal, not "store unavailable".
+func TestEveryOutcomeHasATemporalType(t *testing.T) {
+	t.Parallel()
+	for _, o := range onceflow.Outcomes() {
+		if _, ok := temporalErrors[o]; ok == o.Succeeded() {
+			t.Errorf("outcome %q: in the table %v, succeeded %v", o, ok, o.Succeeded())
+		}
+	}
+	var ae *temporal.ApplicationError
+	err := toTemporal(errors.New("something new"), idemstore.Ref{}, "", nil)
+	if !errors.As(err, &ae) || ae.Type() != TypeInternal || ae.NonRetryable() {
+		t.Fatalf("an unclassified error = %v, want a retryable %s", err, TypeInternal)
+	}
+	err = toTemporal(&idemstore.ValidationError{Field: "Ref", Reason: "bad"}, idemstore.Ref{}, "", nil)
+	if !errors.As(err, &ae) || ae.Type() != TypeInvalidInput || !ae.NonRetryable() {
+		t.Fatalf("a validation error = %v, want a non-retryable %s", err, TypeInvalidInput)
+	}
+}
