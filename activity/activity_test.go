@@ -19,6 +19,7 @@ import (
 
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/logtest"
@@ -119,7 +120,7 @@ func (f *fixture) holdBusinessKey(t *testing.T, in chargeIn, lease time.Duration
 
 // holdBusinessKeyAs is holdBusinessKey, with the holder's ownership and
 // nonce, so the test can complete the held operation.
-func (f *fixture) holdBusinessKeyAs(t *testing.T, in chargeIn, lease time.Duration) (idemstore.Ref, idemstore.Ownership, idemstore.Nonce) {
+func (f *fixture) holdBusinessKeyAs(t *testing.T, in chargeIn, lease time.Duration) (idemstore.Ref, idemstore.Ownership, driver.Nonce) {
 	t.Helper()
 	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
 	held := storetest.NewFixture()
@@ -127,12 +128,12 @@ func (f *fixture) holdBusinessKeyAs(t *testing.T, in chargeIn, lease time.Durati
 	input, _ := json.Marshal(in)
 	held.Fingerprint = idemstore.FingerprintOf(input)
 	held.Lease = lease
-	nonce := idemstore.NewNonce()
-	out, err := f.store.ClaimStart(t.Context(), held.ClaimStart(idemstore.NewOwner(), nonce))
+	nonce := driver.NewNonce()
+	out, err := f.store.ClaimStart(t.Context(), held.ClaimStart(driver.NewOwner(), nonce))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return held.Ref, out.(idemstore.Acquired).Ownership, nonce
+	return held.Ref, out.(driver.Acquired).Ownership, nonce
 }
 
 func appError(t *testing.T, err error) *temporal.ApplicationError {
@@ -265,7 +266,7 @@ func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
 	go func() {
 		<-waiting // the other attempt finishes once this one waits on it
 		theirs, _ := json.Marshal(chargeOut{ChargeID: "ch_theirs", Key: "k"})
-		if _, err := f.store.Complete(context.Background(), idemstore.CompleteRequest{Ownership: held, Nonce: nonce, Response: theirs, TTL: time.Hour}); err != nil {
+		if _, err := f.store.Complete(context.Background(), driver.CompleteRequest{Ownership: held, Nonce: nonce, Response: theirs, TTL: time.Hour}); err != nil {
 			t.Error(err)
 		}
 	}()

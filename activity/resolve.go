@@ -9,6 +9,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // ResolveRecordActivity is the registered name of Wrapper.ResolveRecord:
@@ -32,7 +33,7 @@ func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) erro
 	cfg := w.exec.Config()
 	d := in.Details
 	ref := idemstore.Ref{Code: idemstore.OperationCode(d.OperationCode), Digest: idemstore.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
-	req := idemstore.ResolveRequest{
+	req := driver.ResolveRequest{
 		Ref: ref, Attempt: d.Attempt, Rev: d.Rev, Target: idemstore.State(in.Target), Reason: in.Reason,
 		TTL: cfg.FailureRetention,
 	}
@@ -59,9 +60,9 @@ func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) erro
 		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
 	}
 	switch o := out.(type) {
-	case idemstore.Transitioned, idemstore.AlreadyTransitioned, idemstore.Missing:
+	case driver.Transitioned, driver.AlreadyTransitioned, driver.Missing:
 		return nil
-	case idemstore.Refused:
+	case driver.Refused:
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: resolving %s refused (%s): the record is now attempt %d rev %d in %s",
 			d.RecordKey, o.Reason, o.Record.Attempt, o.Record.Rev, o.Record.State), TypeResolveRefused, nil)

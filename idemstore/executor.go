@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // tracerName names the executor's tracer.
@@ -64,7 +66,7 @@ type ExecutorConfig struct {
 	// request was sent, and fires whatever the store does. The margin must
 	// cover the time the action takes to stop and the outcome to be
 	// written, so it must be well above (at least twice) the store's
-	// CommandTimeout when the store reports one (see TimeBounded), and at
+	// CommandTimeout when the store reports one (see driver.TimeBounded), and at
 	// most Lease / 3. Default Lease / 10, raised to twice the store's
 	// CommandTimeout when that is more.
 	SafetyMargin time.Duration
@@ -105,7 +107,7 @@ func (c *ExecutorConfig) setDefaults() error {
 		c.PolicyRevision = DefaultPolicyRevision
 	}
 	var storeTimeout time.Duration
-	if tb, ok := c.Store.(TimeBounded); ok {
+	if tb, ok := c.Store.(driver.TimeBounded); ok {
 		storeTimeout = tb.CommandTimeout()
 	}
 	if c.SafetyMargin == 0 {
@@ -145,15 +147,7 @@ func (c *ExecutorConfig) setDefaults() error {
 		return fmt.Errorf("idemstore: ExecutorConfig.RenewInterval (%v) leaves fewer than two renewals before the lease's deadline (Lease %v less SafetyMargin %v): lower RenewInterval or raise Lease",
 			c.RenewInterval, c.Lease, c.SafetyMargin)
 	}
-	return validateCodec(c.Codec, c.PolicyRevision)
-}
-
-// TimeBounded is implemented by a Store that bounds how long each call may
-// wait (redisstore.Store does): NewExecutor checks
-// ExecutorConfig.SafetyMargin against it.
-type TimeBounded interface {
-	// CommandTimeout is the longest one store call waits.
-	CommandTimeout() time.Duration
+	return driver.ValidateCodec(c.Codec, c.PolicyRevision)
 }
 
 // Executor runs actions at most once per operation whenever the store can
@@ -319,7 +313,7 @@ type Execution struct {
 	Ref       Ref
 	Operation OperationID
 	Owner     Owner
-	Nonce     Nonce
+	Nonce     driver.Nonce
 	// Fence is the running attempt's fencing token, with the record's
 	// Epoch.
 	Fence Fence
@@ -358,11 +352,11 @@ func OperationKey(ctx context.Context) string {
 
 // Validate checks the request's identity.
 func (r Request) Validate() error {
-	if err := validateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
+	if err := driver.ValidateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
 		return err
 	}
 	if r.Codec != "" {
-		if err := validateCodec(r.Codec, 1); err != nil {
+		if err := driver.ValidateCodec(r.Codec, 1); err != nil {
 			return err
 		}
 	}
@@ -395,11 +389,11 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 	if err := req.Validate(); err != nil {
 		return Result{}, err
 	}
-	var nonce Nonce
+	var nonce driver.Nonce
 	if req.Owner == "" {
-		req.Owner, nonce = newOwnerAndNonce()
+		req.Owner, nonce = driver.NewOwnerAndNonce()
 	} else {
-		nonce = NewNonce()
+		nonce = driver.NewNonce()
 	}
 	span := trace.SpanFromContext(ctx)
 	switch {
@@ -456,7 +450,7 @@ func (e *Executor) log(ctx context.Context, ref Ref, op OperationID, level slog.
 type invocation struct {
 	e     *Executor
 	req   Request
-	nonce Nonce
+	nonce driver.Nonce
 	// sent is when the request that last confirmed the lease was sent:
 	// the lease a reply reports is measured from no later than that.
 	sent time.Time
@@ -476,13 +470,13 @@ func (v *invocation) fence(own Ownership) Fence {
 
 func (v *invocation) store() Store { return v.e.cfg.Store }
 
-func (v *invocation) claimRequest() ClaimRequest {
+func (v *invocation) claimRequest() driver.ClaimRequest {
 	c := v.e.cfg
 	codec := c.Codec
 	if v.req.Codec != "" {
 		codec = v.req.Codec
 	}
-	return ClaimRequest{
+	return driver.ClaimRequest{
 		Ref: v.req.Ref, Operation: v.req.Operation, Fingerprint: v.req.Fingerprint, Owner: v.req.Owner,
 		Codec: codec, Policy: c.PolicyRevision, Lease: c.Lease, Retention: c.FailureRetention, Nonce: v.nonce,
 	}
@@ -490,7 +484,7 @@ func (v *invocation) claimRequest() ClaimRequest {
 
 func (v *invocation) fused() bool { return v.req.BeforeStart == nil }
 
-func (v *invocation) claim(ctx context.Context) (out ClaimOutcome, err error) {
+func (v *invocation) claim(ctx context.Context) (out driver.ClaimOutcome, err error) {
 	ctx, ph := v.e.phase(ctx, v.req.Ref.Code, "claim")
 	if ph != nil {
 		defer func() { ph.end(err, outcomeAttrs(out)...) }()
@@ -503,7 +497,7 @@ func (v *invocation) claim(ctx context.Context) (out ClaimOutcome, err error) {
 }
 
 // inspect reads the record, as a phase of its own.
-func (v *invocation) inspect(ctx context.Context, ref Ref) (obs Observation, err error) {
+func (v *invocation) inspect(ctx context.Context, ref Ref) (obs driver.Observation, err error) {
 	ctx, ph := v.e.phase(ctx, ref.Code, "inspect")
 	if ph != nil {
 		defer func() { ph.end(err, attribute.Bool("onceflow.found", obs.Found)) }()
@@ -526,7 +520,7 @@ func (v *invocation) execute(ctx context.Context, action Action) (Result, error)
 // record as ours is not permission to run: onClaim still requires this
 // invocation's nonce. Only when the record shows the claim cannot have
 // applied is the claim sent again.
-func (v *invocation) reclaim(ctx context.Context, claimErr error) (ClaimOutcome, error) {
+func (v *invocation) reclaim(ctx context.Context, claimErr error) (driver.ClaimOutcome, error) {
 	obs, err := v.inspect(ctx, v.req.Ref)
 	if err != nil {
 		return nil, errors.Join(claimErr, err)
@@ -535,16 +529,16 @@ func (v *invocation) reclaim(ctx context.Context, claimErr error) (ClaimOutcome,
 		r := obs.Record
 		mine := r.Owner == v.req.Owner && r.Operation == v.req.Operation
 		if mine && (r.State == StateClaimed || r.State == StateExecuting || r.State == StateFailedRetryable) {
-			return ReplayedAcquire{Ownership: ownership(v.req.Ref, r), Record: r}, nil
+			return driver.ReplayedAcquire{Ownership: ownership(v.req.Ref, r), Record: r}, nil
 		}
 		if live := r.State == StateClaimed || r.State == StateExecuting; live && r.LeaseRemaining() > 0 {
 			if r.Owner == v.req.Owner {
-				return OwnerOperationConflict{Record: r}, nil
+				return driver.OwnerOperationConflict{Record: r}, nil
 			}
-			return InProgress{Record: r}, nil
+			return driver.InProgress{Record: r}, nil
 		}
 	}
-	// Missing, a record the claim would have taken over had it run, or one
+	// driver.Missing, a record the claim would have taken over had it run, or one
 	// that moved on (COMPLETED, ABANDONED): sending the claim again is safe
 	// and gives the script's own answer.
 	return v.claim(ctx)
@@ -554,16 +548,16 @@ func ownership(ref Ref, r Record) Ownership {
 	return Ownership{Ref: ref, Operation: r.Operation, Owner: r.Owner, Attempt: r.Attempt, Rev: r.Rev}
 }
 
-func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Action) (Result, error) {
+func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, action Action) (Result, error) {
 	ref := v.req.Ref
 	switch o := out.(type) {
-	case Acquired:
+	case driver.Acquired:
 		return v.acquired(ctx, o.Ownership, o.Record, "", action)
-	case TakenOver:
+	case driver.TakenOver:
 		v.e.countTakeover(ctx, ref.Code, o.From)
 		v.log(ctx, slog.LevelInfo, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_may_have_happened", o.EffectMayHaveHappened)
 		return v.acquired(ctx, o.Ownership, o.Record, o.From, action)
-	case ReplayedAcquire:
+	case driver.ReplayedAcquire:
 		r := o.Record
 		switch r.State {
 		case StateExecuting:
@@ -579,22 +573,22 @@ func (v *invocation) onClaim(ctx context.Context, out ClaimOutcome, action Actio
 			return Result{}, &RetryableError{Ref: ref, Recorded: true, Err: fmt.Errorf("this attempt already failed with no effect: %s", r.Reason)}
 		}
 		return Result{}, fmt.Errorf("%w: replayed acquire in state %s", ErrUnexpectedReply, r.State)
-	case CompletedReplay:
+	case driver.CompletedReplay:
 		v.log(ctx, slog.LevelDebug, "onceflow: replayed")
 		return Result{Disposition: Replayed, Response: o.Record.Response, Fence: o.Record.Fence()}, nil
-	case InProgress:
+	case driver.InProgress:
 		return Result{}, &InProgressError{Ref: ref, RetryAfter: o.Record.LeaseRemaining()}
-	case FingerprintMismatch:
+	case driver.FingerprintMismatch:
 		return Result{}, &ConflictError{Ref: ref, Kind: ErrFingerprintMismatch, Detail: "the key was used for another request; use a new key for a new request"}
-	case OwnerOperationConflict:
+	case driver.OwnerOperationConflict:
 		return Result{}, &ConflictError{Ref: ref, Kind: ErrOwnerOperationConflict, Detail: fmt.Sprintf("the owner holds it for operation %q", o.Record.Operation)}
-	case CodecMismatch:
+	case driver.CodecMismatch:
 		return Result{}, &ConflictError{Ref: ref, Kind: ErrCodecMismatch, Detail: fmt.Sprintf(
 			"stored with codec %q policy %d, this caller uses %q policy %d; deploy a reader for it or wait for the record to expire",
 			o.Record.Codec, o.Record.Policy, v.claimRequest().Codec, v.e.cfg.PolicyRevision)}
-	case OperationFailed:
+	case driver.OperationFailed:
 		return Result{}, &OperationFailedError{Ref: ref, Reason: o.Record.Reason}
-	case RecoveryRequired:
+	case driver.RecoveryRequired:
 		r := o.Record
 		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
 			Recorded: true, RecoveryRequired: true, Reason: "the record is ABANDONED: " + r.Reason}
@@ -610,7 +604,7 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 	}
 	if v.req.BeforeStart != nil {
 		if err := v.req.BeforeStart(ctx, own); err != nil {
-			if _, rerr := v.store().Release(context.WithoutCancel(ctx), ReleaseRequest{Ownership: own}); rerr != nil {
+			if _, rerr := v.store().Release(context.WithoutCancel(ctx), driver.ReleaseRequest{Ownership: own}); rerr != nil {
 				v.log(ctx, slog.LevelWarn, "onceflow: release after a failed BeforeStart", "err", rerr)
 			}
 			return Result{}, fmt.Errorf("idemstore: before start (the claim was released, nothing ran): %w", err)
@@ -630,7 +624,7 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 // start confirms EXECUTING for this invocation's nonce.
 func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Record, error) {
 	c := v.e.cfg
-	req := StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
+	req := driver.StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
 	for try := 0; ; try++ {
 		v.sent = time.Now()
 		out, err := v.store().Start(ctx, req)
@@ -655,16 +649,16 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 			return Ownership{}, Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry: %w", own.Ref, err)
 		}
 		switch o := out.(type) {
-		case Transitioned:
+		case driver.Transitioned:
 			return o.Ownership, o.Record, nil
-		case AlreadyTransitioned:
+		case driver.AlreadyTransitioned:
 			if o.Record.Nonce == v.nonce {
 				return ownership(own.Ref, o.Record), o.Record, nil
 			}
 			return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: true}
-		case Refused:
+		case driver.Refused:
 			return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
-		case Missing:
+		case driver.Missing:
 			return Ownership{}, Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry", own.Ref)
 		}
 		return Ownership{}, Record{}, fmt.Errorf("%w: start outcome %T", ErrUnexpectedReply, out)
@@ -777,9 +771,9 @@ func (v *invocation) runnable(ctx context.Context) error {
 }
 
 // renewRequest is the RENEW of this invocation's lease.
-func (v *invocation) renewRequest(own Ownership) RenewRequest {
+func (v *invocation) renewRequest(own Ownership) driver.RenewRequest {
 	c := v.e.cfg
-	return RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
+	return driver.RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
 }
 
 // confirmLease renews the lease once, synchronously, before the action
@@ -804,10 +798,10 @@ func (v *invocation) confirmLease(ctx context.Context, own Ownership) error {
 		return fmt.Errorf("idemstore: confirm the lease of %s before running: %w", own.Ref, err)
 	}
 	switch o := out.(type) {
-	case Renewed:
+	case driver.Renewed:
 		v.sent, v.leaseEnd = sent, sent.Add(o.Record.LeaseRemaining())
 		return nil
-	case Refused:
+	case driver.Refused:
 		return &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
 	}
 	return fmt.Errorf("idemstore: %s vanished before it ran; retry", own.Ref)
@@ -868,7 +862,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 	if ph != nil {
 		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(res.Fence.Rev)) }()
 	}
-	req := CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
+	req := driver.CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
 	ok := Result{Disposition: Ran, Response: resp, Fence: v.fence(own)}
 	recovery := func(reason string, err error) (Result, error) {
 		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
@@ -879,18 +873,18 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		out, err := v.store().Complete(ctx, req)
 		if err == nil {
 			switch o := out.(type) {
-			case Transitioned:
+			case driver.Transitioned:
 				ok.Fence = v.fence(o.Ownership)
 				return ok, nil
-			case AlreadyTransitioned:
+			case driver.AlreadyTransitioned:
 				if o.Record.Nonce == v.nonce {
 					ok.Fence = v.fence(ownership(own.Ref, o.Record))
 					return ok, nil
 				}
 				return recovery("another invocation completed the record", nil)
-			case Refused:
+			case driver.Refused:
 				return recovery(fmt.Sprintf("complete was refused (%s; the lease was lost)", o.Reason), nil)
-			case Missing:
+			case driver.Missing:
 				return recovery("the record is gone", nil)
 			}
 			return recovery("the store answered unexpectedly", fmt.Errorf("%w: %T", ErrUnexpectedReply, out))
@@ -930,16 +924,16 @@ func (v *invocation) fail(ctx context.Context, own Ownership, target State, reas
 		defer func() { ph.end(nil, AttrState.String(string(target)), attribute.Bool("onceflow.recorded", recorded)) }()
 	}
 	ctx = writeCtx(ctx)
-	req := FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: truncateReason(reason), TTL: v.e.cfg.FailureRetention}
+	req := driver.FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: truncateReason(reason), TTL: v.e.cfg.FailureRetention}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Fail(ctx, req)
 		if err == nil {
 			switch o := out.(type) {
-			case Transitioned:
+			case driver.Transitioned:
 				return true, o.Record
-			case AlreadyTransitioned:
+			case driver.AlreadyTransitioned:
 				return true, o.Record
-			case Refused:
+			case driver.Refused:
 				return false, o.Record
 			}
 			return false, Record{}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -68,7 +70,7 @@ func request(f storetest.Fixture) idemstore.Request {
 	return idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint}
 }
 
-func (e env) inspect(t *testing.T, ref idemstore.Ref) idemstore.Observation {
+func (e env) inspect(t *testing.T, ref idemstore.Ref) driver.Observation {
 	t.Helper()
 	obs, err := e.store.Inspect(context.Background(), ref)
 	if err != nil {
@@ -101,7 +103,7 @@ func counted(runs *atomic.Int32, resp string, err error) idemstore.Action {
 // a worker that died in the middle of the action.
 func (e env) expiredExecuting(t *testing.T, f storetest.Fixture) idemstore.Record {
 	t.Helper()
-	req := f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())
+	req := f.ClaimStart(driver.NewOwner(), driver.NewNonce())
 	req.Lease = 10 * time.Millisecond
 	if _, err := e.store.ClaimStart(context.Background(), req); err != nil {
 		t.Fatal(err)
@@ -189,7 +191,7 @@ func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
 	t.Parallel()
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
 	req := request(f)
-	req.Owner = idemstore.NewOwner() // both invocations are one attempt
+	req.Owner = driver.NewOwner() // both invocations are one attempt
 	var runs atomic.Int32
 	running, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
@@ -275,9 +277,9 @@ func TestSeedFlaw3InspectShowingExecutingIsNotPermissionToRun(t *testing.T) {
 
 	t.Run("another invocation's nonce", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner := idemstore.NewOwner()
+		owner := driver.NewOwner()
 		// Invocation B of this attempt started and is running.
-		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, idemstore.NewNonce())); err != nil {
+		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, driver.NewNonce())); err != nil {
 			t.Fatal(err)
 		}
 		// Invocation A's claim+start gets no reply; INSPECT shows EXECUTING.
@@ -385,7 +387,7 @@ func TestSlowReconcileDoesNotRunAfterLosingTheLease(t *testing.T) {
 	req.Reconcile = func(ctx context.Context, _ idemstore.Record) ([]byte, bool, error) {
 		// Slow: meanwhile our lease runs out and another attempt takes over.
 		storetest.WaitLeaseExpired(t, e.store, f.Ref)
-		if _, err := e.store.ClaimStart(ctx, f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+		if _, err := e.store.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
 			t.Error(err)
 		}
 		return nil, false, nil
@@ -420,7 +422,7 @@ func TestSeedFlaw5IndeterminateFailureWritesAreVerified(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := storetest.NewFixture()
 			req := request(f)
-			req.Owner = idemstore.NewOwner()
+			req.Owner = driver.NewOwner()
 			local, exec := e.isolated(t)
 			local.Inject(storetest.MethodFail, c.faults...)
 			var runs atomic.Int32
@@ -498,7 +500,7 @@ func TestSeedFlaw7LostOwnershipCancelsTheAction(t *testing.T) {
 	<-running
 	ticks <- time.Now() // a renewal, still ours
 	// Another worker takes the record over (as after a long GC pause).
-	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "owner", string(idemstore.NewOwner())).Err(); err != nil {
+	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "owner", string(driver.NewOwner())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The first renewal that starts after the takeover proves the loss.

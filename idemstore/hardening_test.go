@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -48,10 +50,10 @@ type misbehavingStore struct {
 
 func (s *misbehavingStore) CommandTimeout() time.Duration { return s.timeout }
 
-func (s *misbehavingStore) ClaimStart(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+func (s *misbehavingStore) ClaimStart(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
 	sent := time.Now()
 	out, err := s.Store.ClaimStart(ctx, req)
-	if a, ok := out.(idemstore.Acquired); ok {
+	if a, ok := out.(driver.Acquired); ok {
 		s.mu.Lock()
 		s.leaseEnd = sent.Add(a.Record.LeaseRemaining())
 		s.mu.Unlock()
@@ -59,7 +61,7 @@ func (s *misbehavingStore) ClaimStart(ctx context.Context, req idemstore.ClaimRe
 	return out, err
 }
 
-func (s *misbehavingStore) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
+func (s *misbehavingStore) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
 	dl, ok := ctx.Deadline()
 	s.mu.Lock()
 	if !ok {
@@ -300,11 +302,11 @@ func TestCrashedAttemptsRecordOutlivesItsLease(t *testing.T) {
 func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
-	dead := func(t *testing.T, fused bool) (storetest.Fixture, idemstore.Owner, idemstore.Ownership, idemstore.Nonce) {
+	dead := func(t *testing.T, fused bool) (storetest.Fixture, idemstore.Owner, idemstore.Ownership, driver.Nonce) {
 		f := storetest.NewFixture()
 		f.Lease = 20 * time.Millisecond
-		owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
-		var out idemstore.ClaimOutcome
+		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		var out driver.ClaimOutcome
 		var err error
 		if fused {
 			out, err = e.store.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))
@@ -315,7 +317,7 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 			t.Fatal(err)
 		}
 		storetest.WaitLeaseExpired(t, e.store, f.Ref)
-		return f, owner, out.(idemstore.Acquired).Ownership, nonce
+		return f, owner, out.(driver.Acquired).Ownership, nonce
 	}
 	t.Run("EXECUTING, no hook: abandoned", func(t *testing.T) {
 		f, owner, own, nonce := dead(t, true)
@@ -332,8 +334,8 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 			t.Fatalf("record %+v: same owner and attempt, rev bumped past %d", r, own.Rev)
 		}
 		// The dead invocation, were it to wake, is fenced.
-		out, err := e.store.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("zombie"), TTL: time.Hour})
-		if _, ok := out.(idemstore.Refused); !ok || err != nil {
+		out, err := e.store.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("zombie"), TTL: time.Hour})
+		if _, ok := out.(driver.Refused); !ok || err != nil {
 			t.Fatalf("the dead invocation's complete: %T %v, want Refused", out, err)
 		}
 	})
@@ -345,8 +347,8 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != idemstore.StateExecuting || !own.Fence().Less(res.Fence) {
 			t.Fatalf("%+v, %v", res, err)
 		}
-		out, err := e.store.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour})
-		if _, ok := out.(idemstore.Refused); !ok || err != nil {
+		out, err := e.store.Renew(t.Context(), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour})
+		if _, ok := out.(driver.Refused); !ok || err != nil {
 			t.Fatalf("the dead invocation's renew: %T %v, want Refused", out, err)
 		}
 	})
@@ -361,8 +363,8 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 	})
 	t.Run("live lease: in progress with the lease left", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner := idemstore.NewOwner()
-		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, idemstore.NewNonce())); err != nil {
+		owner := driver.NewOwner()
+		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, driver.NewNonce())); err != nil {
 			t.Fatal(err)
 		}
 		req := request(f)

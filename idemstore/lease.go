@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // lease keeps an invocation's processing lease while its action runs.
@@ -20,8 +22,8 @@ import (
 //     confirmed renewal moves it, and only while it is not due.
 //   - Renewal: on every tick (the executor's RenewInterval, or
 //     Request.RenewTicks) one RENEW is sent, never two at once, with a
-//     context that ends no later than the lease. Renewed moves the
-//     deadline; Refused or Missing proves the lease lost and cancels the
+//     context that ends no later than the lease. driver.Renewed moves the
+//     deadline; driver.Refused or driver.Missing proves the lease lost and cancels the
 //     action with ErrLeaseLost.
 //
 // One timer serves both: it fires at the next tick or at the deadline,
@@ -34,7 +36,7 @@ import (
 // small drifts).
 type lease struct {
 	e      *Executor
-	req    RenewRequest
+	req    driver.RenewRequest
 	cancel context.CancelCauseFunc // cancels the action
 	margin time.Duration
 	ticked bool // the executor ticks renewals itself (no Request.RenewTicks)
@@ -271,9 +273,9 @@ func (l *lease) renew() (more bool) {
 		return true // the deferred function decides
 	}
 	switch o := out.(type) {
-	case Renewed:
+	case driver.Renewed:
 		l.extend(sent, o.Record.LeaseRemaining())
-	case Refused:
+	case driver.Refused:
 		l.lose(fmt.Errorf("%w: renewal of %s refused (%s): owner attempt %d holds it in %s",
 			ErrLeaseLost, l.req.Ref, o.Reason, o.Record.Attempt, o.Record.State))
 	default:

@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -24,7 +26,7 @@ type slowRenewStore struct {
 	returned atomic.Bool
 }
 
-func (s *slowRenewStore) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
+func (s *slowRenewStore) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
 	select {
 	case s.entered <- struct{}{}:
 	default:

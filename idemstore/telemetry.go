@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // Metric names of an Executor (OpenTelemetry; the Prometheus exporter
@@ -234,33 +236,33 @@ func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause
 func outcomeAttrs(out any) []attribute.KeyValue {
 	var r Record
 	switch o := out.(type) {
-	case Acquired:
+	case driver.Acquired:
 		r = o.Record
-	case TakenOver:
+	case driver.TakenOver:
 		return append(recordAttrs(o.Record), AttrTakeoverFrom.String(string(o.From)))
-	case ReplayedAcquire:
+	case driver.ReplayedAcquire:
 		r = o.Record
-	case CompletedReplay:
+	case driver.CompletedReplay:
 		r = o.Record
-	case InProgress:
+	case driver.InProgress:
 		r = o.Record
-	case FingerprintMismatch:
+	case driver.FingerprintMismatch:
 		r = o.Record
-	case RecoveryRequired:
+	case driver.RecoveryRequired:
 		r = o.Record
-	case OperationFailed:
+	case driver.OperationFailed:
 		r = o.Record
-	case OwnerOperationConflict:
+	case driver.OwnerOperationConflict:
 		r = o.Record
-	case CodecMismatch:
+	case driver.CodecMismatch:
 		r = o.Record
-	case Transitioned:
+	case driver.Transitioned:
 		r = o.Record
-	case AlreadyTransitioned:
+	case driver.AlreadyTransitioned:
 		r = o.Record
-	case Refused:
+	case driver.Refused:
 		r = o.Record
-	case Renewed:
+	case driver.Renewed:
 		r = o.Record
 	default:
 		return nil
@@ -273,14 +275,14 @@ func recordAttrs(r Record) []attribute.KeyValue {
 }
 
 // renewalResult is the "onceflow.result" of a renewal.
-func renewalResult(out RenewOutcome, err error) string {
+func renewalResult(out driver.RenewOutcome, err error) string {
 	switch {
 	case err != nil:
 		return "failed"
 	case out == nil:
 		return "failed"
 	}
-	if _, ok := out.(Renewed); ok {
+	if _, ok := out.(driver.Renewed); ok {
 		return "renewed"
 	}
 	return "refused"

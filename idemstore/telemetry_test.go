@@ -18,6 +18,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
@@ -164,7 +165,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 		t.Fatalf("after the abandonment: %v", err)
 	}
 	busy := storetest.NewFixture()
-	if _, err := te.store.ClaimStart(t.Context(), busy.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+	if _, err := te.store.ClaimStart(t.Context(), busy.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
 	var ip *idemstore.InProgressError

@@ -17,6 +17,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
@@ -396,16 +398,16 @@ func reopen(ctx context.Context, c Config, record, reason string, out io.Writer)
 	if reason == "" {
 		reason = "reopened by an operator"
 	}
-	res, err := store.Resolve(ctx, idemstore.ResolveRequest{Ref: ref, Attempt: r.Attempt, Rev: r.Rev, Target: idemstore.StateFailedRetryable,
+	res, err := store.Resolve(ctx, driver.ResolveRequest{Ref: ref, Attempt: r.Attempt, Rev: r.Rev, Target: idemstore.StateFailedRetryable,
 		Reason: reason, TTL: max(r.TTL, time.Minute)})
 	if err != nil {
 		return fmt.Errorf("reopen: %s: %w", record, err)
 	}
 	switch o := res.(type) {
-	case idemstore.Transitioned, idemstore.AlreadyTransitioned:
-	case idemstore.Refused:
+	case driver.Transitioned, driver.AlreadyTransitioned:
+	case driver.Refused:
 		return fmt.Errorf("reopen: %s moved on (%s); run it again", record, o.Reason)
-	case idemstore.Missing:
+	case driver.Missing:
 		return fmt.Errorf("reopen: %s expired before it was reopened: there is nothing to reopen, the next attempt claims it afresh", record)
 	default:
 		return fmt.Errorf("reopen: %s: %w: %T", record, idemstore.ErrUnexpectedReply, res)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -69,18 +71,18 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 			}
 			for _, g := range gs {
 				f := storetest.NewFixture()
-				owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+				owner, nonce := driver.NewOwner(), driver.NewNonce()
 				acq, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
 				if err != nil {
 					t.Fatal(err)
 				}
-				own := acq.(idemstore.Acquired).Ownership
+				own := acq.(driver.Acquired).Ownership
 				if completed {
-					out, err := s.Complete(ctx, idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte(`{"ok":1}`), TTL: f.TTL})
+					out, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte(`{"ok":1}`), TTL: f.TTL})
 					if err != nil {
 						t.Fatal(err)
 					}
-					own = out.(idemstore.Transitioned).Ownership
+					own = out.(driver.Transitioned).Ownership
 				}
 				key := s.Key(f.Ref)
 				exists, err := client.HExists(ctx, key, field).Result()
@@ -100,26 +102,26 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 				}
 				before := client.Dump(ctx, key).Val()
 				calls := map[string]func() (any, error){
-					"claim": func() (any, error) { return s.Claim(ctx, f.Claim(idemstore.NewOwner())) },
+					"claim": func() (any, error) { return s.Claim(ctx, f.Claim(driver.NewOwner())) },
 					"claim+start by the owner": func() (any, error) {
-						return s.ClaimStart(ctx, f.ClaimStart(owner, idemstore.NewNonce()))
+						return s.ClaimStart(ctx, f.ClaimStart(owner, driver.NewNonce()))
 					},
 					"start": func() (any, error) {
-						return s.Start(ctx, idemstore.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+						return s.Start(ctx, driver.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 					},
 					"complete": func() (any, error) {
-						return s.Complete(ctx, idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
+						return s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
 					},
 					"fail": func() (any, error) {
-						return s.Fail(ctx, idemstore.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL})
+						return s.Fail(ctx, driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL})
 					},
 					"renew": func() (any, error) {
-						return s.Renew(ctx, idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+						return s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 					},
-					"release": func() (any, error) { return s.Release(ctx, idemstore.ReleaseRequest{Ownership: own}) },
+					"release": func() (any, error) { return s.Release(ctx, driver.ReleaseRequest{Ownership: own}) },
 					"inspect": func() (any, error) { return s.Inspect(ctx, f.Ref) },
 					"resolve": func() (any, error) {
-						return s.Resolve(ctx, idemstore.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
+						return s.Resolve(ctx, driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
 					},
 				}
 				for name, call := range calls {
@@ -168,7 +170,7 @@ func replayReads(field string) bool {
 }
 
 func isReplay(out any, err error) bool {
-	_, ok := out.(idemstore.CompletedReplay)
+	_, ok := out.(driver.CompletedReplay)
 	return ok && err == nil
 }
 

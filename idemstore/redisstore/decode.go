@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
@@ -41,7 +42,7 @@ type reply struct {
 // never a guess.
 
 // decodeClaim decodes the reply of claim.lua; op is opClaim or opClaimStart.
-func decodeClaim(op string, ref idemstore.Ref, raw any) (idemstore.ClaimOutcome, error) {
+func decodeClaim(op string, ref driver.Ref, raw any) (driver.ClaimOutcome, error) {
 	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
@@ -52,42 +53,42 @@ func decodeClaim(op string, ref idemstore.Ref, raw any) (idemstore.ClaimOutcome,
 	}
 	switch rp.code {
 	case schema.Acquired:
-		return idemstore.Acquired{Ownership: own, Record: rec}, nil
+		return driver.Acquired{Ownership: own, Record: rec}, nil
 	case schema.TakenOver:
-		from := idemstore.State(rp.extra)
+		from := driver.State(rp.extra)
 		if !from.Valid() {
-			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", idemstore.ErrUnexpectedReply, op, ref, truncate(rp.extra))
+			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", driver.ErrUnexpectedReply, op, ref, truncate(rp.extra))
 		}
-		return idemstore.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}, nil
+		return driver.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}, nil
 	case schema.ReplayedAcquire:
-		return idemstore.ReplayedAcquire{Ownership: own, Record: rec}, nil
+		return driver.ReplayedAcquire{Ownership: own, Record: rec}, nil
 	case schema.CompletedReplay:
-		return idemstore.CompletedReplay{Record: rec}, nil
+		return driver.CompletedReplay{Record: rec}, nil
 	case schema.InProgress:
-		return idemstore.InProgress{Record: rec}, nil
+		return driver.InProgress{Record: rec}, nil
 	case schema.FingerprintMismatch:
-		return idemstore.FingerprintMismatch{Record: rec}, nil
+		return driver.FingerprintMismatch{Record: rec}, nil
 	case schema.RecoveryRequired:
-		return idemstore.RecoveryRequired{Record: rec}, nil
+		return driver.RecoveryRequired{Record: rec}, nil
 	case schema.OperationFailed:
-		return idemstore.OperationFailed{Record: rec}, nil
+		return driver.OperationFailed{Record: rec}, nil
 	case schema.OwnerOperationConflict:
-		return idemstore.OwnerOperationConflict{Record: rec}, nil
+		return driver.OwnerOperationConflict{Record: rec}, nil
 	case schema.CodecMismatch:
-		return idemstore.CodecMismatch{Record: rec}, nil
+		return driver.CodecMismatch{Record: rec}, nil
 	}
 	return nil, unexpected(op, ref, rp.code)
 }
 
 // decodeTransition decodes the reply of transition.lua; op is opStart,
 // opComplete or opFail.
-func decodeTransition(op string, ref idemstore.Ref, raw any) (idemstore.TransitionOutcome, error) {
+func decodeTransition(op string, ref driver.Ref, raw any) (driver.TransitionOutcome, error) {
 	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
 	}
 	if rp.code == schema.NotFound {
-		return idemstore.Missing{}, nil
+		return driver.Missing{}, nil
 	}
 	rec, own, err := rp.record(op, ref)
 	if err != nil {
@@ -95,23 +96,23 @@ func decodeTransition(op string, ref idemstore.Ref, raw any) (idemstore.Transiti
 	}
 	switch rp.code {
 	case schema.Transitioned:
-		return idemstore.Transitioned{Ownership: own, Record: rec}, nil
+		return driver.Transitioned{Ownership: own, Record: rec}, nil
 	case schema.Already:
-		return idemstore.AlreadyTransitioned{Record: rec}, nil
+		return driver.AlreadyTransitioned{Record: rec}, nil
 	case schema.NotOwner, schema.OpConflict, schema.StaleRev, schema.WrongState, schema.NonceMismatch:
-		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+		return driver.Refused{Reason: refusals[rp.code], Record: rec}, nil
 	}
 	return nil, unexpected(op, ref, rp.code)
 }
 
 // decodeRenew decodes the reply of renew.lua.
-func decodeRenew(ref idemstore.Ref, raw any) (idemstore.RenewOutcome, error) {
+func decodeRenew(ref driver.Ref, raw any) (driver.RenewOutcome, error) {
 	rp, err := parse(opRenew, ref, raw)
 	if err != nil {
 		return nil, err
 	}
 	if rp.code == schema.NotFound {
-		return idemstore.Missing{}, nil
+		return driver.Missing{}, nil
 	}
 	rec, _, err := rp.record(opRenew, ref)
 	if err != nil {
@@ -119,24 +120,24 @@ func decodeRenew(ref idemstore.Ref, raw any) (idemstore.RenewOutcome, error) {
 	}
 	switch rp.code {
 	case schema.Renewed:
-		return idemstore.Renewed{Record: rec}, nil
+		return driver.Renewed{Record: rec}, nil
 	case schema.NotOwner, schema.OpConflict, schema.WrongState, schema.NonceMismatch:
-		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+		return driver.Refused{Reason: refusals[rp.code], Record: rec}, nil
 	}
 	return nil, unexpected(opRenew, ref, rp.code)
 }
 
 // decodeRelease decodes the reply of release.lua.
-func decodeRelease(ref idemstore.Ref, raw any) (idemstore.ReleaseOutcome, error) {
+func decodeRelease(ref driver.Ref, raw any) (driver.ReleaseOutcome, error) {
 	rp, err := parse(opRelease, ref, raw)
 	if err != nil {
 		return nil, err
 	}
 	switch rp.code {
 	case schema.NotFound:
-		return idemstore.Missing{}, nil
+		return driver.Missing{}, nil
 	case schema.Released:
-		return idemstore.Released{}, nil
+		return driver.Released{}, nil
 	}
 	rec, _, err := rp.record(opRelease, ref)
 	if err != nil {
@@ -144,38 +145,38 @@ func decodeRelease(ref idemstore.Ref, raw any) (idemstore.ReleaseOutcome, error)
 	}
 	switch rp.code {
 	case schema.NotOwner, schema.OpConflict, schema.WrongState, schema.StaleRev:
-		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+		return driver.Refused{Reason: refusals[rp.code], Record: rec}, nil
 	}
 	return nil, unexpected(opRelease, ref, rp.code)
 }
 
 // decodeInspect decodes the reply of inspect.lua.
-func decodeInspect(ref idemstore.Ref, raw any) (idemstore.Observation, error) {
+func decodeInspect(ref driver.Ref, raw any) (driver.Observation, error) {
 	rp, err := parse(opInspect, ref, raw)
 	if err != nil {
-		return idemstore.Observation{}, err
+		return driver.Observation{}, err
 	}
 	if rp.code == schema.NotFound {
-		return idemstore.Observation{ServerTime: rp.now}, nil
+		return driver.Observation{ServerTime: rp.now}, nil
 	}
 	rec, _, err := rp.record(opInspect, ref)
 	if err != nil {
-		return idemstore.Observation{}, err
+		return driver.Observation{}, err
 	}
 	if rp.code == schema.Found {
-		return idemstore.Observation{Found: true, Record: rec, ServerTime: rp.now}, nil
+		return driver.Observation{Found: true, Record: rec, ServerTime: rp.now}, nil
 	}
-	return idemstore.Observation{}, unexpected(opInspect, ref, rp.code)
+	return driver.Observation{}, unexpected(opInspect, ref, rp.code)
 }
 
 // decodeResolve decodes the reply of resolve.lua.
-func decodeResolve(ref idemstore.Ref, raw any) (idemstore.ResolveOutcome, error) {
+func decodeResolve(ref driver.Ref, raw any) (driver.ResolveOutcome, error) {
 	rp, err := parse(opResolve, ref, raw)
 	if err != nil {
 		return nil, err
 	}
 	if rp.code == schema.NotFound {
-		return idemstore.Missing{}, nil
+		return driver.Missing{}, nil
 	}
 	rec, own, err := rp.record(opResolve, ref)
 	if err != nil {
@@ -183,57 +184,57 @@ func decodeResolve(ref idemstore.Ref, raw any) (idemstore.ResolveOutcome, error)
 	}
 	switch rp.code {
 	case schema.Resolved:
-		return idemstore.Transitioned{Ownership: own, Record: rec}, nil
+		return driver.Transitioned{Ownership: own, Record: rec}, nil
 	case schema.Already:
-		return idemstore.AlreadyTransitioned{Record: rec}, nil
+		return driver.AlreadyTransitioned{Record: rec}, nil
 	case schema.StaleAttempt, schema.StaleRev, schema.WrongState:
-		return idemstore.Refused{Reason: refusals[rp.code], Record: rec}, nil
+		return driver.Refused{Reason: refusals[rp.code], Record: rec}, nil
 	}
 	return nil, unexpected(opResolve, ref, rp.code)
 }
 
 // parse parses a raw reply and answers CORRUPT, which every script may
-// reply, with a *idemstore.CorruptRecordError naming the field.
-func parse(op string, ref idemstore.Ref, raw any) (reply, error) {
+// reply, with a *driver.CorruptRecordError naming the field.
+func parse(op string, ref driver.Ref, raw any) (reply, error) {
 	rp, err := parseReply(raw)
 	if err != nil {
-		return reply{}, fmt.Errorf("%w: %s %s: %v", idemstore.ErrUnexpectedReply, op, ref, err)
+		return reply{}, fmt.Errorf("%w: %s %s: %v", driver.ErrUnexpectedReply, op, ref, err)
 	}
 	if rp.code == schema.Corrupt {
 		if rp.extra == "" {
 			return reply{}, unexpected(op, ref, rp.code)
 		}
-		return reply{}, &idemstore.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
+		return reply{}, &driver.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
 	}
 	return rp, nil
 }
 
 // record decodes the record a reply carries, and the ownership it shows;
 // a reply without one is unexpected.
-func (rp reply) record(op string, ref idemstore.Ref) (idemstore.Record, idemstore.Ownership, error) {
+func (rp reply) record(op string, ref driver.Ref) (driver.Record, driver.Ownership, error) {
 	if !rp.hasRec {
-		return idemstore.Record{}, idemstore.Ownership{}, unexpected(op, ref, rp.code)
+		return driver.Record{}, driver.Ownership{}, unexpected(op, ref, rp.code)
 	}
 	rec, err := decodeRecord(ref, rp)
 	if err != nil {
-		return idemstore.Record{}, idemstore.Ownership{}, err
+		return driver.Record{}, driver.Ownership{}, err
 	}
-	own := idemstore.Ownership{Ref: ref, Operation: rec.Operation, Owner: rec.Owner, Attempt: rec.Attempt, Rev: rec.Rev}
+	own := driver.Ownership{Ref: ref, Operation: rec.Operation, Owner: rec.Owner, Attempt: rec.Attempt, Rev: rec.Rev}
 	return rec, own, nil
 }
 
-func unexpected(op string, ref idemstore.Ref, code schema.ReplyCode) error {
-	return fmt.Errorf("%w: %s %s: %s", idemstore.ErrUnexpectedReply, op, ref, code)
+func unexpected(op string, ref driver.Ref, code schema.ReplyCode) error {
+	return fmt.Errorf("%w: %s %s: %s", driver.ErrUnexpectedReply, op, ref, code)
 }
 
 // refusals are the refusal reply codes, as idemstore names them.
-var refusals = map[schema.ReplyCode]idemstore.Refusal{
-	schema.NotOwner:      idemstore.RefusedNotOwner,
-	schema.OpConflict:    idemstore.RefusedOperation,
-	schema.StaleRev:      idemstore.RefusedStaleRev,
-	schema.WrongState:    idemstore.RefusedState,
-	schema.NonceMismatch: idemstore.RefusedNonce,
-	schema.StaleAttempt:  idemstore.RefusedAttempt,
+var refusals = map[schema.ReplyCode]driver.Refusal{
+	schema.NotOwner:      driver.RefusedNotOwner,
+	schema.OpConflict:    driver.RefusedOperation,
+	schema.StaleRev:      driver.RefusedStaleRev,
+	schema.WrongState:    driver.RefusedState,
+	schema.NonceMismatch: driver.RefusedNonce,
+	schema.StaleAttempt:  driver.RefusedAttempt,
 }
 
 // parseReply splits the one string every script answers (see
@@ -301,13 +302,13 @@ var renewFields = [schema.NumFields]bool{schema.FState: true, schema.FOwner: tru
 // decodeRecord validates a reply's record against schema.Fields and the
 // cross-field rules, the same ones the scripts check, and converts it. A
 // response is checked against its stored checksum.
-func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
+func decodeRecord(ref driver.Ref, rp reply) (driver.Record, error) {
 	vals, present, resp, hasResp, err := unpack(rp.rec)
 	if err != nil {
-		return idemstore.Record{}, fmt.Errorf("%w: %s: %v", idemstore.ErrUnexpectedReply, ref, err)
+		return driver.Record{}, fmt.Errorf("%w: %s: %v", driver.ErrUnexpectedReply, ref, err)
 	}
-	bad := func(field, reason string) (idemstore.Record, error) {
-		return idemstore.Record{}, &idemstore.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
+	bad := func(field, reason string) (driver.Record, error) {
+		return driver.Record{}, &driver.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
 	}
 	var partial *[schema.NumFields]bool
 	switch rp.code {
@@ -331,10 +332,10 @@ func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
 			return bad(rule.Name, fmt.Sprintf("is %q, not a valid %s", truncate(vals[i]), rule.Kind))
 		}
 	}
-	rec := idemstore.Record{
-		State: idemstore.State(vals[schema.FState]), Owner: idemstore.Owner(vals[schema.FOwner]),
-		Operation: idemstore.OperationID(vals[schema.FOp]), Fingerprint: idemstore.Fingerprint(vals[schema.FFp]),
-		Codec: vals[schema.FCodec], Nonce: idemstore.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
+	rec := driver.Record{
+		State: driver.State(vals[schema.FState]), Owner: driver.Owner(vals[schema.FOwner]),
+		Operation: driver.OperationID(vals[schema.FOp]), Fingerprint: driver.Fingerprint(vals[schema.FFp]),
+		Codec: vals[schema.FCodec], Nonce: driver.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
 		Uncertain: vals[schema.FUncertain] == "1", ServerTime: rp.now, TTL: rp.pttl,
 	}
 	rec.Attempt, _ = schema.ParseInteger(vals[schema.FAttempt])
@@ -352,11 +353,11 @@ func decodeRecord(ref idemstore.Ref, rp reply) (idemstore.Record, error) {
 	}
 	if partial == nil {
 		switch {
-		case (rec.State == idemstore.StateClaimed || rec.State == idemstore.StateExecuting) && !present[schema.FLeaseUntil]:
+		case (rec.State == driver.StateClaimed || rec.State == driver.StateExecuting) && !present[schema.FLeaseUntil]:
 			return bad("leaseUntil", "is missing from a "+string(rec.State)+" record")
-		case rec.State == idemstore.StateExecuting && !present[schema.FNonce]:
+		case rec.State == driver.StateExecuting && !present[schema.FNonce]:
 			return bad("nonce", "is missing from an EXECUTING record")
-		case rec.State == idemstore.StateCompleted && !present[schema.FSum]:
+		case rec.State == driver.StateCompleted && !present[schema.FSum]:
 			return bad("sum", "is missing from a COMPLETED record")
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
@@ -54,17 +56,17 @@ func checkDecoded(t *testing.T, op string, out any, err error) {
 	var ok bool
 	switch op {
 	case opClaim, opClaimStart:
-		_, ok = out.(idemstore.ClaimOutcome)
+		_, ok = out.(driver.ClaimOutcome)
 	case opStart, opComplete, opFail:
-		_, ok = out.(idemstore.TransitionOutcome)
+		_, ok = out.(driver.TransitionOutcome)
 	case opRenew:
-		_, ok = out.(idemstore.RenewOutcome)
+		_, ok = out.(driver.RenewOutcome)
 	case opRelease:
-		_, ok = out.(idemstore.ReleaseOutcome)
+		_, ok = out.(driver.ReleaseOutcome)
 	case opInspect:
-		_, ok = out.(idemstore.Observation)
+		_, ok = out.(driver.Observation)
 	case opResolve:
-		_, ok = out.(idemstore.ResolveOutcome)
+		_, ok = out.(driver.ResolveOutcome)
 	}
 	if !ok {
 		t.Fatalf("%s decoded to %T", op, out)
@@ -112,14 +114,14 @@ func TestDecodeKnownReplies(t *testing.T) {
 		code schema.ReplyCode
 		want any
 	}{
-		{opClaim, schema.Acquired, idemstore.Acquired{}},
-		{opClaimStart, schema.InProgress, idemstore.InProgress{}},
-		{opStart, schema.Already, idemstore.AlreadyTransitioned{}},
-		{opRenew, schema.Renewed, idemstore.Renewed{}},
-		{opRenew, schema.NonceMismatch, idemstore.Refused{}},
-		{opRelease, schema.Released, idemstore.Released{}},
-		{opInspect, schema.Found, idemstore.Observation{}},
-		{opResolve, schema.StaleAttempt, idemstore.Refused{}},
+		{opClaim, schema.Acquired, driver.Acquired{}},
+		{opClaimStart, schema.InProgress, driver.InProgress{}},
+		{opStart, schema.Already, driver.AlreadyTransitioned{}},
+		{opRenew, schema.Renewed, driver.Renewed{}},
+		{opRenew, schema.NonceMismatch, driver.Refused{}},
+		{opRelease, schema.Released, driver.Released{}},
+		{opInspect, schema.Found, driver.Observation{}},
+		{opResolve, schema.StaleAttempt, driver.Refused{}},
 	}
 	for _, c := range cases {
 		out, err := decode(c.op, testRef, validReply(c.code))
@@ -189,19 +191,19 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 
 func typeName(v any) string {
 	switch v.(type) {
-	case idemstore.Acquired:
+	case driver.Acquired:
 		return "Acquired"
-	case idemstore.InProgress:
+	case driver.InProgress:
 		return "InProgress"
-	case idemstore.AlreadyTransitioned:
+	case driver.AlreadyTransitioned:
 		return "AlreadyTransitioned"
-	case idemstore.Renewed:
+	case driver.Renewed:
 		return "Renewed"
-	case idemstore.Refused:
+	case driver.Refused:
 		return "Refused"
-	case idemstore.Released:
+	case driver.Released:
 		return "Released"
-	case idemstore.Observation:
+	case driver.Observation:
 		return "Observation"
 	}
 	return "other"

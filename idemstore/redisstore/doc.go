@@ -1,11 +1,11 @@
-// Package redisstore implements idemstore.Store on Redis: one hash per
+// Package redisstore implements driver.Store on Redis: one hash per
 // record under
 //
 //	<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}
 //
 // and one Lua script per operation. Every lease decision uses the Redis
 // server's clock (TIME), never the client's. Each script's reply is decoded
-// by a decoder of its own into idemstore's typed outcomes (decode.go); an
+// by a decoder of its own into the driver package's typed outcomes (decode.go); an
 // unexpected reply is an error, never a guess.
 //
 // # The scripts
@@ -34,8 +34,8 @@
 // The reply format is described in lua/record.lua.
 //
 // Certainty follows the seed design: any transport error from a script
-// that may write is idemstore.Indeterminate, from INSPECT
-// idemstore.Unavailable. go-redis re-sends a command after EOF (MaxRetries,
+// that may write is driver.Indeterminate, from INSPECT
+// driver.Unavailable. go-redis re-sends a command after EOF (MaxRetries,
 // 3 by default), which can run a script again after its reply was lost;
 // every script is safe to re-run, so that costs no second effect. A
 // NOSCRIPT answer (restart, failover, SCRIPT FLUSH) sends the script whole
@@ -43,10 +43,10 @@
 //
 // Every script checks the whole record against one schema
 // (internal/schema, rendered into the scripts and used by the decoder;
-// where idemstore states a rule, such as an owner's form, a codec or
-// idemstore.MaxReasonLen, the schema uses idemstore's) before it decides or
+// where package driver states a rule, such as an owner's form, a codec or
+// driver.MaxReasonLen, the schema uses driver's) before it decides or
 // writes anything: a corrupt record is refused with an
-// *idemstore.CorruptRecordError naming the field, never changed. A stored
+// *driver.CorruptRecordError naming the field, never changed. A stored
 // response carries a CRC-32C that every replay checks. INSPECT is declared
 // no-writes, so it runs on replicas and while writes are paused.
 //

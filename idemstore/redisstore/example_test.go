@@ -8,6 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
@@ -29,27 +31,27 @@ func ExampleStore() {
 	}
 	ref := idemstore.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
 	_ = client.Del(ctx, store.Key(ref)) // start afresh on every run
-	req := idemstore.ClaimRequest{
+	req := driver.ClaimRequest{
 		Ref:         ref,
 		Operation:   "order-42/charge",
 		Fingerprint: idemstore.FingerprintOf([]byte(`{"amount":1000}`)),
-		Owner:       idemstore.NewOwner(),
+		Owner:       driver.NewOwner(),
 		Codec:       "json-v2",
 		Policy:      2,
 		Lease:       30 * time.Second,
 		Retention:   24 * time.Hour,
-		Nonce:       idemstore.NewNonce(),
+		Nonce:       driver.NewNonce(),
 	}
 
 	out, err := store.ClaimStart(ctx, req)
 	if err != nil {
 		panic(err)
 	}
-	acquired := out.(idemstore.Acquired)
+	acquired := out.(driver.Acquired)
 	fmt.Println("claimed:", acquired.Record.State, "fence", acquired.Ownership.Fence())
 
 	// ... charge the card here, then record the response:
-	_, err = store.Complete(ctx, idemstore.CompleteRequest{
+	_, err = store.Complete(ctx, driver.CompleteRequest{
 		Ownership: acquired.Ownership, Nonce: req.Nonce, Response: []byte(`{"charge":"ch_1"}`), TTL: 24 * time.Hour,
 	})
 	if err != nil {
@@ -57,15 +59,15 @@ func ExampleStore() {
 	}
 
 	// A retry, by anyone, replays the stored response.
-	req.Owner, req.Nonce = idemstore.NewOwner(), idemstore.NewNonce()
+	req.Owner, req.Nonce = driver.NewOwner(), driver.NewNonce()
 	out, err = store.ClaimStart(ctx, req)
 	if err != nil {
 		panic(err)
 	}
 	switch o := out.(type) {
-	case idemstore.CompletedReplay:
+	case driver.CompletedReplay:
 		fmt.Println("replayed:", string(o.Record.Response))
-	case idemstore.InProgress:
+	case driver.InProgress:
 		fmt.Println("in progress for", o.Record.LeaseRemaining())
 	}
 	// Output:

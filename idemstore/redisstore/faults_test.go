@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -69,7 +71,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := storetest.NewFixture()
-	owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
+	owner, nonce := driver.NewOwner(), driver.NewNonce()
 
 	lost := func(name string, call func() error) {
 		t.Helper()
@@ -92,14 +94,14 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		t.Fatalf("after 4 runs of one claim+start: %+v, want one acquisition", r)
 	}
 	// Re-sending the claim tells the invocation it is its own.
-	ra := as[idemstore.ReplayedAcquire](t)(viaProxy.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
+	ra := as[driver.ReplayedAcquire](t)(viaProxy.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
 	if ra.Record.Nonce != nonce {
 		t.Fatalf("re-sent claim+start: nonce %q, want ours", ra.Record.Nonce)
 	}
 	own := ra.Ownership
 
 	lost("renew", func() error {
-		_, err := viaProxy.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+		_, err := viaProxy.Renew(t.Context(), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 		return err
 	})
 	if r2 := inspect(t, direct, f.Ref); r2.Rev != r.Rev || r2.State != idemstore.StateExecuting {
@@ -107,32 +109,32 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 	}
 
 	lost("complete", func() error {
-		_, err := viaProxy.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL})
+		_, err := viaProxy.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL})
 		return err
 	})
 	r = inspect(t, direct, f.Ref)
 	if r.State != idemstore.StateCompleted || r.Rev != 2 || string(r.Response) != "ok" {
 		t.Fatalf("after 4 runs of one complete: %+v, want rev 2", r)
 	}
-	as[idemstore.AlreadyTransitioned](t)(viaProxy.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
+	as[driver.AlreadyTransitioned](t)(viaProxy.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
 
 	// Claim, start, fail, release, resolve on a second record.
 	g := storetest.NewFixture()
 	lost("claim", func() error { _, err := viaProxy.Claim(t.Context(), g.Claim(owner)); return err })
-	acq := as[idemstore.ReplayedAcquire](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
+	acq := as[driver.ReplayedAcquire](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
 	if acq.Ownership.Attempt != 1 || acq.Ownership.Rev != 1 {
 		t.Fatalf("after 4 claims: %+v", acq.Record)
 	}
 	lost("release", func() error {
-		_, err := viaProxy.Release(t.Context(), idemstore.ReleaseRequest{Ownership: acq.Ownership})
+		_, err := viaProxy.Release(t.Context(), driver.ReleaseRequest{Ownership: acq.Ownership})
 		return err
 	})
 	if obs, _ := direct.Inspect(t.Context(), g.Ref); obs.Found {
 		t.Fatalf("release: record still there: %+v", obs.Record)
 	}
-	as[idemstore.Acquired](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
+	as[driver.Acquired](t)(viaProxy.Claim(t.Context(), g.Claim(owner)))
 	lost("start", func() error {
-		_, err := viaProxy.Start(t.Context(), idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: g.Lease, Retention: g.TTL})
+		_, err := viaProxy.Start(t.Context(), driver.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: g.Lease, Retention: g.TTL})
 		return err
 	})
 	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateExecuting || r.Rev != 2 || r.Nonce != nonce {
@@ -141,14 +143,14 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 	started := acq.Ownership
 	started.Rev = 2
 	lost("fail", func() error {
-		_, err := viaProxy.Fail(t.Context(), idemstore.FailRequest{Ownership: started, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: g.TTL})
+		_, err := viaProxy.Fail(t.Context(), driver.FailRequest{Ownership: started, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: g.TTL})
 		return err
 	})
 	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateAbandoned || r.Rev != 3 {
 		t.Fatalf("after 4 fails: %+v", r)
 	}
 	lost("resolve", func() error {
-		_, err := viaProxy.Resolve(t.Context(), idemstore.ResolveRequest{Ref: g.Ref, Attempt: 1, Rev: 3, Target: idemstore.StateFailedRetryable, TTL: g.TTL})
+		_, err := viaProxy.Resolve(t.Context(), driver.ResolveRequest{Ref: g.Ref, Attempt: 1, Rev: 3, Target: idemstore.StateFailedRetryable, TTL: g.TTL})
 		return err
 	})
 	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateFailedRetryable || r.Rev != 4 {
@@ -166,7 +168,7 @@ func TestUndeliveredCallsAreIndeterminateAndApplyNothing(t *testing.T) {
 	s := newStore(t, redisstore.Config{Client: redistest.NewClient(t, proxy.Addr()), CommandTimeout: 10 * time.Second})
 	f := storetest.NewFixture()
 	proxy.SetFault(redistest.ResetScripts)
-	_, err := s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+	_, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
 	if !errors.Is(err, idemstore.ErrIndeterminate) {
 		t.Fatalf("err = %v, want ErrIndeterminate", err)
 	}
@@ -198,18 +200,18 @@ func TestScriptFlushCostsOneReload(t *testing.T) {
 	}})
 	s := newStore(t, redisstore.Config{Client: client})
 	f := storetest.NewFixture()
-	owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
-	acq := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
+	owner, nonce := driver.NewOwner(), driver.NewNonce()
+	acq := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
 	warm := s.ScriptReloads() // the first use of a script on a new server loads it
 	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	evals, evalshas = 0, 0
-	as[idemstore.Transitioned](t)(s.Complete(t.Context(), idemstore.CompleteRequest{Ownership: acq.Ownership, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
+	as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: acq.Ownership, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
 	if got := s.ScriptReloads() - warm; got != 1 || evals != 1 || evalshas != 1 {
 		t.Fatalf("after SCRIPT FLUSH: %d reloads, %d EVAL, %d EVALSHA; want 1, 1, 1", got, evals, evalshas)
 	}
-	rep := as[idemstore.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+	rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
 	if string(rep.Record.Response) != "ok" {
 		t.Fatalf("replay = %q", rep.Record.Response)
 	}
@@ -228,9 +230,9 @@ func TestServerRestartClassifiesCertainty(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second})
 	f := storetest.NewFixture()
-	as[idemstore.Acquired](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
 	srv.Kill()
-	if _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); !errors.Is(err, idemstore.ErrIndeterminate) {
+	if _, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); !errors.Is(err, idemstore.ErrIndeterminate) {
 		t.Fatalf("claim with Redis down: %v, want ErrIndeterminate", err)
 	}
 	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, idemstore.ErrUnavailable) {
@@ -241,7 +243,7 @@ func TestServerRestartClassifiesCertainty(t *testing.T) {
 	}
 	// The restarted server is empty (it keeps nothing on disk) and has no
 	// scripts cached.
-	as[idemstore.Acquired](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
 }
 
 type countHook struct{ seen func(name string) }
@@ -283,7 +285,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 	f := storetest.NewFixture()
 	f.Ref = ref
-	own := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))).Ownership
+	own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))).Ownership
 	fields, err := client.HGetAll(t.Context(), want).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -337,32 +339,32 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 	}
 	for _, c := range cases {
 		f := storetest.NewFixture()
-		owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
-		own := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
+		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
 		key := s.Key(f.Ref)
 		if err := c.corrupt(key); err != nil {
 			t.Fatal(err)
 		}
 		before := client.Dump(t.Context(), key).Val()
 		calls := map[string]func() error{
-			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); return err },
+			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); return err },
 			"claimstart": func() error { _, err := s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err },
 			"start": func() error {
-				_, err := s.Start(t.Context(), idemstore.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+				_, err := s.Start(t.Context(), driver.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 				return err
 			},
 			"complete": func() error {
-				_, err := s.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, TTL: f.TTL})
+				_, err := s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, TTL: f.TTL})
 				return err
 			},
 			"renew": func() error {
-				_, err := s.Renew(t.Context(), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+				_, err := s.Renew(t.Context(), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 				return err
 			},
-			"release": func() error { _, err := s.Release(t.Context(), idemstore.ReleaseRequest{Ownership: own}); return err },
+			"release": func() error { _, err := s.Release(t.Context(), driver.ReleaseRequest{Ownership: own}); return err },
 			"inspect": func() error { _, err := s.Inspect(t.Context(), f.Ref); return err },
 			"resolve": func() error {
-				_, err := s.Resolve(t.Context(), idemstore.ResolveRequest{Ref: f.Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
+				_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
 				return err
 			},
 		}
@@ -444,12 +446,12 @@ func TestCallsNeverOutliveTheirContext(t *testing.T) {
 			proof error
 		}{
 			{"claim", 0, func(ctx context.Context) error {
-				_, err := s.ClaimStart(ctx, f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+				_, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
 				return err
 			}, idemstore.ErrIndeterminate},
 			{"inspect", 0, func(ctx context.Context) error { _, err := s.Inspect(ctx, f.Ref); return err }, idemstore.ErrUnavailable},
 			{"claim with an earlier deadline", 30 * time.Millisecond, func(ctx context.Context) error {
-				_, err := s.Claim(ctx, f.Claim(idemstore.NewOwner()))
+				_, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
 				return err
 			}, idemstore.ErrIndeterminate},
 		} {
@@ -488,7 +490,7 @@ func TestInspectIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := storetest.NewFixture()
-	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce())); err != nil {
+	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
 	readable := func(t *testing.T, s *redisstore.Store, where string) {
@@ -518,7 +520,7 @@ func TestInspectIsReadOnly(t *testing.T) {
 		}
 		rs := newStore(t, redisstore.Config{Client: rc, Namespace: keyNamespace(s), CommandTimeout: time.Second})
 		readable(t, rs, "replica")
-		if _, err := rs.Claim(t.Context(), f.Claim(idemstore.NewOwner())); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		if _, err := rs.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil || !strings.Contains(err.Error(), "READONLY") {
 			t.Fatalf("claim on the replica: %v, want READONLY", err)
 		}
 	})
@@ -535,7 +537,7 @@ func TestInspectIsReadOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = pc.ConfigSet(context.Background(), "maxmemory", "0").Err() })
 		readable(t, s, "out of memory")
-		if _, err := s.Claim(t.Context(), f.Claim(idemstore.NewOwner())); err == nil || !strings.Contains(err.Error(), "OOM") {
+		if _, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil || !strings.Contains(err.Error(), "OOM") {
 			t.Fatalf("claim out of memory: %v, want OOM", err)
 		}
 	})
@@ -574,10 +576,10 @@ func TestResponsesOfEverySizeRoundTrip(t *testing.T) {
 			resp[i] = byte(i*7 + n) // NUL bytes too
 		}
 		f := storetest.NewFixture()
-		owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
-		own := as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
-		as[idemstore.Transitioned](t)(s.Complete(t.Context(), idemstore.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
-		rep := as[idemstore.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(idemstore.NewOwner())))
+		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
+		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
 		if !bytes.Equal(rep.Record.Response, resp) {
 			t.Fatalf("%d bytes: replayed %d bytes that differ", n, len(rep.Record.Response))
 		}
@@ -592,19 +594,19 @@ func TestResponsesOfEverySizeRoundTrip(t *testing.T) {
 		// RESOLVE writes the same way.
 		g := storetest.NewFixture()
 		gown, gnonce := executingOwnership(t, s, g)
-		ab := as[idemstore.Transitioned](t)(s.Fail(t.Context(), idemstore.FailRequest{Ownership: gown, Nonce: gnonce, Target: idemstore.StateAbandoned, TTL: g.TTL}))
-		req := idemstore.ResolveRequest{Ref: g.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev, Target: idemstore.StateCompleted,
+		ab := as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: gown, Nonce: gnonce, Target: idemstore.StateAbandoned, TTL: g.TTL}))
+		req := driver.ResolveRequest{Ref: g.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev, Target: idemstore.StateCompleted,
 			Response: resp, Codec: g.Codec, Policy: g.Policy, TTL: g.TTL}
-		as[idemstore.Transitioned](t)(s.Resolve(t.Context(), req))
-		as[idemstore.AlreadyTransitioned](t)(s.Resolve(t.Context(), req))
-		if rep := as[idemstore.CompletedReplay](t)(s.Claim(t.Context(), g.Claim(idemstore.NewOwner()))); !bytes.Equal(rep.Record.Response, resp) {
+		as[driver.Transitioned](t)(s.Resolve(t.Context(), req))
+		as[driver.AlreadyTransitioned](t)(s.Resolve(t.Context(), req))
+		if rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), g.Claim(driver.NewOwner()))); !bytes.Equal(rep.Record.Response, resp) {
 			t.Fatalf("%d bytes: replay after resolve differs", n)
 		}
 	}
 }
 
-func executingOwnership(t *testing.T, s *redisstore.Store, f storetest.Fixture) (idemstore.Ownership, idemstore.Nonce) {
+func executingOwnership(t *testing.T, s *redisstore.Store, f storetest.Fixture) (idemstore.Ownership, driver.Nonce) {
 	t.Helper()
-	nonce := idemstore.NewNonce()
-	return as[idemstore.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(idemstore.NewOwner(), nonce))).Ownership, nonce
+	nonce := driver.NewNonce()
+	return as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), nonce))).Ownership, nonce
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/refmodel"
@@ -22,7 +24,7 @@ type universe struct {
 	owners []idemstore.Owner
 	ops    []idemstore.OperationID
 	fps    []idemstore.Fingerprint
-	nonces []idemstore.Nonce
+	nonces []driver.Nonce
 	// known is the last ownership each owner was told it has, per ref.
 	known map[idemstore.Ref]map[idemstore.Owner]idemstore.Ownership
 }
@@ -33,10 +35,10 @@ func newUniverse() *universe {
 		u.refs = append(u.refs, storetest.NewFixture().Ref)
 	}
 	for range 3 {
-		u.owners = append(u.owners, idemstore.NewOwner())
+		u.owners = append(u.owners, driver.NewOwner())
 	}
 	for range 4 {
-		u.nonces = append(u.nonces, idemstore.NewNonce())
+		u.nonces = append(u.nonces, driver.NewNonce())
 	}
 	u.ops = []idemstore.OperationID{"op-a", "op-b"}
 	u.fps = []idemstore.Fingerprint{idemstore.FingerprintOf([]byte("a")), idemstore.FingerprintOf([]byte("b"))}
@@ -100,7 +102,7 @@ func (u *universe) genStep(src byteSource) step {
 	} else if d == 1 {
 		o.Rev++
 	}
-	claim := idemstore.ClaimRequest{Ref: ref, Operation: op, Fingerprint: fp, Owner: owner,
+	claim := driver.ClaimRequest{Ref: ref, Operation: op, Fingerprint: fp, Owner: owner,
 		Codec: codec, Policy: policy, Lease: lease, Retention: ttl}
 	resp := []byte(fmt.Sprintf("resp-%d", src.next()%3))
 	name := fmt.Sprintf("ref%d owner%s nonce%s", indexOf(u.refs, ref), owner[:4], nonce[:4])
@@ -116,14 +118,14 @@ func (u *universe) genStep(src byteSource) step {
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.ClaimStart(ctx, claim) },
 			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, nonce) }}
 	case 4:
-		req := idemstore.StartRequest{Ownership: o, Nonce: nonce, Lease: lease, Retention: ttl}
+		req := driver.StartRequest{Ownership: o, Nonce: nonce, Lease: lease, Retention: ttl}
 		return step{"start " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Start(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
 				return m.Transition(now, o, idemstore.StateExecuting, "CLAIMED", nonce, lease, nil, "")
 			}}
 	case 5:
-		req := idemstore.CompleteRequest{Ownership: o, Nonce: nonce, Response: resp, TTL: ttl}
+		req := driver.CompleteRequest{Ownership: o, Nonce: nonce, Response: resp, TTL: ttl}
 		return step{"complete " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Complete(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
@@ -131,21 +133,21 @@ func (u *universe) genStep(src byteSource) step {
 			}}
 	case 6:
 		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateAbandoned})
-		req := idemstore.FailRequest{Ownership: o, Nonce: nonce, Target: target, Reason: "why", TTL: ttl}
+		req := driver.FailRequest{Ownership: o, Nonce: nonce, Target: target, Reason: "why", TTL: ttl}
 		return step{"fail " + string(target) + " " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Fail(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
 				return m.Transition(now, o, target, "CLAIMED,EXECUTING", nonce, 0, nil, "why")
 			}}
 	case 7:
-		req := idemstore.RenewRequest{Ref: ref, Operation: op, Owner: owner, Nonce: nonce, Lease: lease, Retention: ttl}
+		req := driver.RenewRequest{Ref: ref, Operation: op, Owner: owner, Nonce: nonce, Lease: lease, Retention: ttl}
 		return step{"renew " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Renew(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any { return m.Renew(now, req) }}
 	case 8:
 		return step{"release " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) {
-				return s.Release(ctx, idemstore.ReleaseRequest{Ownership: o})
+				return s.Release(ctx, driver.ReleaseRequest{Ownership: o})
 			},
 			func(now time.Time, m *refmodel.Model) any { return m.Release(now, o) }}
 	default:
@@ -155,7 +157,7 @@ func (u *universe) genStep(src byteSource) step {
 				func(now time.Time, m *refmodel.Model) any { return m.Inspect(now, ref) }}
 		}
 		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateCompleted, idemstore.StateFailed})
-		req := idemstore.ResolveRequest{Ref: ref, Attempt: max(o.Attempt, 1), Rev: o.Rev, Target: target,
+		req := driver.ResolveRequest{Ref: ref, Attempt: max(o.Attempt, 1), Rev: o.Rev, Target: target,
 			Response: resp, Codec: "json-v2", Policy: 2, Reason: "resolved", TTL: ttl}
 		return step{"resolve " + string(target) + " " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Resolve(ctx, req) },
@@ -176,13 +178,13 @@ func indexOf[T comparable](xs []T, x T) int {
 func (u *universe) learn(out any) {
 	var o idemstore.Ownership
 	switch v := out.(type) {
-	case idemstore.Acquired:
+	case driver.Acquired:
 		o = v.Ownership
-	case idemstore.TakenOver:
+	case driver.TakenOver:
 		o = v.Ownership
-	case idemstore.ReplayedAcquire:
+	case driver.ReplayedAcquire:
 		o = v.Ownership
-	case idemstore.Transitioned:
+	case driver.Transitioned:
 		o = v.Ownership
 	default:
 		return
@@ -195,7 +197,7 @@ func (u *universe) learn(out any) {
 
 // serverTime is the store clock an outcome reports, if it reports one.
 func serverTime(out any) time.Time {
-	if obs, ok := out.(idemstore.Observation); ok {
+	if obs, ok := out.(driver.Observation); ok {
 		return obs.ServerTime
 	}
 	v := reflect.ValueOf(out)

@@ -12,7 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // DefaultCommandTimeout is the default time one script call may take.
@@ -42,7 +43,7 @@ type Config struct {
 	// CommandTimeout bounds each script call. Default 200ms.
 	CommandTimeout time.Duration
 	// MaxResponseBytes is the largest response Complete and Resolve store.
-	// Default 1 MiB (idemstore.DefaultMaxResponseBytes).
+	// Default 1 MiB (driver.DefaultMaxResponseBytes).
 	MaxResponseBytes int
 	// Logger receives debug lines (script reloads). Default: discard.
 	Logger *slog.Logger
@@ -70,7 +71,7 @@ func (c *Config) setDefaults() error {
 		return fmt.Errorf("redisstore: Config.CommandTimeout must be positive, got %v", c.CommandTimeout)
 	}
 	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = idemstore.DefaultMaxResponseBytes
+		c.MaxResponseBytes = driver.DefaultMaxResponseBytes
 	}
 	if c.MaxResponseBytes < 0 || c.MaxResponseBytes > 512<<20 {
 		return fmt.Errorf("redisstore: Config.MaxResponseBytes must be 1 to 512 MiB, got %d", c.MaxResponseBytes)
@@ -81,7 +82,7 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// Store is the Redis implementation of idemstore.Store. It is safe for
+// Store is the Redis implementation of driver.Store. It is safe for
 // concurrent use.
 type Store struct {
 	client  redis.UniversalClient
@@ -98,7 +99,7 @@ type Store struct {
 	args    argCache
 }
 
-var _ idemstore.Store = (*Store)(nil)
+var _ driver.Store = (*Store)(nil)
 
 // New returns a Store. It does not talk to Redis.
 func New(cfg Config) (*Store, error) {
@@ -135,13 +136,13 @@ func contextTimeoutEnabled(c redis.UniversalClient) bool {
 }
 
 // CommandTimeout is the longest one store call waits (Config.CommandTimeout).
-// idemstore.NewExecutor checks the lease's safety margin against it.
+// driver.NewExecutor checks the lease's safety margin against it.
 func (s *Store) CommandTimeout() time.Duration { return s.timeout }
 
 // Key returns the Redis key of a record:
 // "<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}".
 // It holds no raw client key, principal or workflow ID.
-func (s *Store) Key(ref idemstore.Ref) string {
+func (s *Store) Key(ref driver.Ref) string {
 	return s.ns + ":idem:v" + strconv.Itoa(KeyLayoutVersion) + ":d" + strconv.Itoa(ref.Digest.Version) +
 		":" + string(ref.Code) + ":{" + ref.Digest.Hex + "}"
 }
@@ -150,20 +151,20 @@ func (s *Store) Key(ref idemstore.Ref) string {
 // server (NOSCRIPT) and sent it whole.
 func (s *Store) ScriptReloads() int64 { return s.reloads.Load() }
 
-// Claim implements idemstore.Store.
-func (s *Store) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+// Claim implements driver.Store.
+func (s *Store) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
 	return s.claim(ctx, req, "")
 }
 
-// ClaimStart implements idemstore.Store.
-func (s *Store) ClaimStart(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
+// ClaimStart implements driver.Store.
+func (s *Store) ClaimStart(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
 	if err := req.Nonce.Validate(); err != nil {
 		return nil, err
 	}
 	return s.claim(ctx, req, req.Nonce)
 }
 
-func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce idemstore.Nonce) (idemstore.ClaimOutcome, error) {
+func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce driver.Nonce) (driver.ClaimOutcome, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -180,17 +181,17 @@ func (s *Store) claim(ctx context.Context, req idemstore.ClaimRequest, nonce ide
 	return decodeClaim(op, req.Ref, raw)
 }
 
-// Start implements idemstore.Store.
-func (s *Store) Start(ctx context.Context, req idemstore.StartRequest) (idemstore.TransitionOutcome, error) {
+// Start implements driver.Store.
+func (s *Store) Start(ctx context.Context, req driver.StartRequest) (driver.TransitionOutcome, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	return s.transition(ctx, opStart, req.Ownership, idemstore.StateExecuting, "CLAIMED",
+	return s.transition(ctx, opStart, req.Ownership, driver.StateExecuting, "CLAIMED",
 		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.Retention, nil, "")
 }
 
-// Complete implements idemstore.Store.
-func (s *Store) Complete(ctx context.Context, req idemstore.CompleteRequest) (idemstore.TransitionOutcome, error) {
+// Complete implements driver.Store.
+func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) (driver.TransitionOutcome, error) {
 	if err := req.Validate(s.maxResp); err != nil {
 		return nil, err
 	}
@@ -198,12 +199,12 @@ func (s *Store) Complete(ctx context.Context, req idemstore.CompleteRequest) (id
 	if resp == nil {
 		resp = []byte{}
 	}
-	return s.transition(ctx, opComplete, req.Ownership, idemstore.StateCompleted, "EXECUTING",
+	return s.transition(ctx, opComplete, req.Ownership, driver.StateCompleted, "EXECUTING",
 		req.Nonce, "", req.TTL, resp, "")
 }
 
-// Fail implements idemstore.Store.
-func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) (idemstore.TransitionOutcome, error) {
+// Fail implements driver.Store.
+func (s *Store) Fail(ctx context.Context, req driver.FailRequest) (driver.TransitionOutcome, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -213,9 +214,9 @@ func (s *Store) Fail(ctx context.Context, req idemstore.FailRequest) (idemstore.
 
 // transition sends TRANSITION. With a lease (START), ttl is the retention
 // after the lease; without, the key's TTL.
-func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership, target idemstore.State,
-	sources string, nonce idemstore.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
-) (idemstore.TransitionOutcome, error) {
+func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, target driver.State,
+	sources string, nonce driver.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
+) (driver.TransitionOutcome, error) {
 	hasResp, sum := "0", ""
 	if resp != nil {
 		hasResp, sum = "1", checksum(resp)
@@ -229,8 +230,8 @@ func (s *Store) transition(ctx context.Context, op string, o idemstore.Ownership
 	return decodeTransition(op, o.Ref, raw)
 }
 
-// Renew implements idemstore.Store.
-func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
+// Renew implements driver.Store.
+func (s *Store) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -242,8 +243,8 @@ func (s *Store) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstor
 	return decodeRenew(req.Ref, raw)
 }
 
-// Release implements idemstore.Store.
-func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idemstore.ReleaseOutcome, error) {
+// Release implements driver.Store.
+func (s *Store) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseOutcome, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -255,20 +256,20 @@ func (s *Store) Release(ctx context.Context, req idemstore.ReleaseRequest) (idem
 	return decodeRelease(o.Ref, raw)
 }
 
-// Inspect implements idemstore.Store.
-func (s *Store) Inspect(ctx context.Context, ref idemstore.Ref) (idemstore.Observation, error) {
+// Inspect implements driver.Store.
+func (s *Store) Inspect(ctx context.Context, ref driver.Ref) (driver.Observation, error) {
 	if err := ref.Validate(); err != nil {
-		return idemstore.Observation{}, err
+		return driver.Observation{}, err
 	}
 	raw, err := s.call(ctx, opInspect, ref, s.scripts.inspect)
 	if err != nil {
-		return idemstore.Observation{}, err
+		return driver.Observation{}, err
 	}
 	return decodeInspect(ref, raw)
 }
 
-// Resolve implements idemstore.Store.
-func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idemstore.ResolveOutcome, error) {
+// Resolve implements driver.Store.
+func (s *Store) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.ResolveOutcome, error) {
 	if err := req.Validate(s.maxResp); err != nil {
 		return nil, err
 	}
@@ -287,7 +288,7 @@ func (s *Store) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idem
 // call runs a script under the command timeout and returns its raw reply,
 // for the script's decoder. A transport error is classified: Indeterminate
 // for a script that may write, Unavailable for INSPECT.
-func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc script, args ...any) (any, error) {
+func (s *Store) call(ctx context.Context, op string, ref driver.Ref, sc script, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var v any
@@ -299,13 +300,13 @@ func (s *Store) call(ctx context.Context, op string, ref idemstore.Ref, sc scrip
 	}
 	if err != nil {
 		if redis.HasErrorPrefix(err, "WRONGTYPE") {
-			return nil, &idemstore.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
+			return nil, &driver.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
 		}
-		certainty := idemstore.Indeterminate
+		certainty := driver.Indeterminate
 		if op == opInspect {
-			certainty = idemstore.Unavailable
+			certainty = driver.Unavailable
 		}
-		return nil, &idemstore.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
+		return nil, &driver.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
 	}
 	return v, nil
 }

@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // Method names a Store method, for fault injection.
@@ -44,17 +45,17 @@ var ErrInjected = errors.New("storetest: injected fault")
 // FaultyStore wraps a Store and injects faults into chosen calls. It is
 // safe for concurrent use.
 type FaultyStore struct {
-	inner idemstore.Store
+	inner driver.Store
 	mu    sync.Mutex
 	plan  map[Method][]Fault
 	calls map[Method]int
 	hooks map[Method]func()
 }
 
-var _ idemstore.Store = (*FaultyStore)(nil)
+var _ driver.Store = (*FaultyStore)(nil)
 
 // NewFaultyStore wraps s; without injected faults it passes every call on.
-func NewFaultyStore(s idemstore.Store) *FaultyStore {
+func NewFaultyStore(s driver.Store) *FaultyStore {
 	return &FaultyStore{inner: s, plan: map[Method][]Fault{}, calls: map[Method]int{}, hooks: map[Method]func(){}}
 }
 
@@ -73,10 +74,10 @@ func (f *FaultyStore) InjectAlways(m Method, fault Fault) {
 }
 
 // CommandTimeout is the wrapped store's, when it reports one
-// (idemstore.TimeBounded), so an executor over a FaultyStore checks its
+// (driver.TimeBounded), so an executor over a FaultyStore checks its
 // safety margin as it would over the store itself; 0 otherwise.
 func (f *FaultyStore) CommandTimeout() time.Duration {
-	if tb, ok := f.inner.(idemstore.TimeBounded); ok {
+	if tb, ok := f.inner.(driver.TimeBounded); ok {
 		return tb.CommandTimeout()
 	}
 	return 0
@@ -122,16 +123,16 @@ func (f *FaultyStore) next(m Method) Fault {
 	return fault
 }
 
-func injected(m Method, ref idemstore.Ref) error {
-	c := idemstore.Indeterminate
+func injected(m Method, ref driver.Ref) error {
+	c := driver.Indeterminate
 	if m == MethodInspect {
-		c = idemstore.Unavailable
+		c = driver.Unavailable
 	}
-	return &idemstore.StoreError{Op: string(m), Ref: ref, Certainty: c, Err: ErrInjected}
+	return &driver.StoreError{Op: string(m), Ref: ref, Certainty: c, Err: ErrInjected}
 }
 
 // call applies the fault plan around one call.
-func call[T any](f *FaultyStore, m Method, ref idemstore.Ref, do func() (T, error)) (T, error) {
+func call[T any](f *FaultyStore, m Method, ref driver.Ref, do func() (T, error)) (T, error) {
 	var zero T
 	switch f.next(m) {
 	case ErrorBeforeApply:
@@ -145,47 +146,47 @@ func call[T any](f *FaultyStore, m Method, ref idemstore.Ref, do func() (T, erro
 	return do()
 }
 
-// Claim implements idemstore.Store.
-func (f *FaultyStore) Claim(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
-	return call(f, MethodClaim, req.Ref, func() (idemstore.ClaimOutcome, error) { return f.inner.Claim(ctx, req) })
+// Claim implements driver.Store.
+func (f *FaultyStore) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
+	return call(f, MethodClaim, req.Ref, func() (driver.ClaimOutcome, error) { return f.inner.Claim(ctx, req) })
 }
 
-// ClaimStart implements idemstore.Store.
-func (f *FaultyStore) ClaimStart(ctx context.Context, req idemstore.ClaimRequest) (idemstore.ClaimOutcome, error) {
-	return call(f, MethodClaimStart, req.Ref, func() (idemstore.ClaimOutcome, error) { return f.inner.ClaimStart(ctx, req) })
+// ClaimStart implements driver.Store.
+func (f *FaultyStore) ClaimStart(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
+	return call(f, MethodClaimStart, req.Ref, func() (driver.ClaimOutcome, error) { return f.inner.ClaimStart(ctx, req) })
 }
 
-// Start implements idemstore.Store.
-func (f *FaultyStore) Start(ctx context.Context, req idemstore.StartRequest) (idemstore.TransitionOutcome, error) {
-	return call(f, MethodStart, req.Ownership.Ref, func() (idemstore.TransitionOutcome, error) { return f.inner.Start(ctx, req) })
+// Start implements driver.Store.
+func (f *FaultyStore) Start(ctx context.Context, req driver.StartRequest) (driver.TransitionOutcome, error) {
+	return call(f, MethodStart, req.Ownership.Ref, func() (driver.TransitionOutcome, error) { return f.inner.Start(ctx, req) })
 }
 
-// Complete implements idemstore.Store.
-func (f *FaultyStore) Complete(ctx context.Context, req idemstore.CompleteRequest) (idemstore.TransitionOutcome, error) {
-	return call(f, MethodComplete, req.Ownership.Ref, func() (idemstore.TransitionOutcome, error) { return f.inner.Complete(ctx, req) })
+// Complete implements driver.Store.
+func (f *FaultyStore) Complete(ctx context.Context, req driver.CompleteRequest) (driver.TransitionOutcome, error) {
+	return call(f, MethodComplete, req.Ownership.Ref, func() (driver.TransitionOutcome, error) { return f.inner.Complete(ctx, req) })
 }
 
-// Fail implements idemstore.Store.
-func (f *FaultyStore) Fail(ctx context.Context, req idemstore.FailRequest) (idemstore.TransitionOutcome, error) {
-	return call(f, MethodFail, req.Ownership.Ref, func() (idemstore.TransitionOutcome, error) { return f.inner.Fail(ctx, req) })
+// Fail implements driver.Store.
+func (f *FaultyStore) Fail(ctx context.Context, req driver.FailRequest) (driver.TransitionOutcome, error) {
+	return call(f, MethodFail, req.Ownership.Ref, func() (driver.TransitionOutcome, error) { return f.inner.Fail(ctx, req) })
 }
 
-// Renew implements idemstore.Store.
-func (f *FaultyStore) Renew(ctx context.Context, req idemstore.RenewRequest) (idemstore.RenewOutcome, error) {
-	return call(f, MethodRenew, req.Ref, func() (idemstore.RenewOutcome, error) { return f.inner.Renew(ctx, req) })
+// Renew implements driver.Store.
+func (f *FaultyStore) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
+	return call(f, MethodRenew, req.Ref, func() (driver.RenewOutcome, error) { return f.inner.Renew(ctx, req) })
 }
 
-// Release implements idemstore.Store.
-func (f *FaultyStore) Release(ctx context.Context, req idemstore.ReleaseRequest) (idemstore.ReleaseOutcome, error) {
-	return call(f, MethodRelease, req.Ownership.Ref, func() (idemstore.ReleaseOutcome, error) { return f.inner.Release(ctx, req) })
+// Release implements driver.Store.
+func (f *FaultyStore) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseOutcome, error) {
+	return call(f, MethodRelease, req.Ownership.Ref, func() (driver.ReleaseOutcome, error) { return f.inner.Release(ctx, req) })
 }
 
-// Inspect implements idemstore.Store.
-func (f *FaultyStore) Inspect(ctx context.Context, ref idemstore.Ref) (idemstore.Observation, error) {
-	return call(f, MethodInspect, ref, func() (idemstore.Observation, error) { return f.inner.Inspect(ctx, ref) })
+// Inspect implements driver.Store.
+func (f *FaultyStore) Inspect(ctx context.Context, ref driver.Ref) (driver.Observation, error) {
+	return call(f, MethodInspect, ref, func() (driver.Observation, error) { return f.inner.Inspect(ctx, ref) })
 }
 
-// Resolve implements idemstore.Store.
-func (f *FaultyStore) Resolve(ctx context.Context, req idemstore.ResolveRequest) (idemstore.ResolveOutcome, error) {
-	return call(f, MethodResolve, req.Ref, func() (idemstore.ResolveOutcome, error) { return f.inner.Resolve(ctx, req) })
+// Resolve implements driver.Store.
+func (f *FaultyStore) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.ResolveOutcome, error) {
+	return call(f, MethodResolve, req.Ref, func() (driver.ResolveOutcome, error) { return f.inner.Resolve(ctx, req) })
 }

@@ -1,11 +1,11 @@
-// Package storetest holds the contract suite that every idemstore.Store
+// Package storetest holds the contract suite that every driver.Store
 // must pass, and a fault-injecting Store wrapper for testing callers.
 //
 // Run the suite from a test of the implementation:
 //
 //	func TestContract(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
-//			NewStore: func(t *testing.T) idemstore.Store { return newStoreUnderTest(t) },
+//			NewStore: func(t *testing.T) driver.Store { return newStoreUnderTest(t) },
 //		})
 //	}
 package storetest
@@ -22,7 +22,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // Harness tells the suite how to get a store.
@@ -30,16 +31,16 @@ type Harness struct {
 	// NewStore returns the store under test. It is called once per test;
 	// tests run in parallel and use keys of their own, so it may return
 	// the same store every time.
-	NewStore func(t *testing.T) idemstore.Store
+	NewStore func(t *testing.T) driver.Store
 	// MaxResponseBytes is the response limit the store was configured
-	// with. Default idemstore.DefaultMaxResponseBytes.
+	// with. Default driver.DefaultMaxResponseBytes.
 	MaxResponseBytes int
 }
 
 // Run runs the contract suite.
 func Run(t *testing.T, h Harness) {
 	if h.MaxResponseBytes == 0 {
-		h.MaxResponseBytes = idemstore.DefaultMaxResponseBytes
+		h.MaxResponseBytes = driver.DefaultMaxResponseBytes
 	}
 	tests := []struct {
 		name string
@@ -78,9 +79,9 @@ func Run(t *testing.T, h Harness) {
 
 // Fixture builds valid requests for one fresh record.
 type Fixture struct {
-	Ref         idemstore.Ref
-	Operation   idemstore.OperationID
-	Fingerprint idemstore.Fingerprint
+	Ref         driver.Ref
+	Operation   driver.OperationID
+	Fingerprint driver.Fingerprint
 	Codec       string
 	Policy      int
 	Lease       time.Duration
@@ -92,9 +93,9 @@ type Fixture struct {
 // NewFixture returns a fixture for a record no one else uses.
 func NewFixture() Fixture {
 	return Fixture{
-		Ref:         idemstore.Ref{Code: "charge-payment", Digest: idemstore.ScopeDigest{Version: 1, Hex: RandomHex(32)}},
-		Operation:   idemstore.OperationID("op-" + RandomHex(8)),
-		Fingerprint: idemstore.FingerprintOf([]byte("request")),
+		Ref:         driver.Ref{Code: "charge-payment", Digest: driver.ScopeDigest{Version: 1, Hex: RandomHex(32)}},
+		Operation:   driver.OperationID("op-" + RandomHex(8)),
+		Fingerprint: driver.FingerprintOf([]byte("request")),
 		Codec:       "json-v2",
 		Policy:      2,
 		Lease:       time.Minute,
@@ -103,15 +104,15 @@ func NewFixture() Fixture {
 }
 
 // Claim returns a claim request by owner.
-func (f Fixture) Claim(owner idemstore.Owner) idemstore.ClaimRequest {
-	return idemstore.ClaimRequest{
+func (f Fixture) Claim(owner driver.Owner) driver.ClaimRequest {
+	return driver.ClaimRequest{
 		Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint, Owner: owner,
 		Codec: f.Codec, Policy: f.Policy, Lease: f.Lease, Retention: f.TTL,
 	}
 }
 
 // ClaimStart returns a fused claim+start request by owner with nonce.
-func (f Fixture) ClaimStart(owner idemstore.Owner, nonce idemstore.Nonce) idemstore.ClaimRequest {
+func (f Fixture) ClaimStart(owner driver.Owner, nonce driver.Nonce) driver.ClaimRequest {
 	r := f.Claim(owner)
 	r.Nonce = nonce
 	return r
@@ -151,13 +152,13 @@ func as[T any](t *testing.T, v any) T {
 	return out
 }
 
-func inspect(t *testing.T, s idemstore.Store, ref idemstore.Ref) idemstore.Observation {
+func inspect(t *testing.T, s driver.Store, ref driver.Ref) driver.Observation {
 	t.Helper()
 	return must(t, res(s.Inspect(ctx(t), ref)))
 }
 
 // sameRecord compares the stored part of two snapshots (not the clock).
-func sameRecord(t *testing.T, before, after idemstore.Observation) {
+func sameRecord(t *testing.T, before, after driver.Observation) {
 	t.Helper()
 	b, a := before.Record, after.Record
 	b.ServerTime, a.ServerTime, b.TTL, a.TTL = time.Time{}, time.Time{}, 0, 0
@@ -166,33 +167,33 @@ func sameRecord(t *testing.T, before, after idemstore.Observation) {
 	}
 }
 
-func equalRecord(a, b idemstore.Record) bool {
+func equalRecord(a, b driver.Record) bool {
 	ra, rb := a.Response, b.Response
 	a.Response, b.Response = nil, nil
 	return reflect.DeepEqual(a, b) && string(ra) == string(rb)
 }
 
 // executing claims and starts a record for a new owner.
-func executing(t *testing.T, s idemstore.Store, f Fixture) (idemstore.Ownership, idemstore.Nonce) {
+func executing(t *testing.T, s driver.Store, f Fixture) (driver.Ownership, driver.Nonce) {
 	t.Helper()
-	nonce := idemstore.NewNonce()
-	acq := as[idemstore.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(idemstore.NewOwner(), nonce)))))
+	nonce := driver.NewNonce()
+	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(driver.NewOwner(), nonce)))))
 	return acq.Ownership, nonce
 }
 
-func complete(t *testing.T, s idemstore.Store, f Fixture, resp string) idemstore.Ownership {
+func complete(t *testing.T, s driver.Store, f Fixture, resp string) driver.Ownership {
 	t.Helper()
 	own, nonce := executing(t, s, f)
-	tr := as[idemstore.Transitioned](t, must(t, res(s.Complete(ctx(t), idemstore.CompleteRequest{
+	tr := as[driver.Transitioned](t, must(t, res(s.Complete(ctx(t), driver.CompleteRequest{
 		Ownership: own, Nonce: nonce, Response: []byte(resp), TTL: f.TTL,
 	}))))
 	return tr.Ownership
 }
 
-func fail(t *testing.T, s idemstore.Store, f Fixture, target idemstore.State) idemstore.Ownership {
+func fail(t *testing.T, s driver.Store, f Fixture, target driver.State) driver.Ownership {
 	t.Helper()
 	own, nonce := executing(t, s, f)
-	tr := as[idemstore.Transitioned](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
+	tr := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
 		Ownership: own, Nonce: nonce, Target: target, Reason: "test", TTL: f.TTL,
 	}))))
 	return tr.Ownership
@@ -201,7 +202,7 @@ func fail(t *testing.T, s idemstore.Store, f Fixture, target idemstore.State) id
 // WaitLeaseExpired polls the store's own clock until the record's lease has
 // passed. Leases are judged by the store's clock, so that is the clock to
 // wait on.
-func WaitLeaseExpired(t *testing.T, s idemstore.Store, ref idemstore.Ref) {
+func WaitLeaseExpired(t *testing.T, s driver.Store, ref driver.Ref) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -218,10 +219,10 @@ func WaitLeaseExpired(t *testing.T, s idemstore.Store, ref idemstore.Ref) {
 
 func testClaimAcquires(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := idemstore.NewOwner()
-	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	owner := driver.NewOwner()
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	r := acq.Record
-	if r.State != idemstore.StateClaimed || r.Owner != owner || r.Attempt != 1 || r.Rev != 1 ||
+	if r.State != driver.StateClaimed || r.Owner != owner || r.Attempt != 1 || r.Rev != 1 ||
 		r.Operation != f.Operation || r.Fingerprint != f.Fingerprint || r.Codec != f.Codec || r.Policy != f.Policy {
 		t.Fatalf("acquired record = %+v", r)
 	}
@@ -235,30 +236,30 @@ func testClaimAcquires(t *testing.T, h Harness) {
 	if want := f.Lease + f.TTL; r.TTL <= want-5*time.Second || r.TTL > want {
 		t.Fatalf("TTL = %v, want about %v (lease + retention)", r.TTL, want)
 	}
-	if acq.Ownership != (idemstore.Ownership{Ref: f.Ref, Operation: f.Operation, Owner: owner, Attempt: 1, Rev: 1}) {
+	if acq.Ownership != (driver.Ownership{Ref: f.Ref, Operation: f.Operation, Owner: owner, Attempt: 1, Rev: 1}) {
 		t.Fatalf("ownership = %+v", acq.Ownership)
 	}
 }
 
 func testClaimStart(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	nonce := idemstore.NewNonce()
-	acq := as[idemstore.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(idemstore.NewOwner(), nonce)))))
-	if acq.Record.State != idemstore.StateExecuting || acq.Record.Nonce != nonce {
+	nonce := driver.NewNonce()
+	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(driver.NewOwner(), nonce)))))
+	if acq.Record.State != driver.StateExecuting || acq.Record.Nonce != nonce {
 		t.Fatalf("claim+start record = %+v, want EXECUTING with nonce %s", acq.Record, nonce)
 	}
-	if _, err := s.ClaimStart(ctx(t), f.Claim(idemstore.NewOwner())); !errors.Is(err, idemstore.ErrInvalidInput) {
+	if _, err := s.ClaimStart(ctx(t), f.Claim(driver.NewOwner())); !errors.Is(err, driver.ErrInvalidInput) {
 		t.Fatalf("claim+start without a nonce: err = %v, want ErrInvalidInput", err)
 	}
 }
 
 func testFingerprintFirst(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	setups := map[string]func(f Fixture) idemstore.Owner{
-		"completed": func(f Fixture) idemstore.Owner { return complete(t, s, f, "ok").Owner },
-		"abandoned": func(f Fixture) idemstore.Owner { return fail(t, s, f, idemstore.StateAbandoned).Owner },
-		"failed":    func(f Fixture) idemstore.Owner { return fail(t, s, f, idemstore.StateFailedRetryable).Owner },
-		"executing": func(f Fixture) idemstore.Owner { o, _ := executing(t, s, f); return o.Owner },
+	setups := map[string]func(f Fixture) driver.Owner{
+		"completed": func(f Fixture) driver.Owner { return complete(t, s, f, "ok").Owner },
+		"abandoned": func(f Fixture) driver.Owner { return fail(t, s, f, driver.StateAbandoned).Owner },
+		"failed":    func(f Fixture) driver.Owner { return fail(t, s, f, driver.StateFailedRetryable).Owner },
+		"executing": func(f Fixture) driver.Owner { o, _ := executing(t, s, f); return o.Owner },
 	}
 	for name, setup := range setups {
 		t.Run(name, func(t *testing.T) {
@@ -266,12 +267,12 @@ func testFingerprintFirst(t *testing.T, h Harness) {
 			owner := setup(f)
 			before := inspect(t, s, f.Ref)
 			other := f
-			other.Fingerprint = idemstore.FingerprintOf([]byte("another request"))
+			other.Fingerprint = driver.FingerprintOf([]byte("another request"))
 			// Even the owner itself, and even a claim+start, is refused.
-			for _, req := range []idemstore.ClaimRequest{other.Claim(owner), other.Claim(idemstore.NewOwner())} {
-				as[idemstore.FingerprintMismatch](t, must(t, res(s.Claim(ctx(t), req))))
-				req.Nonce = idemstore.NewNonce()
-				as[idemstore.FingerprintMismatch](t, must(t, res(s.ClaimStart(ctx(t), req))))
+			for _, req := range []driver.ClaimRequest{other.Claim(owner), other.Claim(driver.NewOwner())} {
+				as[driver.FingerprintMismatch](t, must(t, res(s.Claim(ctx(t), req))))
+				req.Nonce = driver.NewNonce()
+				as[driver.FingerprintMismatch](t, must(t, res(s.ClaimStart(ctx(t), req))))
 			}
 			sameRecord(t, before, inspect(t, s, f.Ref))
 		})
@@ -281,14 +282,14 @@ func testFingerprintFirst(t *testing.T, h Harness) {
 func testCompletedReplay(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	complete(t, s, f, `{"charge":"ch_1"}`)
-	claims := []func() (idemstore.ClaimOutcome, error){
-		func() (idemstore.ClaimOutcome, error) { return s.Claim(ctx(t), f.Claim(idemstore.NewOwner())) },
-		func() (idemstore.ClaimOutcome, error) {
-			return s.ClaimStart(ctx(t), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+	claims := []func() (driver.ClaimOutcome, error){
+		func() (driver.ClaimOutcome, error) { return s.Claim(ctx(t), f.Claim(driver.NewOwner())) },
+		func() (driver.ClaimOutcome, error) {
+			return s.ClaimStart(ctx(t), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
 		},
 	}
 	for _, claim := range claims {
-		rep := as[idemstore.CompletedReplay](t, must(t, res(claim())))
+		rep := as[driver.CompletedReplay](t, must(t, res(claim())))
 		if string(rep.Record.Response) != `{"charge":"ch_1"}` || rep.Record.Codec != f.Codec || rep.Record.Policy != f.Policy {
 			t.Fatalf("replay = %+v", rep.Record)
 		}
@@ -306,7 +307,7 @@ func testCodecMismatch(t *testing.T, h Harness) {
 	codec.Codec = "proto-v1"
 	policy.Policy = 3
 	for _, g := range []Fixture{codec, policy} {
-		m := as[idemstore.CodecMismatch](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+		m := as[driver.CodecMismatch](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
 		if m.Record.Codec != f.Codec || m.Record.Policy != f.Policy || m.Record.Response != nil {
 			t.Fatalf("mismatch reports %+v; want the stored codec and policy and no payload", m.Record)
 		}
@@ -316,92 +317,92 @@ func testCodecMismatch(t *testing.T, h Harness) {
 
 func testRecoveryRequired(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	own := fail(t, s, f, idemstore.StateAbandoned)
-	rr := as[idemstore.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
-	if rr.Record.State != idemstore.StateAbandoned || rr.Record.Reason != "test" {
+	own := fail(t, s, f, driver.StateAbandoned)
+	rr := as[driver.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	if rr.Record.State != driver.StateAbandoned || rr.Record.Reason != "test" {
 		t.Fatalf("recovery record = %+v", rr.Record)
 	}
 	// Even the owner that abandoned it cannot claim it back.
-	as[idemstore.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(own.Owner)))))
+	as[driver.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(own.Owner)))))
 }
 
 func testReplayedAcquire(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := idemstore.NewOwner()
-	as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	ra := as[idemstore.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	if ra.Record.State != idemstore.StateClaimed || ra.Ownership.Rev != 1 || ra.Record.Nonce != "" {
+	owner := driver.NewOwner()
+	as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	ra := as[driver.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	if ra.Record.State != driver.StateClaimed || ra.Ownership.Rev != 1 || ra.Record.Nonce != "" {
 		t.Fatalf("replayed acquire of CLAIMED = %+v", ra.Record)
 	}
 
 	g := NewFixture()
-	nonce := idemstore.NewNonce()
-	as[idemstore.Acquired](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce)))))
-	ra = as[idemstore.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, idemstore.NewNonce())))))
-	if ra.Record.State != idemstore.StateExecuting || ra.Record.Nonce != nonce {
+	nonce := driver.NewNonce()
+	as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce)))))
+	ra = as[driver.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, driver.NewNonce())))))
+	if ra.Record.State != driver.StateExecuting || ra.Record.Nonce != nonce {
 		t.Fatalf("replayed acquire of EXECUTING = %+v; it must report the state and the first invocation's nonce", ra.Record)
 	}
 }
 
 func testOwnerOperationConflict(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := idemstore.NewOwner()
-	as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	owner := driver.NewOwner()
+	as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	before := inspect(t, s, f.Ref)
 	other := f
 	other.Operation = "another-op"
-	as[idemstore.OwnerOperationConflict](t, must(t, res(s.Claim(ctx(t), other.Claim(owner)))))
+	as[driver.OwnerOperationConflict](t, must(t, res(s.Claim(ctx(t), other.Claim(owner)))))
 	sameRecord(t, before, inspect(t, s, f.Ref))
 }
 
 func testSameOwnerTakeover(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	for _, fused := range []bool{false, true} {
-		for _, from := range []idemstore.State{idemstore.StateClaimed, idemstore.StateExecuting} {
+		for _, from := range []driver.State{driver.StateClaimed, driver.StateExecuting} {
 			t.Run(fmt.Sprintf("%s/fused=%v", from, fused), func(t *testing.T) {
 				f := NewFixture()
 				f.Lease = 20 * time.Millisecond
-				owner := idemstore.NewOwner()
-				var before idemstore.Ownership
-				if from == idemstore.StateExecuting {
+				owner := driver.NewOwner()
+				var before driver.Ownership
+				if from == driver.StateExecuting {
 					before, _ = executing(t, s, f)
 					owner = before.Owner
 				} else {
-					before = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner))))).Ownership
+					before = as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner))))).Ownership
 				}
 				// While the lease lives, the owner's other invocation is told
 				// how far it got, with the lease left.
 				g := f
 				g.Lease = time.Minute
-				live := as[idemstore.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, idemstore.NewNonce())))))
+				live := as[driver.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, driver.NewNonce())))))
 				if live.Record.State != from || live.Record.LeaseRemaining() <= 0 {
 					t.Fatalf("live lease: %+v", live.Record)
 				}
 				WaitLeaseExpired(t, s, f.Ref)
-				nonce := idemstore.NewNonce()
-				var out idemstore.ClaimOutcome
+				nonce := driver.NewNonce()
+				var out driver.ClaimOutcome
 				if fused {
 					out = must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce))))
 				} else {
 					out = must(t, res(s.Claim(ctx(t), g.Claim(owner))))
 				}
-				to := as[idemstore.TakenOver](t, out)
-				if to.From != from || to.EffectMayHaveHappened != (from == idemstore.StateExecuting) {
+				to := as[driver.TakenOver](t, out)
+				if to.From != from || to.EffectMayHaveHappened != (from == driver.StateExecuting) {
 					t.Fatalf("took over from %s (effect may have happened: %v)", to.From, to.EffectMayHaveHappened)
 				}
 				r := to.Record
 				if r.Owner != owner || r.Attempt != before.Attempt || r.Rev != before.Rev+1 || r.LeaseRemaining() < 50*time.Second {
 					t.Fatalf("record %+v: the same owner and attempt, rev+1 (fencing the dead invocation) and a new lease", r)
 				}
-				if fused && (r.State != idemstore.StateExecuting || r.Nonce != nonce) || !fused && (r.State != idemstore.StateClaimed || r.Nonce != "") {
+				if fused && (r.State != driver.StateExecuting || r.Nonce != nonce) || !fused && (r.State != driver.StateClaimed || r.Nonce != "") {
 					t.Fatalf("record %+v after a takeover with fused=%v", r, fused)
 				}
 				// The dead invocation's ownership is stale.
-				ref := as[idemstore.Refused](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
-					Ownership: before, Target: idemstore.StateAbandoned, TTL: f.TTL,
+				ref := as[driver.Refused](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
+					Ownership: before, Target: driver.StateAbandoned, TTL: f.TTL,
 				}))))
-				if ref.Reason != idemstore.RefusedStaleRev {
-					t.Fatalf("the dead invocation's fail refused %s, want %s", ref.Reason, idemstore.RefusedStaleRev)
+				if ref.Reason != driver.RefusedStaleRev {
+					t.Fatalf("the dead invocation's fail refused %s, want %s", ref.Reason, driver.RefusedStaleRev)
 				}
 			})
 		}
@@ -419,16 +420,16 @@ func testInFlightTTL(t *testing.T, h Harness) {
 		}
 	}
 	about("claim+start", inspect(t, s, f.Ref).Record.TTL, f.Lease+f.TTL)
-	rn := as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+	rn := as[driver.Renewed](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, Retention: f.TTL,
 	}))))
 	about("renew", rn.Record.TTL, time.Hour+f.TTL)
 	g := NewFixture()
 	g.Lease, g.TTL = 10*time.Minute, time.Minute
-	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
 	about("claim", acq.Record.TTL, g.Lease+g.TTL)
-	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
-		Ownership: acq.Ownership, Nonce: idemstore.NewNonce(), Lease: 20 * time.Minute, Retention: g.TTL,
+	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), driver.StartRequest{
+		Ownership: acq.Ownership, Nonce: driver.NewNonce(), Lease: 20 * time.Minute, Retention: g.TTL,
 	}))))
 	about("start", st.Record.TTL, 20*time.Minute+g.TTL)
 }
@@ -439,18 +440,18 @@ func testTakeover(t *testing.T, h Harness) {
 	cases := []struct {
 		name   string
 		setup  func(f Fixture)
-		from   idemstore.State
+		from   driver.State
 		effect bool
 	}{
-		{"failed retryable", func(f Fixture) { fail(t, s, f, idemstore.StateFailedRetryable) }, idemstore.StateFailedRetryable, false},
+		{"failed retryable", func(f Fixture) { fail(t, s, f, driver.StateFailedRetryable) }, driver.StateFailedRetryable, false},
 		{"expired claimed", func(f Fixture) {
-			as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+			as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 			WaitLeaseExpired(t, s, f.Ref)
-		}, idemstore.StateClaimed, false},
+		}, driver.StateClaimed, false},
 		{"expired executing", func(f Fixture) {
 			executing(t, s, f)
 			WaitLeaseExpired(t, s, f.Ref)
-		}, idemstore.StateExecuting, true},
+		}, driver.StateExecuting, true},
 	}
 	for _, c := range cases {
 		for _, fused := range []bool{false, true} {
@@ -458,14 +459,14 @@ func testTakeover(t *testing.T, h Harness) {
 				f := short()
 				c.setup(f)
 				before := inspect(t, s, f.Ref).Record
-				owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
-				var out idemstore.ClaimOutcome
+				owner, nonce := driver.NewOwner(), driver.NewNonce()
+				var out driver.ClaimOutcome
 				if fused {
 					out = must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, nonce))))
 				} else {
 					out = must(t, res(s.Claim(ctx(t), f.Claim(owner))))
 				}
-				to := as[idemstore.TakenOver](t, out)
+				to := as[driver.TakenOver](t, out)
 				if to.From != c.from || to.EffectMayHaveHappened != c.effect {
 					t.Fatalf("took over from %s (effect may have happened: %v), want %s (%v)", to.From, to.EffectMayHaveHappened, c.from, c.effect)
 				}
@@ -473,9 +474,9 @@ func testTakeover(t *testing.T, h Harness) {
 				if r.Owner != owner || r.Attempt != before.Attempt+1 || r.Rev != before.Rev+1 || r.Reason != "" {
 					t.Fatalf("taken-over record = %+v, before %+v", r, before)
 				}
-				wantState, wantNonce := idemstore.StateClaimed, idemstore.Nonce("")
+				wantState, wantNonce := driver.StateClaimed, driver.Nonce("")
 				if fused {
-					wantState, wantNonce = idemstore.StateExecuting, nonce
+					wantState, wantNonce = driver.StateExecuting, nonce
 				}
 				if r.State != wantState || r.Nonce != wantNonce {
 					t.Fatalf("taken-over record state %s nonce %q, want %s %q", r.State, r.Nonce, wantState, wantNonce)
@@ -495,29 +496,29 @@ func testUncertaintyPersists(t *testing.T, h Harness) {
 	WaitLeaseExpired(t, s, f.Ref)
 	// A plain claim takes it over into CLAIMED: the state no longer says
 	// EXECUTING, but the uncertainty must survive.
-	to := as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 	if !to.EffectMayHaveHappened || !to.Record.Uncertain {
 		t.Fatalf("takeover from expired EXECUTING: %+v", to)
 	}
 	WaitLeaseExpired(t, s, f.Ref)
-	owner := idemstore.NewOwner()
-	to = as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	if to.From != idemstore.StateClaimed || !to.EffectMayHaveHappened {
+	owner := driver.NewOwner()
+	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	if to.From != driver.StateClaimed || !to.EffectMayHaveHappened {
 		t.Fatalf("second takeover from CLAIMED of an unsettled record: %+v; the effect may still have happened", to)
 	}
 	// The same owner re-sending its claim is told too.
-	ra := as[idemstore.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	ra := as[driver.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	if !ra.Record.Uncertain {
 		t.Fatalf("replayed acquire lost the uncertainty: %+v", ra.Record)
 	}
 	// FAILED_RETRYABLE settles it: the owner asserts no effect.
-	tr := as[idemstore.Transitioned](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
-		Ownership: to.Ownership, Target: idemstore.StateFailedRetryable, TTL: f.TTL,
+	tr := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
+		Ownership: to.Ownership, Target: driver.StateFailedRetryable, TTL: f.TTL,
 	}))))
 	if tr.Record.Uncertain {
 		t.Fatalf("FAILED_RETRYABLE kept the uncertainty: %+v", tr.Record)
 	}
-	to = as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 	if to.EffectMayHaveHappened {
 		t.Fatalf("takeover after a settled failure: %+v", to)
 	}
@@ -527,7 +528,7 @@ func testInProgress(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	executing(t, s, f)
 	before := inspect(t, s, f.Ref)
-	ip := as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	ip := as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 	if left := ip.Record.LeaseRemaining(); left <= 0 || left > f.Lease {
 		t.Fatalf("in progress with %v left, want (0, %v]", left, f.Lease)
 	}
@@ -547,13 +548,13 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			out, err := s.ClaimStart(context.Background(), f.ClaimStart(idemstore.NewOwner(), idemstore.NewNonce()))
+			out, err := s.ClaimStart(context.Background(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
 			mu.Lock()
 			defer mu.Unlock()
 			switch out.(type) {
-			case idemstore.Acquired:
+			case driver.Acquired:
 				acquired++
-			case idemstore.InProgress:
+			case driver.InProgress:
 				progress++
 			default:
 				t.Errorf("outcome %T, err %v", out, err)
@@ -569,71 +570,71 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 
 func testTransitionAlready(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := idemstore.NewOwner()
-	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	nonce := idemstore.NewNonce()
-	start := idemstore.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL}
-	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), start))))
-	if st.Record.State != idemstore.StateExecuting || st.Record.Nonce != nonce || st.Ownership.Rev != 2 {
+	owner := driver.NewOwner()
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	nonce := driver.NewNonce()
+	start := driver.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL}
+	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), start))))
+	if st.Record.State != driver.StateExecuting || st.Record.Nonce != nonce || st.Ownership.Rev != 2 {
 		t.Fatalf("start = %+v", st.Record)
 	}
 	// The same start, re-sent with the old revision after a lost reply.
-	al := as[idemstore.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), start))))
+	al := as[driver.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), start))))
 	if al.Record.Nonce != nonce || al.Record.Rev != 2 {
 		t.Fatalf("already = %+v, want this invocation's nonce and rev 2", al.Record)
 	}
 	// Another invocation of the same owner is told whose nonce is stored.
 	other := start
-	other.Nonce = idemstore.NewNonce()
-	al = as[idemstore.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), other))))
+	other.Nonce = driver.NewNonce()
+	al = as[driver.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), other))))
 	if al.Record.Nonce != nonce {
 		t.Fatalf("already for another invocation reports nonce %q, want %q", al.Record.Nonce, nonce)
 	}
 	// Complete, re-sent.
-	comp := idemstore.CompleteRequest{Ownership: st.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL}
-	as[idemstore.Transitioned](t, must(t, res(s.Complete(ctx(t), comp))))
-	al = as[idemstore.AlreadyTransitioned](t, must(t, res(s.Complete(ctx(t), comp))))
-	if al.Record.State != idemstore.StateCompleted || al.Record.Rev != 3 {
+	comp := driver.CompleteRequest{Ownership: st.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL}
+	as[driver.Transitioned](t, must(t, res(s.Complete(ctx(t), comp))))
+	al = as[driver.AlreadyTransitioned](t, must(t, res(s.Complete(ctx(t), comp))))
+	if al.Record.State != driver.StateCompleted || al.Record.Rev != 3 {
 		t.Fatalf("complete re-sent = %+v", al.Record)
 	}
 }
 
 func testTransitionRefusals(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := idemstore.NewOwner()
-	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	nonce := idemstore.NewNonce()
-	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
+	owner := driver.NewOwner()
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	nonce := driver.NewNonce()
+	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), driver.StartRequest{
 		Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL,
 	}))))
 	cur := st.Ownership
 	before := inspect(t, s, f.Ref)
 
 	stranger := cur
-	stranger.Owner = idemstore.NewOwner()
+	stranger.Owner = driver.NewOwner()
 	otherOp := cur
 	otherOp.Operation = "other"
 	stale := acq.Ownership // rev 1, the record is at rev 2
 	cases := []struct {
 		name string
-		do   func() (idemstore.TransitionOutcome, error)
-		want idemstore.Refusal
+		do   func() (driver.TransitionOutcome, error)
+		want driver.Refusal
 	}{
-		{"not owner", func() (idemstore.TransitionOutcome, error) {
-			return s.Complete(ctx(t), idemstore.CompleteRequest{Ownership: stranger, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
-		}, idemstore.RefusedNotOwner},
-		{"other operation", func() (idemstore.TransitionOutcome, error) {
-			return s.Complete(ctx(t), idemstore.CompleteRequest{Ownership: otherOp, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
-		}, idemstore.RefusedOperation},
-		{"stale revision, other target", func() (idemstore.TransitionOutcome, error) {
-			return s.Fail(ctx(t), idemstore.FailRequest{Ownership: stale, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL})
-		}, idemstore.RefusedStaleRev},
-		{"other invocation", func() (idemstore.TransitionOutcome, error) {
-			return s.Complete(ctx(t), idemstore.CompleteRequest{Ownership: cur, Nonce: idemstore.NewNonce(), Response: []byte("x"), TTL: f.TTL})
-		}, idemstore.RefusedNonce},
+		{"not owner", func() (driver.TransitionOutcome, error) {
+			return s.Complete(ctx(t), driver.CompleteRequest{Ownership: stranger, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
+		}, driver.RefusedNotOwner},
+		{"other operation", func() (driver.TransitionOutcome, error) {
+			return s.Complete(ctx(t), driver.CompleteRequest{Ownership: otherOp, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
+		}, driver.RefusedOperation},
+		{"stale revision, other target", func() (driver.TransitionOutcome, error) {
+			return s.Fail(ctx(t), driver.FailRequest{Ownership: stale, Nonce: nonce, Target: driver.StateAbandoned, TTL: f.TTL})
+		}, driver.RefusedStaleRev},
+		{"other invocation", func() (driver.TransitionOutcome, error) {
+			return s.Complete(ctx(t), driver.CompleteRequest{Ownership: cur, Nonce: driver.NewNonce(), Response: []byte("x"), TTL: f.TTL})
+		}, driver.RefusedNonce},
 	}
 	for _, c := range cases {
-		ref := as[idemstore.Refused](t, must(t, res(c.do())))
+		ref := as[driver.Refused](t, must(t, res(c.do())))
 		if ref.Reason != c.want {
 			t.Fatalf("%s: refused %s, want %s", c.name, ref.Reason, c.want)
 		}
@@ -642,18 +643,18 @@ func testTransitionRefusals(t *testing.T, h Harness) {
 
 	// Wrong source state: COMPLETE from CLAIMED.
 	g := NewFixture()
-	acq = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
-	ref := as[idemstore.Refused](t, must(t, res(s.Complete(ctx(t), idemstore.CompleteRequest{
+	acq = as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
+	ref := as[driver.Refused](t, must(t, res(s.Complete(ctx(t), driver.CompleteRequest{
 		Ownership: acq.Ownership, Nonce: nonce, Response: []byte("x"), TTL: g.TTL,
 	}))))
-	if ref.Reason != idemstore.RefusedState {
-		t.Fatalf("complete from CLAIMED refused %s, want %s", ref.Reason, idemstore.RefusedState)
+	if ref.Reason != driver.RefusedState {
+		t.Fatalf("complete from CLAIMED refused %s, want %s", ref.Reason, driver.RefusedState)
 	}
 	// Missing record.
 	h2 := NewFixture()
 	missing := acq.Ownership
 	missing.Ref = h2.Ref
-	as[idemstore.Missing](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{Ownership: missing, Target: idemstore.StateAbandoned, TTL: h2.TTL}))))
+	as[driver.Missing](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{Ownership: missing, Target: driver.StateAbandoned, TTL: h2.TTL}))))
 }
 
 func testRenewExtends(t *testing.T, h Harness) {
@@ -661,7 +662,7 @@ func testRenewExtends(t *testing.T, h Harness) {
 	f.Lease, f.TTL = time.Second, 2*time.Second
 	own, nonce := executing(t, s, f)
 	before := inspect(t, s, f.Ref).Record
-	rn := as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+	rn := as[driver.Renewed](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour,
 	}))))
 	after := inspect(t, s, f.Ref).Record
@@ -671,11 +672,11 @@ func testRenewExtends(t *testing.T, h Harness) {
 	if after.TTL < 50*time.Minute {
 		t.Fatalf("key TTL %v -> %v: renew did not move it forward", before.TTL, after.TTL)
 	}
-	if after.Rev != before.Rev || after.State != idemstore.StateExecuting {
+	if after.Rev != before.Rev || after.State != driver.StateExecuting {
 		t.Fatalf("renew changed rev or state: %+v", after)
 	}
 	// A competing claim now sees in-progress with the new lease.
-	ip := as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	ip := as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 	if ip.Record.LeaseRemaining() < 50*time.Second {
 		t.Fatalf("competing claim sees %v left", ip.Record.LeaseRemaining())
 	}
@@ -685,26 +686,26 @@ func testRenewExtends(t *testing.T, h Harness) {
 	g.Lease = 20 * time.Millisecond
 	own, nonce = executing(t, s, g)
 	WaitLeaseExpired(t, s, g.Ref)
-	as[idemstore.Renewed](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+	as[driver.Renewed](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: g.Ref, Operation: g.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour,
 	}))))
-	as[idemstore.InProgress](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
+	as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
 }
 
 func testRenewRefusals(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	own, nonce := executing(t, s, f)
-	ok := idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour}
+	ok := driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour}
 	before := inspect(t, s, f.Ref)
-	cases := map[idemstore.Refusal]func(r *idemstore.RenewRequest){
-		idemstore.RefusedNotOwner:  func(r *idemstore.RenewRequest) { r.Owner = idemstore.NewOwner() },
-		idemstore.RefusedOperation: func(r *idemstore.RenewRequest) { r.Operation = "other" },
-		idemstore.RefusedNonce:     func(r *idemstore.RenewRequest) { r.Nonce = idemstore.NewNonce() },
+	cases := map[driver.Refusal]func(r *driver.RenewRequest){
+		driver.RefusedNotOwner:  func(r *driver.RenewRequest) { r.Owner = driver.NewOwner() },
+		driver.RefusedOperation: func(r *driver.RenewRequest) { r.Operation = "other" },
+		driver.RefusedNonce:     func(r *driver.RenewRequest) { r.Nonce = driver.NewNonce() },
 	}
 	for want, mutate := range cases {
 		req := ok
 		mutate(&req)
-		ref := as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), req))))
+		ref := as[driver.Refused](t, must(t, res(s.Renew(ctx(t), req))))
 		if ref.Reason != want {
 			t.Fatalf("renew refused %s, want %s", ref.Reason, want)
 		}
@@ -712,55 +713,55 @@ func testRenewRefusals(t *testing.T, h Harness) {
 	}
 	// Another state: CLAIMED and COMPLETED are not renewed.
 	g := NewFixture()
-	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(own.Owner)))))
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(own.Owner)))))
 	before = inspect(t, s, g.Ref)
-	ref := as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+	ref := as[driver.Refused](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: g.Ref, Operation: g.Operation, Owner: acq.Ownership.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour,
 	}))))
-	if ref.Reason != idemstore.RefusedState {
-		t.Fatalf("renew of CLAIMED refused %s, want %s", ref.Reason, idemstore.RefusedState)
+	if ref.Reason != driver.RefusedState {
+		t.Fatalf("renew of CLAIMED refused %s, want %s", ref.Reason, driver.RefusedState)
 	}
 	sameRecord(t, before, inspect(t, s, g.Ref))
 	c := NewFixture()
 	comp := complete(t, s, c, "done")
 	before = inspect(t, s, c.Ref)
 	obs := before.Record
-	ref = as[idemstore.Refused](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+	ref = as[driver.Refused](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: c.Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: obs.Nonce, Lease: time.Hour, Retention: 2 * time.Hour,
 	}))))
-	if ref.Reason != idemstore.RefusedState {
-		t.Fatalf("renew of COMPLETED refused %s, want %s", ref.Reason, idemstore.RefusedState)
+	if ref.Reason != driver.RefusedState {
+		t.Fatalf("renew of COMPLETED refused %s, want %s", ref.Reason, driver.RefusedState)
 	}
 	sameRecord(t, before, inspect(t, s, c.Ref))
-	as[idemstore.Missing](t, must(t, res(s.Renew(ctx(t), idemstore.RenewRequest{
+	as[driver.Missing](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: NewFixture().Ref, Operation: c.Operation, Owner: comp.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour,
 	}))))
 }
 
 func testRelease(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	acq := as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 	stranger := acq.Ownership
-	stranger.Owner = idemstore.NewOwner()
-	if r := as[idemstore.Refused](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: stranger})))); r.Reason != idemstore.RefusedNotOwner {
+	stranger.Owner = driver.NewOwner()
+	if r := as[driver.Refused](t, must(t, res(s.Release(ctx(t), driver.ReleaseRequest{Ownership: stranger})))); r.Reason != driver.RefusedNotOwner {
 		t.Fatalf("release by stranger refused %s", r.Reason)
 	}
-	as[idemstore.Released](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: acq.Ownership}))))
+	as[driver.Released](t, must(t, res(s.Release(ctx(t), driver.ReleaseRequest{Ownership: acq.Ownership}))))
 	if inspect(t, s, f.Ref).Found {
 		t.Fatal("released record still there")
 	}
-	as[idemstore.Missing](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: acq.Ownership}))))
+	as[driver.Missing](t, must(t, res(s.Release(ctx(t), driver.ReleaseRequest{Ownership: acq.Ownership}))))
 
 	// After EXECUTING, never.
 	g := NewFixture()
-	acq = as[idemstore.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
-	st := as[idemstore.Transitioned](t, must(t, res(s.Start(ctx(t), idemstore.StartRequest{
-		Ownership: acq.Ownership, Nonce: idemstore.NewNonce(), Lease: g.Lease, Retention: g.TTL,
+	acq = as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), driver.StartRequest{
+		Ownership: acq.Ownership, Nonce: driver.NewNonce(), Lease: g.Lease, Retention: g.TTL,
 	}))))
 	before := inspect(t, s, g.Ref)
-	for _, o := range []idemstore.Ownership{acq.Ownership, st.Ownership} {
-		if r := as[idemstore.Refused](t, must(t, res(s.Release(ctx(t), idemstore.ReleaseRequest{Ownership: o})))); r.Reason != idemstore.RefusedState {
-			t.Fatalf("release of EXECUTING refused %s, want %s", r.Reason, idemstore.RefusedState)
+	for _, o := range []driver.Ownership{acq.Ownership, st.Ownership} {
+		if r := as[driver.Refused](t, must(t, res(s.Release(ctx(t), driver.ReleaseRequest{Ownership: o})))); r.Reason != driver.RefusedState {
+			t.Fatalf("release of EXECUTING refused %s, want %s", r.Reason, driver.RefusedState)
 		}
 	}
 	sameRecord(t, before, inspect(t, s, g.Ref))
@@ -769,32 +770,32 @@ func testRelease(t *testing.T, h Harness) {
 func testResolve(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	f := NewFixture()
-	ab := fail(t, s, f, idemstore.StateAbandoned)
-	req := idemstore.ResolveRequest{
-		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: idemstore.StateCompleted,
+	ab := fail(t, s, f, driver.StateAbandoned)
+	req := driver.ResolveRequest{
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: driver.StateCompleted,
 		Response: []byte("found at provider"), Codec: f.Codec, Policy: f.Policy, Reason: "operator", TTL: f.TTL,
 	}
 	staleReq := req
 	staleReq.Rev--
-	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), staleReq)))); r.Reason != idemstore.RefusedStaleRev {
+	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), staleReq)))); r.Reason != driver.RefusedStaleRev {
 		t.Fatalf("stale resolve refused %s", r.Reason)
 	}
-	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), req))))
-	as[idemstore.AlreadyTransitioned](t, must(t, res(s.Resolve(ctx(t), req))))
+	as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), req))))
+	as[driver.AlreadyTransitioned](t, must(t, res(s.Resolve(ctx(t), req))))
 	// A concurrent resolver that saw the same attempt and rev but decided
 	// on another response is not told it succeeded.
 	other := req
 	other.Response = []byte("another decision")
-	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), other)))); r.Reason != idemstore.RefusedStaleRev {
+	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), other)))); r.Reason != driver.RefusedStaleRev {
 		t.Fatalf("resolve with another response refused %s", r.Reason)
 	}
-	rep := as[idemstore.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
+	rep := as[driver.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
 	if string(rep.Record.Response) != "found at provider" {
 		t.Fatalf("replay after resolve = %q", rep.Record.Response)
 	}
-	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev + 1, Target: idemstore.StateFailedRetryable, TTL: f.TTL,
-	})))); r.Reason != idemstore.RefusedState {
+	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev + 1, Target: driver.StateFailedRetryable, TTL: f.TTL,
+	})))); r.Reason != driver.RefusedState {
 		t.Fatalf("resolve of COMPLETED refused %s", r.Reason)
 	}
 
@@ -802,85 +803,85 @@ func testResolve(t *testing.T, h Harness) {
 	g.Lease = 20 * time.Millisecond
 	executing(t, s, g)
 	WaitLeaseExpired(t, s, g.Ref)
-	to := as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
-	ab2 := as[idemstore.Transitioned](t, must(t, res(s.Fail(ctx(t), idemstore.FailRequest{
-		Ownership: to.Ownership, Target: idemstore.StateAbandoned, Reason: "effect unknown", TTL: g.TTL,
+	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	ab2 := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
+		Ownership: to.Ownership, Target: driver.StateAbandoned, Reason: "effect unknown", TTL: g.TTL,
 	}))))
-	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: g.Ref, Attempt: ab2.Record.Attempt - 1, Rev: ab2.Record.Rev, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
-	})))); r.Reason != idemstore.RefusedAttempt {
+	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: g.Ref, Attempt: ab2.Record.Attempt - 1, Rev: ab2.Record.Rev, Target: driver.StateFailedRetryable, TTL: g.TTL,
+	})))); r.Reason != driver.RefusedAttempt {
 		t.Fatalf("resolve of an older attempt refused %s", r.Reason)
 	}
-	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: g.Ref, Attempt: ab2.Record.Attempt, Rev: ab2.Record.Rev, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
+	as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: g.Ref, Attempt: ab2.Record.Attempt, Rev: ab2.Record.Rev, Target: driver.StateFailedRetryable, TTL: g.TTL,
 	}))))
-	to = as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(idemstore.NewOwner())))))
-	if to.From != idemstore.StateFailedRetryable || to.EffectMayHaveHappened {
+	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	if to.From != driver.StateFailedRetryable || to.EffectMayHaveHappened {
 		t.Fatalf("takeover after resolve-to-retry = %+v; the resolution settled the uncertainty", to)
 	}
-	as[idemstore.Missing](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: NewFixture().Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: g.TTL,
+	as[driver.Missing](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: NewFixture().Ref, Attempt: 1, Rev: 1, Target: driver.StateFailedRetryable, TTL: g.TTL,
 	}))))
 }
 
 func testResolveFailed(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	ab := fail(t, s, f, idemstore.StateAbandoned)
-	failed := as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: idemstore.StateFailed, Reason: "refunded by hand", TTL: f.TTL,
+	ab := fail(t, s, f, driver.StateAbandoned)
+	failed := as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: driver.StateFailed, Reason: "refunded by hand", TTL: f.TTL,
 	}))))
-	if failed.Record.State != idemstore.StateFailed || failed.Record.Reason != "refunded by hand" {
+	if failed.Record.State != driver.StateFailed || failed.Record.Reason != "refunded by hand" {
 		t.Fatalf("resolved to %+v", failed.Record)
 	}
 	// Every claim, by anyone, is told the operation failed, and why.
-	for _, owner := range []idemstore.Owner{idemstore.NewOwner(), ab.Owner} {
-		of := as[idemstore.OperationFailed](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, idemstore.NewNonce())))))
+	for _, owner := range []driver.Owner{driver.NewOwner(), ab.Owner} {
+		of := as[driver.OperationFailed](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, driver.NewNonce())))))
 		if of.Record.Reason != "refunded by hand" {
 			t.Fatalf("operation failed: %+v", of.Record)
 		}
 	}
 	// Only a reopen (to FAILED_RETRYABLE) moves it on; then the next claim takes over.
-	if r := as[idemstore.Refused](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: idemstore.StateCompleted,
+	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: driver.StateCompleted,
 		Response: []byte("x"), Codec: f.Codec, Policy: f.Policy, TTL: f.TTL,
-	})))); r.Reason != idemstore.RefusedState {
-		t.Fatalf("completing a FAILED record refused %s, want %s", r.Reason, idemstore.RefusedState)
+	})))); r.Reason != driver.RefusedState {
+		t.Fatalf("completing a FAILED record refused %s, want %s", r.Reason, driver.RefusedState)
 	}
-	as[idemstore.Transitioned](t, must(t, res(s.Resolve(ctx(t), idemstore.ResolveRequest{
-		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: idemstore.StateFailedRetryable, Reason: "reopened", TTL: f.TTL,
+	as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
+		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: driver.StateFailedRetryable, Reason: "reopened", TTL: f.TTL,
 	}))))
-	to := as[idemstore.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(idemstore.NewOwner())))))
-	if to.From != idemstore.StateFailedRetryable || to.EffectMayHaveHappened {
+	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	if to.From != driver.StateFailedRetryable || to.EffectMayHaveHappened {
 		t.Fatalf("takeover after reopening: %+v", to)
 	}
 }
 
 func testInvalidInput(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner, nonce := idemstore.NewOwner(), idemstore.NewNonce()
-	claims := map[string]func(r *idemstore.ClaimRequest){
-		"digest not hex":        func(r *idemstore.ClaimRequest) { r.Ref.Digest.Hex = "ZZ" + r.Ref.Digest.Hex[2:] },
-		"digest uppercase":      func(r *idemstore.ClaimRequest) { r.Ref.Digest.Hex = "AB" + r.Ref.Digest.Hex[2:] },
-		"digest short":          func(r *idemstore.ClaimRequest) { r.Ref.Digest.Hex = r.Ref.Digest.Hex[:63] },
-		"digest version 0":      func(r *idemstore.ClaimRequest) { r.Ref.Digest.Version = 0 },
-		"empty code":            func(r *idemstore.ClaimRequest) { r.Ref.Code = "" },
-		"invalid code":          func(r *idemstore.ClaimRequest) { r.Ref.Code = "Charge_Payment" },
-		"zero lease":            func(r *idemstore.ClaimRequest) { r.Lease = 0 },
-		"negative lease":        func(r *idemstore.ClaimRequest) { r.Lease = -time.Second },
-		"zero retention":        func(r *idemstore.ClaimRequest) { r.Retention = 0 },
-		"short owner":           func(r *idemstore.ClaimRequest) { r.Owner = r.Owner[:62] },
-		"empty operation":       func(r *idemstore.ClaimRequest) { r.Operation = "" },
-		"bad fingerprint":       func(r *idemstore.ClaimRequest) { r.Fingerprint = "abc" },
-		"empty codec":           func(r *idemstore.ClaimRequest) { r.Codec = "" },
-		"zero policy":           func(r *idemstore.ClaimRequest) { r.Policy = 0 },
-		"claim+start bad nonce": func(r *idemstore.ClaimRequest) { r.Nonce = "xyz" },
+	owner, nonce := driver.NewOwner(), driver.NewNonce()
+	claims := map[string]func(r *driver.ClaimRequest){
+		"digest not hex":        func(r *driver.ClaimRequest) { r.Ref.Digest.Hex = "ZZ" + r.Ref.Digest.Hex[2:] },
+		"digest uppercase":      func(r *driver.ClaimRequest) { r.Ref.Digest.Hex = "AB" + r.Ref.Digest.Hex[2:] },
+		"digest short":          func(r *driver.ClaimRequest) { r.Ref.Digest.Hex = r.Ref.Digest.Hex[:63] },
+		"digest version 0":      func(r *driver.ClaimRequest) { r.Ref.Digest.Version = 0 },
+		"empty code":            func(r *driver.ClaimRequest) { r.Ref.Code = "" },
+		"invalid code":          func(r *driver.ClaimRequest) { r.Ref.Code = "Charge_Payment" },
+		"zero lease":            func(r *driver.ClaimRequest) { r.Lease = 0 },
+		"negative lease":        func(r *driver.ClaimRequest) { r.Lease = -time.Second },
+		"zero retention":        func(r *driver.ClaimRequest) { r.Retention = 0 },
+		"short owner":           func(r *driver.ClaimRequest) { r.Owner = r.Owner[:62] },
+		"empty operation":       func(r *driver.ClaimRequest) { r.Operation = "" },
+		"bad fingerprint":       func(r *driver.ClaimRequest) { r.Fingerprint = "abc" },
+		"empty codec":           func(r *driver.ClaimRequest) { r.Codec = "" },
+		"zero policy":           func(r *driver.ClaimRequest) { r.Policy = 0 },
+		"claim+start bad nonce": func(r *driver.ClaimRequest) { r.Nonce = "xyz" },
 	}
 	for name, mutate := range claims {
 		req := f.ClaimStart(owner, nonce)
 		mutate(&req)
 		_, err := s.ClaimStart(ctx(t), req)
-		var ve *idemstore.ValidationError
-		if !errors.Is(err, idemstore.ErrInvalidInput) || !errors.As(err, &ve) {
+		var ve *driver.ValidationError
+		if !errors.Is(err, driver.ErrInvalidInput) || !errors.As(err, &ve) {
 			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
 		}
 	}
@@ -890,18 +891,18 @@ func testInvalidInput(t *testing.T, h Harness) {
 
 	own, nonce := executing(t, s, f)
 	before := inspect(t, s, f.Ref)
-	_, err := s.Complete(ctx(t), idemstore.CompleteRequest{
+	_, err := s.Complete(ctx(t), driver.CompleteRequest{
 		Ownership: own, Nonce: nonce, Response: make([]byte, h.MaxResponseBytes+1), TTL: f.TTL,
 	})
-	if !errors.Is(err, idemstore.ErrInvalidInput) {
+	if !errors.Is(err, driver.ErrInvalidInput) {
 		t.Fatalf("oversized response: err = %v, want ErrInvalidInput", err)
 	}
-	_, err = s.Renew(ctx(t), idemstore.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, Retention: f.TTL})
-	if !errors.Is(err, idemstore.ErrInvalidInput) {
+	_, err = s.Renew(ctx(t), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, Retention: f.TTL})
+	if !errors.Is(err, driver.ErrInvalidInput) {
 		t.Fatalf("zero renew lease: err = %v, want ErrInvalidInput", err)
 	}
-	_, err = s.Fail(ctx(t), idemstore.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateCompleted, TTL: f.TTL})
-	if !errors.Is(err, idemstore.ErrInvalidInput) {
+	_, err = s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: driver.StateCompleted, TTL: f.TTL})
+	if !errors.Is(err, driver.ErrInvalidInput) {
 		t.Fatalf("fail to COMPLETED: err = %v, want ErrInvalidInput", err)
 	}
 	sameRecord(t, before, inspect(t, s, f.Ref))

@@ -9,20 +9,21 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 type rec struct {
-	state                idemstore.State
-	owner                idemstore.Owner
+	state                driver.State
+	owner                driver.Owner
 	attempt, rev         int64
-	op                   idemstore.OperationID
-	fp                   idemstore.Fingerprint
+	op                   driver.OperationID
+	fp                   driver.Fingerprint
 	codec                string
 	policy               int
 	leaseUntil           int64
 	hasLease             bool // terminal states drop leaseUntil
-	nonce                idemstore.Nonce
+	nonce                driver.Nonce
 	reason               string
 	uncertain            bool
 	createdAt, updatedAt int64
@@ -33,14 +34,14 @@ type rec struct {
 // Model is the reference state machine. Keys never expire in it: use TTLs
 // longer than the test.
 type Model struct {
-	recs map[idemstore.Ref]*rec
+	recs map[driver.Ref]*rec
 }
 
 // New returns an empty model.
-func New() *Model { return &Model{recs: map[idemstore.Ref]*rec{}} }
+func New() *Model { return &Model{recs: map[driver.Ref]*rec{}} }
 
-func (r *rec) snapshot(now time.Time, withResp bool) idemstore.Record {
-	out := idemstore.Record{
+func (r *rec) snapshot(now time.Time, withResp bool) driver.Record {
+	out := driver.Record{
 		State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev, Operation: r.op,
 		Fingerprint: r.fp, Codec: r.codec, Policy: r.policy,
 		Nonce: r.nonce, Reason: r.reason, Uncertain: r.uncertain,
@@ -57,21 +58,21 @@ func (r *rec) snapshot(now time.Time, withResp bool) idemstore.Record {
 
 // replay is what a replay reports: the fields a replay reads, and the
 // response; not the clock.
-func (r *rec) replay() idemstore.Record {
-	return idemstore.Record{State: r.state, Attempt: r.attempt, Rev: r.rev, Codec: r.codec, Policy: r.policy,
+func (r *rec) replay() driver.Record {
+	return driver.Record{State: r.state, Attempt: r.attempt, Rev: r.rev, Codec: r.codec, Policy: r.policy,
 		Response: append([]byte{}, r.resp...)}
 }
 
-func own(ref idemstore.Ref, r *rec) idemstore.Ownership {
-	return idemstore.Ownership{Ref: ref, Operation: r.op, Owner: r.owner, Attempt: r.attempt, Rev: r.rev}
+func own(ref driver.Ref, r *rec) driver.Ownership {
+	return driver.Ownership{Ref: ref, Operation: r.op, Owner: r.owner, Attempt: r.attempt, Rev: r.rev}
 }
 
 // Claim models CLAIM (nonce "") and CLAIM+START.
-func (m *Model) Claim(now time.Time, req idemstore.ClaimRequest, nonce idemstore.Nonce) idemstore.ClaimOutcome {
+func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce driver.Nonce) driver.ClaimOutcome {
 	nowMs := now.UnixMilli()
-	target := idemstore.StateClaimed
+	target := driver.StateClaimed
 	if nonce != "" {
-		target = idemstore.StateExecuting
+		target = driver.StateExecuting
 	}
 	r := m.recs[req.Ref]
 	if r == nil {
@@ -81,83 +82,83 @@ func (m *Model) Claim(now time.Time, req idemstore.ClaimRequest, nonce idemstore
 			nonce: nonce, createdAt: nowMs, updatedAt: nowMs,
 		}
 		m.recs[req.Ref] = r
-		return idemstore.Acquired{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+		return driver.Acquired{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
 	}
 	if r.fp != req.Fingerprint {
-		return idemstore.FingerprintMismatch{Record: r.snapshot(now, false)}
+		return driver.FingerprintMismatch{Record: r.snapshot(now, false)}
 	}
-	if r.state == idemstore.StateCompleted {
+	if r.state == driver.StateCompleted {
 		if r.codec != req.Codec || r.policy != req.Policy {
-			return idemstore.CodecMismatch{Record: r.snapshot(now, false)}
+			return driver.CodecMismatch{Record: r.snapshot(now, false)}
 		}
-		return idemstore.CompletedReplay{Record: r.replay()}
+		return driver.CompletedReplay{Record: r.replay()}
 	}
-	if r.state == idemstore.StateAbandoned {
-		return idemstore.RecoveryRequired{Record: r.snapshot(now, false)}
+	if r.state == driver.StateAbandoned {
+		return driver.RecoveryRequired{Record: r.snapshot(now, false)}
 	}
-	if r.state == idemstore.StateFailed {
-		return idemstore.OperationFailed{Record: r.snapshot(now, false)}
+	if r.state == driver.StateFailed {
+		return driver.OperationFailed{Record: r.snapshot(now, false)}
 	}
-	expired := r.state == idemstore.StateFailedRetryable || r.leaseUntil <= nowMs
+	expired := r.state == driver.StateFailedRetryable || r.leaseUntil <= nowMs
 	same := r.owner == req.Owner
 	if same {
 		switch {
 		case r.op != req.Operation:
-			return idemstore.OwnerOperationConflict{Record: r.snapshot(now, false)}
-		case r.state == idemstore.StateFailedRetryable:
-			return idemstore.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
-		case r.state == idemstore.StateExecuting && nonce != "" && r.nonce == nonce:
+			return driver.OwnerOperationConflict{Record: r.snapshot(now, false)}
+		case r.state == driver.StateFailedRetryable:
+			return driver.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+		case r.state == driver.StateExecuting && nonce != "" && r.nonce == nonce:
 			// The invocation's own claim+start, re-sent: the lease is
 			// refreshed.
 			r.leaseUntil = max(r.leaseUntil, nowMs+req.Lease.Milliseconds())
 			r.updatedAt = nowMs
-			return idemstore.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+			return driver.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
 		case !expired:
-			return idemstore.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+			return driver.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
 		}
 	}
 	if expired {
 		from := r.state
-		r.uncertain = from == idemstore.StateExecuting || r.uncertain
+		r.uncertain = from == driver.StateExecuting || r.uncertain
 		if !same {
 			r.attempt++
 		}
 		r.state, r.owner, r.rev, r.op = target, req.Owner, r.rev+1, req.Operation
 		r.codec, r.policy, r.leaseUntil, r.hasLease, r.updatedAt = req.Codec, req.Policy, nowMs+req.Lease.Milliseconds(), true, nowMs
 		r.reason, r.resp, r.hasResp, r.nonce = "", nil, false, nonce
-		return idemstore.TakenOver{Ownership: own(req.Ref, r), Record: r.snapshot(now, false), From: from, EffectMayHaveHappened: r.uncertain}
+		return driver.TakenOver{Ownership: own(req.Ref, r), Record: r.snapshot(now, false), From: from, EffectMayHaveHappened: r.uncertain}
 	}
-	return idemstore.InProgress{Record: r.snapshot(now, false)}
+	return driver.InProgress{Record: r.snapshot(now, false)}
 }
 
 // Transition models TRANSITION. lease is the lease of a START.
-func (m *Model) Transition(now time.Time, o idemstore.Ownership, target idemstore.State, sources string,
-	nonce idemstore.Nonce, lease time.Duration, resp []byte, reason string,
-) idemstore.TransitionOutcome {
+func (m *Model) Transition(now time.Time, o driver.Ownership, target driver.State, sources string,
+	nonce driver.Nonce, lease time.Duration, resp []byte, reason string,
+) driver.TransitionOutcome {
 	r := m.recs[o.Ref]
 	if r == nil {
-		return idemstore.Missing{}
+		return driver.Missing{}
 	}
-	refuse := func(why idemstore.Refusal) idemstore.TransitionOutcome {
-		return idemstore.Refused{Reason: why, Record: r.snapshot(now, false)}
+	refuse := func(why driver.Refusal) driver.TransitionOutcome {
+		return driver.Refused{Reason: why, Record: r.snapshot(now, false)}
 	}
 	switch {
 	case r.owner != o.Owner:
-		return refuse(idemstore.RefusedNotOwner)
+		return refuse(driver.RefusedNotOwner)
 	case r.op != o.Operation:
-		return refuse(idemstore.RefusedOperation)
+		return refuse(driver.RefusedOperation)
 	case r.state == target:
-		return idemstore.AlreadyTransitioned{Record: r.snapshot(now, false)}
+		return driver.AlreadyTransitioned{Record: r.snapshot(now, false)}
 	case r.rev != o.Rev:
-		return refuse(idemstore.RefusedStaleRev)
+		return refuse(driver.RefusedStaleRev)
 	case !strings.Contains(","+sources+",", ","+string(r.state)+","):
-		return refuse(idemstore.RefusedState)
-	case r.state == idemstore.StateExecuting && r.nonce != nonce:
-		return refuse(idemstore.RefusedNonce)
+		return refuse(driver.RefusedState)
+	case r.state == driver.StateExecuting && r.nonce != nonce:
+		return refuse(driver.RefusedNonce)
 	}
 	nowMs := now.UnixMilli()
 	r.state, r.rev, r.updatedAt = target, r.rev+1, nowMs
-	if target == idemstore.StateExecuting {
+	if target == driver.StateExecuting {
 		r.nonce = nonce
 		r.leaseUntil, r.hasLease = nowMs+lease.Milliseconds(), true
 	} else {
@@ -169,102 +170,102 @@ func (m *Model) Transition(now time.Time, o idemstore.Ownership, target idemstor
 	if reason != "" {
 		r.reason = reason
 	}
-	if target == idemstore.StateCompleted || target == idemstore.StateFailedRetryable {
+	if target == driver.StateCompleted || target == driver.StateFailedRetryable {
 		r.uncertain = false
 	}
-	return idemstore.Transitioned{Ownership: own(o.Ref, r), Record: r.snapshot(now, false)}
+	return driver.Transitioned{Ownership: own(o.Ref, r), Record: r.snapshot(now, false)}
 }
 
 // Renew models RENEW.
-func (m *Model) Renew(now time.Time, req idemstore.RenewRequest) idemstore.RenewOutcome {
+func (m *Model) Renew(now time.Time, req driver.RenewRequest) driver.RenewOutcome {
 	r := m.recs[req.Ref]
 	if r == nil {
-		return idemstore.Missing{}
+		return driver.Missing{}
 	}
-	var why idemstore.Refusal
+	var why driver.Refusal
 	switch {
 	case r.owner != req.Owner:
-		why = idemstore.RefusedNotOwner
+		why = driver.RefusedNotOwner
 	case r.op != req.Operation:
-		why = idemstore.RefusedOperation
-	case r.state != idemstore.StateExecuting:
-		why = idemstore.RefusedState
+		why = driver.RefusedOperation
+	case r.state != driver.StateExecuting:
+		why = driver.RefusedState
 	case r.nonce != req.Nonce:
-		why = idemstore.RefusedNonce
+		why = driver.RefusedNonce
 	}
 	if why != "" {
-		return idemstore.Refused{Reason: why, Record: r.snapshot(now, false)}
+		return driver.Refused{Reason: why, Record: r.snapshot(now, false)}
 	}
 	if l := now.UnixMilli() + req.Lease.Milliseconds(); l > r.leaseUntil {
 		r.leaseUntil = l
 	}
-	return idemstore.Renewed{Record: idemstore.Record{State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev,
+	return driver.Renewed{Record: driver.Record{State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev,
 		Operation: r.op, LeaseUntil: time.UnixMilli(r.leaseUntil), Nonce: r.nonce, ServerTime: now}}
 }
 
 // Release models RELEASE.
-func (m *Model) Release(now time.Time, o idemstore.Ownership) idemstore.ReleaseOutcome {
+func (m *Model) Release(now time.Time, o driver.Ownership) driver.ReleaseOutcome {
 	r := m.recs[o.Ref]
 	if r == nil {
-		return idemstore.Missing{}
+		return driver.Missing{}
 	}
-	var why idemstore.Refusal
+	var why driver.Refusal
 	switch {
 	case r.owner != o.Owner:
-		why = idemstore.RefusedNotOwner
+		why = driver.RefusedNotOwner
 	case r.op != o.Operation:
-		why = idemstore.RefusedOperation
-	case r.state != idemstore.StateClaimed:
-		why = idemstore.RefusedState
+		why = driver.RefusedOperation
+	case r.state != driver.StateClaimed:
+		why = driver.RefusedState
 	case r.rev != o.Rev:
-		why = idemstore.RefusedStaleRev
+		why = driver.RefusedStaleRev
 	}
 	if why != "" {
-		return idemstore.Refused{Reason: why, Record: r.snapshot(now, false)}
+		return driver.Refused{Reason: why, Record: r.snapshot(now, false)}
 	}
 	delete(m.recs, o.Ref)
-	return idemstore.Released{}
+	return driver.Released{}
 }
 
 // Inspect models INSPECT.
-func (m *Model) Inspect(now time.Time, ref idemstore.Ref) idemstore.Observation {
+func (m *Model) Inspect(now time.Time, ref driver.Ref) driver.Observation {
 	r := m.recs[ref]
 	if r == nil {
-		return idemstore.Observation{ServerTime: now}
+		return driver.Observation{ServerTime: now}
 	}
-	return idemstore.Observation{Found: true, Record: r.snapshot(now, true), ServerTime: now}
+	return driver.Observation{Found: true, Record: r.snapshot(now, true), ServerTime: now}
 }
 
 // Resolve models RESOLVE.
-func (m *Model) Resolve(now time.Time, req idemstore.ResolveRequest) idemstore.ResolveOutcome {
+func (m *Model) Resolve(now time.Time, req driver.ResolveRequest) driver.ResolveOutcome {
 	r := m.recs[req.Ref]
 	if r == nil {
-		return idemstore.Missing{}
+		return driver.Missing{}
 	}
 	if r.state == req.Target && r.attempt == req.Attempt && r.rev == req.Rev+1 &&
-		(req.Target != idemstore.StateCompleted || string(r.resp) == string(req.Response)) {
-		return idemstore.AlreadyTransitioned{Record: r.snapshot(now, false)}
+		(req.Target != driver.StateCompleted || string(r.resp) == string(req.Response)) {
+		return driver.AlreadyTransitioned{Record: r.snapshot(now, false)}
 	}
-	var why idemstore.Refusal
+	var why driver.Refusal
 	switch {
 	case r.attempt != req.Attempt:
-		why = idemstore.RefusedAttempt
+		why = driver.RefusedAttempt
 	case r.rev != req.Rev:
-		why = idemstore.RefusedStaleRev
-	case r.state != idemstore.StateAbandoned && !(r.state == idemstore.StateFailed && req.Target == idemstore.StateFailedRetryable):
-		why = idemstore.RefusedState
+		why = driver.RefusedStaleRev
+	case r.state != driver.StateAbandoned && !(r.state == driver.StateFailed && req.Target == driver.StateFailedRetryable):
+		why = driver.RefusedState
 	}
 	if why != "" {
-		return idemstore.Refused{Reason: why, Record: r.snapshot(now, false)}
+		return driver.Refused{Reason: why, Record: r.snapshot(now, false)}
 	}
 	r.state, r.rev, r.uncertain, r.reason, r.updatedAt = req.Target, r.rev+1, false, req.Reason, now.UnixMilli()
 	r.hasLease = false
-	if req.Target == idemstore.StateCompleted {
+	if req.Target == driver.StateCompleted {
 		resp := req.Response
 		if resp == nil {
 			resp = []byte{}
 		}
 		r.resp, r.hasResp, r.codec, r.policy = append([]byte{}, resp...), true, req.Codec, req.Policy
 	}
-	return idemstore.Transitioned{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
+	return driver.Transitioned{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
 }

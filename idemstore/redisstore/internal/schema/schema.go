@@ -20,7 +20,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/onceflow/onceflow/idemstore"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // Field is one field of a record and its rule.
@@ -74,17 +75,17 @@ type Kind string
 
 // The kinds.
 const (
-	KindState       Kind = "state"       // one of the six states (idemstore.State.Valid)
-	KindOwner       Kind = "owner"       // idemstore.Owner: 64 lowercase hex characters
-	KindFingerprint Kind = "fingerprint" // idemstore.Fingerprint: 64 lowercase hex characters
-	KindNonce       Kind = "nonce"       // idemstore.Nonce: 32 lowercase hex characters
+	KindState       Kind = "state"       // one of the six states (driver.State.Valid)
+	KindOwner       Kind = "owner"       // driver.Owner: 64 lowercase hex characters
+	KindFingerprint Kind = "fingerprint" // driver.Fingerprint: 64 lowercase hex characters
+	KindNonce       Kind = "nonce"       // driver.Nonce: 32 lowercase hex characters
 	KindChecksum    Kind = "checksum"    // 8 lowercase hex characters, the CRC-32C of resp (ParseChecksum)
 	KindCount       Kind = "count"       // a decimal integer from 1, at most MaxIntegerDigits digits
 	KindMillis      Kind = "millis"      // a decimal integer from 0, at most MaxIntegerDigits digits
-	KindOperation   Kind = "operation"   // idemstore.OperationID, and no NUL
-	KindCodec       Kind = "codec"       // idemstore.ValidCodec
+	KindOperation   Kind = "operation"   // driver.OperationID, and no NUL
+	KindCodec       Kind = "codec"       // driver.ValidCodec
 	KindFlag        Kind = "flag"        // "0" or "1"
-	KindText        Kind = "text"        // 1 to idemstore.MaxReasonLen bytes, no NUL
+	KindText        Kind = "text"        // 1 to driver.MaxReasonLen bytes, no NUL
 )
 
 // MaxIntegerDigits bounds an integer field: 15 decimal digits, so every
@@ -114,13 +115,13 @@ func ChunkField(i int) string {
 func (k Kind) Valid(v string) bool {
 	switch k {
 	case KindState:
-		return idemstore.State(v).Valid()
+		return driver.State(v).Valid()
 	case KindOwner:
-		return idemstore.Owner(v).Validate() == nil
+		return driver.Owner(v).Validate() == nil
 	case KindFingerprint:
-		return idemstore.Fingerprint(v).Validate() == nil
+		return driver.Fingerprint(v).Validate() == nil
 	case KindNonce:
-		return idemstore.Nonce(v).Validate() == nil
+		return driver.Nonce(v).Validate() == nil
 	case KindChecksum:
 		_, ok := ParseChecksum(v)
 		return ok
@@ -131,13 +132,13 @@ func (k Kind) Valid(v string) bool {
 		_, ok := ParseInteger(v)
 		return ok
 	case KindOperation:
-		return idemstore.OperationID(v).Validate() == nil && !strings.Contains(v, "\x00")
+		return driver.OperationID(v).Validate() == nil && !strings.Contains(v, "\x00")
 	case KindCodec:
-		return idemstore.ValidCodec(v)
+		return driver.ValidCodec(v)
 	case KindFlag:
 		return v == "0" || v == "1"
 	case KindText:
-		return len(v) >= 1 && len(v) <= idemstore.MaxReasonLen && !strings.Contains(v, "\x00")
+		return len(v) >= 1 && len(v) <= driver.MaxReasonLen && !strings.Contains(v, "\x00")
 	}
 	return false
 }

@@ -1,4 +1,4 @@
-package idemstore
+package driver
 
 // ClaimOutcome is the reply to Claim and ClaimStart. It is a closed sum:
 // one of Acquired, TakenOver, ReplayedAcquire, CompletedReplay, InProgress,

@@ -1,4 +1,4 @@
-package idemstore
+package driver
 
 import (
 	"context"
@@ -140,9 +140,9 @@ type ResolveRequest struct {
 // DefaultMaxResponseBytes is the default limit on a stored response.
 const DefaultMaxResponseBytes = 1 << 20
 
-// validateIdentity checks what names a request: the record, the
+// ValidateIdentity checks what names a request: the record, the
 // operation and the request's fingerprint.
-func validateIdentity(ref Ref, op OperationID, fp Fingerprint) error {
+func ValidateIdentity(ref Ref, op OperationID, fp Fingerprint) error {
 	if err := ref.Validate(); err != nil {
 		return err
 	}
@@ -154,13 +154,13 @@ func validateIdentity(ref Ref, op OperationID, fp Fingerprint) error {
 
 // Validate checks a claim request.
 func (r ClaimRequest) Validate() error {
-	if err := validateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
+	if err := ValidateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
 		return err
 	}
 	if err := r.Owner.Validate(); err != nil {
 		return err
 	}
-	if err := validateCodec(r.Codec, r.Policy); err != nil {
+	if err := ValidateCodec(r.Codec, r.Policy); err != nil {
 		return err
 	}
 	return validateLease(r.Lease, r.Retention)
@@ -240,7 +240,7 @@ func (r ResolveRequest) Validate(maxResponse int) error {
 	}
 	switch r.Target {
 	case StateCompleted:
-		if err := validateCodec(r.Codec, r.Policy); err != nil {
+		if err := ValidateCodec(r.Codec, r.Policy); err != nil {
 			return err
 		}
 		if err := ValidateResponse(r.Response, maxResponse); err != nil {
@@ -284,7 +284,9 @@ func ValidateResponse(resp []byte, max int) error {
 	return nil
 }
 
-func validateCodec(codec string, policy int) error {
+// ValidateCodec checks a codec name ([a-z0-9.-], 1 to 32 bytes) and a
+// policy revision (positive).
+func ValidateCodec(codec string, policy int) error {
 	if len(codec) == 0 || len(codec) > 32 {
 		return invalid("Codec", "must be 1 to 32 characters, got %q", truncate(codec))
 	}
@@ -312,4 +314,12 @@ func validateTTL(field string, ttl time.Duration) error {
 		return invalid(field, "must be at least 1ms, got %v", ttl)
 	}
 	return nil
+}
+
+// TimeBounded is implemented by a Store that bounds how long each call may
+// wait (redisstore.Store does): idemstore.NewExecutor checks
+// ExecutorConfig.SafetyMargin against it.
+type TimeBounded interface {
+	// CommandTimeout is the longest one store call waits.
+	CommandTimeout() time.Duration
 }

@@ -1,4 +1,4 @@
-package idemstore
+package driver
 
 import (
 	"errors"

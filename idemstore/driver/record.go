@@ -1,4 +1,4 @@
-package idemstore
+package driver
 
 import (
 	"time"
@@ -47,7 +47,7 @@ const MaxReasonLen = 1024
 
 // ValidCodec reports whether codec may name the encoding of a response: 1 to
 // 32 characters of [a-z0-9.-], the rule every request's Codec is checked by.
-func ValidCodec(codec string) bool { return validateCodec(codec, 1) == nil }
+func ValidCodec(codec string) bool { return ValidateCodec(codec, 1) == nil }
 
 // Record is a decoded snapshot of a stored record, as the store saw it at
 // ServerTime.

@@ -1,4 +1,4 @@
-package idemstore
+package driver
 
 import (
 	"crypto/hmac"
@@ -237,9 +237,9 @@ func ParseRef(s string) (Ref, error) {
 	return r, r.Validate()
 }
 
-// newOwnerAndNonce returns a random owner and a random nonce, from one
+// NewOwnerAndNonce returns a random owner and a random nonce, from one
 // read of the system's randomness into one string.
-func newOwnerAndNonce() (Owner, Nonce) {
+func NewOwnerAndNonce() (Owner, Nonce) {
 	var b [48]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(fmt.Sprintf("idemstore: crypto/rand: %v", err))
