@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )

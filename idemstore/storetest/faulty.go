@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 

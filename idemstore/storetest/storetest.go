@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 

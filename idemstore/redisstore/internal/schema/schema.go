@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"strings"
 
-
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
