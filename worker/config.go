@@ -2,18 +2,15 @@ package worker
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
-	"io"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -33,7 +30,10 @@ const (
 	DefaultOutcomeTimeout  = 10 * time.Second
 )
 
-// Config configures a Worker. Empty fields take their defaults.
+// Config configures a Worker. Empty fields take their defaults (the
+// Default* constants, or the default each field's comment names); New
+// checks the result and refuses a configuration that cannot work with an
+// error naming the setting. Only Secret is required, unless Dev.
 type Config struct {
 	// TemporalAddress is the Temporal frontend, host:port. Default
 	// "localhost:7233".
@@ -108,10 +108,11 @@ type Config struct {
 	// HTTPAddr is where /healthz and /readyz are served. Default
 	// "127.0.0.1:8080"; "off" disables the listener.
 	HTTPAddr string
-	// Dev marks a development worker: an empty Secret is replaced by a
-	// fixed, public one.
+	// Dev marks a development worker: an empty Secret is replaced by
+	// DevSecret, a fixed, public one.
 	Dev bool
-	// Logger receives the worker's logs. Default: JSON to stderr.
+	// Logger receives the worker's logs. Default: none (they are
+	// discarded); cmd/worker logs JSON to stderr, text under -dev.
 	Logger *slog.Logger
 	// TracerProvider, when set, traces the worker: Temporal's client and
 	// activities (the SDK's OpenTelemetry interceptor), every executor
@@ -133,10 +134,14 @@ type Config struct {
 	RedisOmitShebang bool
 }
 
-// devSecret is the secret of -dev mode: public, so never for real data.
-const devSecret = "onceflow-dev-secret-not-for-production"
+// DevSecret is the digest secret a Dev worker uses when Secret is empty:
+// public, so never for real data. Operator tools that read a -dev
+// worker's records digest their keys with it.
+const DevSecret = "onceflow-dev-secret-not-for-production"
 
-func (c *Config) setDefaults() error {
+// withDefaults returns c with every empty field set to its default (the
+// Logger to one that discards, the Secret of a Dev worker to DevSecret).
+func (c Config) withDefaults() Config {
 	if c.TemporalAddress == "" {
 		c.TemporalAddress = DefaultTemporalAddress
 	}
@@ -161,40 +166,50 @@ func (c *Config) setDefaults() error {
 	if c.StopTimeout == 0 {
 		c.StopTimeout = DefaultStopTimeout
 	}
-	if c.RedisCommandTimeout == 0 {
-		c.RedisCommandTimeout = redisstore.DefaultCommandTimeout
-	}
-	if c.RedisCommandTimeout < 0 {
-		return fmt.Errorf("worker: RedisCommandTimeout (-redis-timeout) must be positive, got %v", c.RedisCommandTimeout)
-	}
-	if c.StopTimeout < 0 {
-		return fmt.Errorf("worker: StopTimeout (-stop-timeout) must be positive, got %v", c.StopTimeout)
-	}
 	if c.OutcomeTimeout == 0 {
 		c.OutcomeTimeout = DefaultOutcomeTimeout
 	}
-	if c.OutcomeTimeout < 0 {
-		return fmt.Errorf("worker: OutcomeTimeout (-outcome-timeout) must be positive, got %v", c.OutcomeTimeout)
-	}
-	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
-		return errors.New("worker: give both -temporal-tls-cert and -temporal-tls-key (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY), or neither")
+	if c.RedisCommandTimeout == 0 {
+		c.RedisCommandTimeout = redisstore.DefaultCommandTimeout
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if len(c.Secret) == 0 && c.Dev {
+		c.Secret = []byte(DevSecret)
+	}
+	return c
+}
+
+// validate refuses a configuration (with its defaults) that cannot work,
+// naming the setting and its cmd/worker flag. It is the one place a
+// Config is checked; New calls it.
+func (c Config) validate() error {
+	var errs []error
 	if len(c.Secret) == 0 {
-		if !c.Dev {
-			return errors.New("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least 32 random bytes; only -dev runs without one")
-		}
-		c.Secret = []byte(devSecret)
+		errs = append(errs, errors.New("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least 32 random bytes; only -dev runs without one"))
 	}
 	if c.SecretVersion < 0 {
-		return fmt.Errorf("worker: SecretVersion must be positive, got %d", c.SecretVersion)
+		errs = append(errs, fmt.Errorf("worker: SecretVersion must be positive, got %d", c.SecretVersion))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"RedisCommandTimeout (-redis-timeout)", c.RedisCommandTimeout}, {"StopTimeout (-stop-timeout)", c.StopTimeout}, {"OutcomeTimeout (-outcome-timeout)", c.OutcomeTimeout}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("worker: %s must be positive, got %v", d.name, d.v))
+		}
+	}
+	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
+		errs = append(errs, errTLSPair)
 	}
 	if c.RedisOptions == nil {
 		if _, err := ParseRedisURL(c.RedisURL); err != nil {
-			return err
+			errs = append(errs, err)
 		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	// The executor validates the lease against the TTLs and the store's
 	// command timeout, and names the setting.
@@ -207,7 +222,11 @@ func (c *Config) setDefaults() error {
 	return nil
 }
 
-// noStore lets setDefaults validate an executor configuration without a
+// errTLSPair: a client certificate without its key, or a key without its
+// certificate.
+var errTLSPair = errors.New("worker: give both -temporal-tls-cert and -temporal-tls-key (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY), or neither")
+
+// noStore lets validate check an executor configuration without a
 // store: it has the command timeout the real one will have.
 type noStore struct {
 	idemstore.Store
@@ -258,83 +277,4 @@ func ParseRedisURL(raw string) (*redis.UniversalOptions, error) {
 		}, nil
 	}
 	return bad(fmt.Errorf("unknown scheme %q", u.Scheme))
-}
-
-// ParseFlags reads a Config from command-line flags, each of which falls
-// back to an environment variable, and then to its default. getenv is
-// usually os.Getenv.
-func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
-	return ParseFlagsWith(name, args, getenv, nil)
-}
-
-// ParseFlagsWith is ParseFlags with flags of the caller's own: extra
-// defines them on the flag set before it is parsed (cmd/worker adds the
-// example's ledger and gateway flags this way). Read their environment
-// variables in extra, as the worker's flags do.
-func ParseFlagsWith(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (Config, error) {
-	var c Config
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	env := envOr(getenv)
-	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
-	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
-		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
-	registerTemporalFlags(fs, &c, env)
-	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+DefaultTaskQueue+")")
-	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+DefaultRedisURL+")")
-	fs.BoolVar(&c.AllowEviction, "allow-eviction", env("ONCEFLOW_ALLOW_EVICTION", "") == "true",
-		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
-	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+DefaultKeyNamespace+")")
-	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
-	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
-	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
-	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
-	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
-	fs.StringVar(&retention, "failure-retention", env("ONCEFLOW_FAILURE_RETENTION", ""), "how long failed and abandoned records are kept (ONCEFLOW_FAILURE_RETENTION; default 24h)")
-	fs.StringVar(&stop, "stop-timeout", env("ONCEFLOW_STOP_TIMEOUT", ""), "how long in-flight activities may finish after SIGTERM (ONCEFLOW_STOP_TIMEOUT; default 30s)")
-	fs.StringVar(&outcome, "outcome-timeout", env("ONCEFLOW_OUTCOME_TIMEOUT", ""), "then, how long cancelled activities may take to record their outcome (ONCEFLOW_OUTCOME_TIMEOUT; default 10s)")
-	fs.StringVar(&maxActivities, "max-concurrent-activities", env("ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", ""), "activities run at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES; default the SDK's)")
-	fs.StringVar(&maxWorkflowTasks, "max-concurrent-workflow-tasks", env("ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", ""), "workflow tasks run at once (ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS; default the SDK's)")
-	fs.StringVar(&sticky, "sticky-schedule-to-start-timeout", env("ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", ""), "sticky workflow task schedule-to-start timeout (ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT; default the SDK's)")
-	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+DefaultHTTPAddr+")")
-	if extra != nil {
-		extra(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("worker: unexpected arguments %q", fs.Args())
-	}
-	c.Secret = []byte(secret)
-	var err error
-	if c.SecretVersion, err = strconv.Atoi(version); err != nil || c.SecretVersion <= 0 {
-		return Config{}, fmt.Errorf("worker: -secret-version / ONCEFLOW_SECRET_VERSION must be a positive integer, got %q", version)
-	}
-	for _, d := range []struct {
-		flag, val string
-		dst       *time.Duration
-	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention},
-		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}, {"-redis-timeout / REDIS_TIMEOUT", redisTimeout, &c.RedisCommandTimeout},
-		{"-outcome-timeout / ONCEFLOW_OUTCOME_TIMEOUT", outcome, &c.OutcomeTimeout},
-		{"-sticky-schedule-to-start-timeout / ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", sticky, &c.WorkerOptions.StickyScheduleToStartTimeout}} {
-		if d.val == "" {
-			continue
-		}
-		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst <= 0 {
-			return Config{}, fmt.Errorf("worker: %s must be a positive duration such as 30s, got %q", d.flag, d.val)
-		}
-	}
-	for _, n := range []struct {
-		flag, val string
-		dst       *int
-	}{{"-max-concurrent-activities / ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", maxActivities, &c.WorkerOptions.MaxConcurrentActivityExecutionSize},
-		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize}} {
-		if n.val == "" {
-			continue
-		}
-		if *n.dst, err = strconv.Atoi(n.val); err != nil || *n.dst <= 0 {
-			return Config{}, fmt.Errorf("worker: %s must be a positive integer, got %q", n.flag, n.val)
-		}
-	}
-	return c, nil
 }

@@ -14,22 +14,6 @@ import (
 	"github.com/onceflow/onceflow/worker"
 )
 
-func TestParseFlagsPrefersFlagsThenEnvironment(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{
-		"TEMPORAL_ADDRESS": "temporal:7233", "REDIS_URL": "redis://env:6379/1", "ONCEFLOW_SECRET": "from-env",
-		"HTTP_ADDR": "0.0.0.0:9000", "ONCEFLOW_LEASE": "20s",
-	}
-	cfg, err := worker.ParseFlags("worker", []string{"-redis-url", "redis://flag:6379/2", "-namespace", "payments"}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.TemporalAddress != "temporal:7233" || cfg.RedisURL != "redis://flag:6379/2" || cfg.Namespace != "payments" ||
-		string(cfg.Secret) != "from-env" || cfg.HTTPAddr != "0.0.0.0:9000" || cfg.Lease != 20*time.Second || cfg.Dev {
-		t.Fatalf("cfg = %+v", cfg)
-	}
-}
-
 func TestConfigValidationNamesTheSetting(t *testing.T) {
 	t.Parallel()
 	cases := map[string]struct {
@@ -40,6 +24,8 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		"bad redis url":                         {worker.Config{Secret: []byte("s"), RedisURL: "http://x"}, "RedisURL"},
 		"lease":                                 {worker.Config{Secret: []byte("s"), Lease: 2 * time.Hour, ReplayTTL: time.Hour}, "-lease"},
 		"lease too short for the redis timeout": {worker.Config{Secret: []byte("s"), Lease: time.Second}, "-redis-timeout"},
+		"negative stop timeout":                 {worker.Config{Secret: []byte("s"), StopTimeout: -time.Second}, "StopTimeout"},
+		"certificate without its key":           {worker.Config{Dev: true, TemporalTLSCertFile: "c.pem"}, "-temporal-tls-key"},
 	}
 	for name, c := range cases {
 		_, err := worker.New(c.cfg)
@@ -47,14 +33,12 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 			t.Errorf("%s: err = %v, want it to name %s", name, err, c.want)
 		}
 	}
-	if _, err := worker.ParseFlags("worker", []string{"-lease", "soon"}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "-lease") {
-		t.Errorf("bad -lease: %v", err)
-	}
 	w, err := worker.New(worker.Config{Dev: true})
 	if err != nil {
 		t.Fatalf("dev config: %v", err)
 	}
-	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || len(c.Secret) == 0 {
+	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || string(c.Secret) != worker.DevSecret ||
+		c.StopTimeout != worker.DefaultStopTimeout || c.OutcomeTimeout != worker.DefaultOutcomeTimeout || c.Logger == nil {
 		t.Fatalf("defaults = %+v", c)
 	}
 }

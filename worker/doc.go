@@ -1,9 +1,26 @@
 // Package worker assembles a onceflow worker: the Redis client (standalone,
 // Sentinel or Cluster), the idempotency store and executor, the activity
 // wrapper, a Temporal client and worker, and the /healthz and /readyz
-// endpoints. Config documents every setting and its default; ParseFlags
-// reads it from flags and environment variables as cmd/worker does.
+// endpoints.
 //
-// Its tests include the end-to-end suite, which runs against a real
-// in-process Temporal server and a real redis-server.
+// Embed one with New and Run:
+//
+//	w, err := worker.New(worker.Config{
+//		TemporalAddress: "temporal:7233", RedisURL: "redis://redis:6379/0",
+//		Secret:   secret, // at least 32 random bytes, stable across restarts
+//		Register: func(r worker.Registry) error { /* r.Worker.RegisterWorkflow(…), activity.Wrap(r.Activities, …) */ return nil },
+//	})
+//	if err != nil {
+//		return err // the message names the setting
+//	}
+//	return w.Run(ctx) // until ctx ends, then a clean stop
+//
+// Config documents every setting and its default; New fills the defaults
+// in and validates the whole, in one place. The package reads no flags or
+// environment variables: cmd/worker maps its flags onto a Config. The
+// operator API (pending recoveries, decisions, reopen, inspect) is package
+// operator.
+//
+// Its tests include the end-to-end suite (cmd/internal/e2e), which runs
+// against a real in-process Temporal server and a real redis-server.
 package worker

@@ -1,16 +1,12 @@
 package worker
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
-	"strconv"
 
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
@@ -79,7 +75,7 @@ func (c Config) temporalTLS(hostPort string) (*tls.Config, error) {
 		}
 	}
 	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
-		return nil, errors.New("worker: give both -temporal-tls-cert and -temporal-tls-key (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY), or neither")
+		return nil, errTLSPair
 	}
 	if c.TemporalTLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.TemporalTLSCertFile, c.TemporalTLSKeyFile)
@@ -100,41 +96,4 @@ func (c Config) temporalTLS(hostPort string) (*tls.Config, error) {
 		cfg.RootCAs = pool
 	}
 	return cfg, nil
-}
-
-// RegisterTemporalFlags defines the Temporal connection flags of the worker
-// (-temporal-address, -namespace, the TLS files, the API key) on fs, each
-// falling back to its environment variable through getenv: for commands of
-// your own that talk to the same Temporal as the worker, with Dial.
-func RegisterTemporalFlags(fs *flag.FlagSet, c *Config, getenv func(string) string) {
-	registerTemporalFlags(fs, c, envOr(getenv))
-}
-
-// Dial connects to Temporal with c's TemporalClientOptions; the error says
-// which flags to check.
-func Dial(ctx context.Context, c Config) (client.Client, error) { return dial(ctx, c, "worker") }
-
-// envOr returns a lookup of getenv with a default.
-func envOr(getenv func(string) string) func(key, def string) string {
-	return func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
-}
-
-// registerTemporalFlags defines the flags of the Temporal connection, each
-// falling back to an environment variable (the Temporal CLI's names where
-// it has one), on fs: the worker and the operator commands share them.
-func registerTemporalFlags(fs *flag.FlagSet, c *Config, env func(key, def string) string) {
-	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+DefaultTemporalAddress+")")
-	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+DefaultNamespace+")")
-	tlsDefault, _ := strconv.ParseBool(env("TEMPORAL_TLS", "false"))
-	fs.BoolVar(&c.TemporalTLS, "temporal-tls", tlsDefault, "connect to Temporal over TLS with the system's roots (TEMPORAL_TLS=true); the TLS files and an API key imply it")
-	fs.StringVar(&c.TemporalTLSCertFile, "temporal-tls-cert", env("TEMPORAL_TLS_CERT", ""), "client certificate (PEM) for mutual TLS with Temporal (TEMPORAL_TLS_CERT)")
-	fs.StringVar(&c.TemporalTLSKeyFile, "temporal-tls-key", env("TEMPORAL_TLS_KEY", ""), "its private key (PEM) (TEMPORAL_TLS_KEY)")
-	fs.StringVar(&c.TemporalTLSCAFile, "temporal-tls-ca", env("TEMPORAL_TLS_CA", ""), "CA (PEM) of the Temporal server's certificate (TEMPORAL_TLS_CA)")
-	fs.StringVar(&c.TemporalTLSServerName, "temporal-tls-server-name", env("TEMPORAL_TLS_SERVER_NAME", ""), "name to check the server's certificate against (TEMPORAL_TLS_SERVER_NAME; default the address's host)")
-	fs.StringVar(&c.TemporalAPIKey, "temporal-api-key", env("TEMPORAL_API_KEY", ""), "API key for Temporal Cloud (TEMPORAL_API_KEY; prefer the variable: flags show in ps)")
 }

@@ -95,12 +95,9 @@ func TestTemporalTLSConfiguration(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	cfg, err := worker.ParseFlags("worker", []string{"-temporal-address", ln.Addr().String(),
-		"-temporal-tls-cert", writeFile(t, "client.pem", p.clientCert), "-temporal-tls-key", writeFile(t, "client-key.pem", p.clientKey),
-		"-temporal-tls-ca", writeFile(t, "ca.pem", p.caPEM)}, func(string) string { return "" })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := worker.Config{TemporalAddress: ln.Addr().String(),
+		TemporalTLSCertFile: writeFile(t, "client.pem", p.clientCert), TemporalTLSKeyFile: writeFile(t, "client-key.pem", p.clientKey),
+		TemporalTLSCAFile: writeFile(t, "ca.pem", p.caPEM)}
 	opts, err := cfg.TemporalClientOptions()
 	if err != nil {
 		t.Fatal(err)
@@ -129,27 +126,14 @@ func TestTemporalTLSConfiguration(t *testing.T) {
 
 func TestTemporalAPIKeyAndPassthrough(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"TEMPORAL_API_KEY": "key-123", "TEMPORAL_ADDRESS": "ns.tmprl.cloud:7233", "TEMPORAL_NAMESPACE": "ns.acct"}
-	cfg, err := worker.ParseFlags("worker", []string{"-max-concurrent-activities", "7", "-sticky-schedule-to-start-timeout", "3s"}, func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := worker.Config{TemporalAPIKey: "key-123", TemporalAddress: "ns.tmprl.cloud:7233", Namespace: "ns.acct"}
 	cfg.ClientOptions.Identity = "worker-7"
 	opts, err := cfg.TemporalClientOptions()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if opts.Credentials == nil || opts.ConnectionOptions.TLS == nil || opts.ConnectionOptions.TLS.ServerName != "ns.tmprl.cloud" ||
-		opts.Namespace != "ns.acct" || opts.Identity != "worker-7" {
+		opts.Namespace != "ns.acct" || opts.Identity != "worker-7" || opts.HostPort != "ns.tmprl.cloud:7233" {
 		t.Fatalf("options = %+v", opts)
-	}
-	if cfg.WorkerOptions.MaxConcurrentActivityExecutionSize != 7 || cfg.WorkerOptions.StickyScheduleToStartTimeout != 3*time.Second {
-		t.Fatalf("worker options = %+v", cfg.WorkerOptions)
-	}
-	if _, err := worker.ParseFlags("worker", []string{"-max-concurrent-activities", "many"}, func(string) string { return "" }); err == nil {
-		t.Fatal("a bad -max-concurrent-activities was accepted")
-	}
-	if _, err := worker.New(worker.Config{Dev: true, TemporalTLSCertFile: "c.pem"}); err == nil {
-		t.Fatal("a certificate without its key was accepted")
 	}
 }

@@ -54,9 +54,11 @@ type Worker struct {
 	httpLn  net.Listener
 }
 
-// New validates cfg and returns a Worker. It connects to nothing: Run does.
+// New fills in cfg's defaults, validates it and returns a Worker. It
+// connects to nothing: Run does.
 func New(cfg Config) (*Worker, error) {
-	if err := cfg.setDefaults(); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	return &Worker{cfg: cfg, started: make(chan struct{})}, nil
@@ -79,12 +81,83 @@ func (w *Worker) HTTPAddr() string {
 	return w.httpLn.Addr().String()
 }
 
+// startTimeout bounds Run's connecting steps (Redis' scripts, the eviction
+// check, the Temporal dial).
+const startTimeout = 10 * time.Second
+
+// parts are what Run assembles, in the order it assembles them; close
+// releases them in reverse.
+type parts struct {
+	rdb     redis.UniversalClient
+	store   *redisstore.Store
+	exec    *idemstore.Executor
+	dig     *idemstore.Digester
+	tc      client.Client
+	wrapper *activity.Wrapper
+	tw      sdkworker.Worker
+	mux     *http.ServeMux
+	srv     *http.Server // nil when HTTPAddr is "off"
+	ln      net.Listener
+}
+
+func (p *parts) close() {
+	if p.ln != nil {
+		_ = p.ln.Close()
+	}
+	if p.tc != nil {
+		p.tc.Close()
+	}
+	if p.rdb != nil {
+		_ = p.rdb.Close()
+	}
+}
+
 // Run connects to Redis and Temporal, registers the workflows and
 // activities, serves the health endpoints and polls until ctx is done; then
 // it stops cleanly (in-flight activities get the SDK's stop timeout) and
 // returns nil. Errors at startup say which setting to check.
 func (w *Worker) Run(ctx context.Context) error {
-	c, log := w.cfg, w.cfg.Logger
+	p := &parts{}
+	defer p.close()
+	startCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := w.connectRedis(p); err != nil {
+		return err
+	}
+	if err := w.openStore(startCtx, p); err != nil {
+		return err
+	}
+	if err := w.newExecutor(p); err != nil {
+		return err
+	}
+	if err := w.dialTemporal(startCtx, p); err != nil {
+		return err
+	}
+	if err := w.newWrapper(p); err != nil {
+		return err
+	}
+	w.newTemporalWorker(p)
+	w.newHealthMux(p)
+	if err := w.register(p); err != nil {
+		return err
+	}
+	if err := w.listenHTTP(p); err != nil {
+		return err
+	}
+	if err := p.tw.Start(); err != nil {
+		return fmt.Errorf("worker: start polling task queue %q: %w", w.cfg.TaskQueue, err)
+	}
+	served := w.serveHTTP(p)
+	w.announce()
+	runErr := w.waitForStop(ctx, served)
+	w.stop(p, served)
+	return runErr
+}
+
+// connectRedis makes the Redis client (standalone, Sentinel or Cluster),
+// traced and measured when the Config asks for it.
+func (w *Worker) connectRedis(p *parts) error {
+	c := w.cfg
 	var opts redis.UniversalOptions
 	if c.RedisOptions != nil {
 		opts = *c.RedisOptions
@@ -96,29 +169,33 @@ func (w *Worker) Run(ctx context.Context) error {
 		opts = *parsed
 	}
 	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewUniversalClient(&opts)
-	defer rdb.Close()
+	p.rdb = redis.NewUniversalClient(&opts)
 	if c.TracerProvider != nil {
-		if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(c.TracerProvider), redisotel.WithDBStatement(false)); err != nil {
+		if err := redisotel.InstrumentTracing(p.rdb, redisotel.WithTracerProvider(c.TracerProvider), redisotel.WithDBStatement(false)); err != nil {
 			return fmt.Errorf("worker: trace Redis: %w", err)
 		}
 	}
 	if c.MeterProvider != nil {
-		if err := redisotel.InstrumentMetrics(rdb, redisotel.WithMeterProvider(c.MeterProvider)); err != nil {
+		if err := redisotel.InstrumentMetrics(p.rdb, redisotel.WithMeterProvider(c.MeterProvider)); err != nil {
 			return fmt.Errorf("worker: measure Redis: %w", err)
 		}
 	}
-	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
+	return nil
+}
+
+// openStore makes the idempotency store, loads its scripts and checks
+// that Redis will not evict records.
+func (w *Worker) openStore(ctx context.Context, p *parts) error {
+	c, log := w.cfg, w.cfg.Logger
+	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
 		Logger: log, OmitShebang: c.RedisOmitShebang})
 	if err != nil {
 		return err
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := store.LoadScripts(startCtx); err != nil {
+	if err := store.LoadScripts(ctx); err != nil {
 		return fmt.Errorf("worker: Redis at %s is not usable (check -redis-url / REDIS_URL): %w", redactURL(c.RedisURL), err)
 	}
-	if err := store.CheckEvictionPolicy(startCtx); err != nil {
+	if err := store.CheckEvictionPolicy(ctx); err != nil {
 		switch {
 		case errors.Is(err, redisstore.ErrEvictionPolicy) && !c.AllowEviction:
 			return fmt.Errorf("worker: %w; or pass -allow-eviction (ONCEFLOW_ALLOW_EVICTION=true) to run anyway", err)
@@ -128,8 +205,16 @@ func (w *Worker) Run(ctx context.Context) error {
 			log.Warn("onceflow: could not check Redis' maxmemory-policy; make sure it is noeviction", "err", err)
 		}
 	}
+	p.store = store
+	return nil
+}
+
+// newExecutor makes the executor on the store, and the digester of the
+// secret.
+func (w *Worker) newExecutor(p *parts) error {
+	c := w.cfg
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{
-		Store: store, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention, Logger: log,
+		Store: p.store, Lease: c.Lease, ReplayTTL: c.ReplayTTL, FailureRetention: c.FailureRetention, Logger: c.Logger,
 		MeterProvider: c.MeterProvider,
 	})
 	if err != nil {
@@ -139,27 +224,53 @@ func (w *Worker) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	copts, err := c.TemporalClientOptions()
-	if err != nil {
-		return err
-	}
-	tc, err := client.DialContext(startCtx, copts)
-	if err != nil {
-		return fmt.Errorf("worker: Temporal at %s is not reachable (check -temporal-address / TEMPORAL_ADDRESS): %w", c.TemporalAddress, err)
-	}
-	defer tc.Close()
-	// The wrapper confirms each attempt's checkpoint through the client
-	// before the action starts: evidence that outlives the Redis record.
-	wrapper, err := activity.New(activity.Config{Executor: exec, Digester: dig, Logger: log, Client: tc})
-	if err != nil {
-		return err
-	}
+	p.exec, p.dig = exec, dig
+	return nil
+}
 
-	wopts := c.WorkerOptions
-	if wopts.WorkerStopTimeout == 0 {
-		wopts.WorkerStopTimeout = c.StopTimeout
+// dialTemporal connects to Temporal with TemporalClientOptions.
+func (w *Worker) dialTemporal(ctx context.Context, p *parts) error {
+	copts, err := w.cfg.TemporalClientOptions()
+	if err != nil {
+		return err
 	}
-	tw := sdkworker.New(tc, c.TaskQueue, wopts)
+	tc, err := client.DialContext(ctx, copts)
+	if err != nil {
+		return fmt.Errorf("worker: Temporal at %s is not reachable (check -temporal-address / TEMPORAL_ADDRESS): %w", w.cfg.TemporalAddress, err)
+	}
+	p.tc = tc
+	return nil
+}
+
+// newWrapper makes the activity wrapper. It confirms each attempt's
+// checkpoint through the Temporal client before the action starts:
+// evidence that outlives the Redis record.
+func (w *Worker) newWrapper(p *parts) error {
+	wrapper, err := activity.New(activity.Config{Executor: p.exec, Digester: p.dig, Logger: w.cfg.Logger, Client: p.tc})
+	if err != nil {
+		return err
+	}
+	p.wrapper = wrapper
+	return nil
+}
+
+// newTemporalWorker makes the Temporal worker of the task queue; its stop
+// timeout is StopTimeout unless WorkerOptions set one.
+func (w *Worker) newTemporalWorker(p *parts) {
+	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, w.workerOptions())
+}
+
+func (w *Worker) workerOptions() sdkworker.Options {
+	o := w.cfg.WorkerOptions
+	if o.WorkerStopTimeout == 0 {
+		o.WorkerStopTimeout = w.cfg.StopTimeout
+	}
+	return o
+}
+
+// newHealthMux makes the HTTP mux with /healthz (the process is up) and
+// /readyz (Redis and Temporal answer).
+func (w *Worker) newHealthMux(p *parts) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -169,10 +280,10 @@ func (w *Worker) Run(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		var errs []error
-		if err := rdb.Ping(ctx).Err(); err != nil {
+		if err := p.rdb.Ping(ctx).Err(); err != nil {
 			errs = append(errs, fmt.Errorf("redis: %w", err))
 		}
-		if _, err := tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+		if _, err := p.tc.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 			errs = append(errs, fmt.Errorf("temporal: %w", err))
 		}
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -183,92 +294,126 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		_, _ = rw.Write([]byte("ready\n"))
 	})
-	tw.RegisterActivityWithOptions(wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: activity.ResolveRecordActivity})
-	if c.Register != nil {
-		err := c.Register(Registry{Worker: tw, Activities: wrapper, Executor: exec, Digester: dig, Store: store, Client: tc, Namespace: c.Namespace, TaskQueue: c.TaskQueue, HTTP: mux, Logger: log})
-		if err != nil {
-			return fmt.Errorf("worker: register: %w", err)
-		}
-	}
-	var srv *http.Server
-	if c.HTTPAddr != "off" {
-		ln, err := net.Listen("tcp", c.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("worker: listen on %s (check -http / HTTP_ADDR): %w", c.HTTPAddr, err)
-		}
-		w.mu.Lock()
-		w.httpLn = ln
-		w.mu.Unlock()
-		var h http.Handler = mux
-		if c.TracerProvider != nil || c.MeterProvider != nil {
-			var oo []otelhttp.Option
-			if c.TracerProvider != nil {
-				oo = append(oo, otelhttp.WithTracerProvider(c.TracerProvider))
-			}
-			if c.MeterProvider != nil {
-				oo = append(oo, otelhttp.WithMeterProvider(c.MeterProvider))
-			}
-			// Spans are named by the route pattern the mux matched (otelhttp
-			// renames the span once it is known), never by the path: it
-			// may carry IDs.
-			h = otelhttp.NewHandler(mux, "onceflow.http", append(oo, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
-				if r.Pattern != "" {
-					return r.Pattern
-				}
-				return r.Method
-			}))...)
-		}
-		srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-		defer ln.Close()
-	}
-	if err := tw.Start(); err != nil {
-		return fmt.Errorf("worker: start polling task queue %q: %w", c.TaskQueue, err)
-	}
+	p.mux = mux
+}
 
-	// served gets what Serve returned; Run waits for it before returning,
-	// so the server's goroutine never outlives the worker. Nil without a
-	// server: a nil channel never receives.
-	var served chan error
-	if srv != nil {
-		served = make(chan error, 1)
-		go func() { served <- srv.Serve(w.httpLn) }()
+// register registers onceflow's own activity (the recovery's record
+// resolution) and then the application's, through Config.Register.
+func (w *Worker) register(p *parts) error {
+	c := w.cfg
+	p.tw.RegisterActivityWithOptions(p.wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: activity.ResolveRecordActivity})
+	if c.Register == nil {
+		return nil
 	}
-	log.Info("onceflow: worker started", "temporal", c.TemporalAddress, "namespace", c.Namespace,
+	err := c.Register(Registry{Worker: p.tw, Activities: p.wrapper, Executor: p.exec, Digester: p.dig, Store: p.store, Client: p.tc,
+		Namespace: c.Namespace, TaskQueue: c.TaskQueue, HTTP: p.mux, Logger: c.Logger})
+	if err != nil {
+		return fmt.Errorf("worker: register: %w", err)
+	}
+	return nil
+}
+
+// listenHTTP listens on HTTPAddr (unless "off") and makes the server of
+// the mux, traced and measured when the Config asks for it.
+func (w *Worker) listenHTTP(p *parts) error {
+	c := w.cfg
+	if c.HTTPAddr == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", c.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("worker: listen on %s (check -http / HTTP_ADDR): %w", c.HTTPAddr, err)
+	}
+	p.ln = ln
+	w.mu.Lock()
+	w.httpLn = ln
+	w.mu.Unlock()
+	var h http.Handler = p.mux
+	if c.TracerProvider != nil || c.MeterProvider != nil {
+		var oo []otelhttp.Option
+		if c.TracerProvider != nil {
+			oo = append(oo, otelhttp.WithTracerProvider(c.TracerProvider))
+		}
+		if c.MeterProvider != nil {
+			oo = append(oo, otelhttp.WithMeterProvider(c.MeterProvider))
+		}
+		// Spans are named by the route pattern the mux matched (otelhttp
+		// renames the span once it is known), never by the path: it
+		// may carry IDs.
+		h = otelhttp.NewHandler(p.mux, "onceflow.http", append(oo, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if r.Pattern != "" {
+				return r.Pattern
+			}
+			return r.Method
+		}))...)
+	}
+	p.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	return nil
+}
+
+// serveHTTP serves the HTTP server in a goroutine and returns the channel
+// that gets what Serve returned; Run waits for it before returning, so
+// the goroutine never outlives the worker. Nil without a server: a nil
+// channel never receives.
+func (w *Worker) serveHTTP(p *parts) chan error {
+	if p.srv == nil {
+		return nil
+	}
+	served := make(chan error, 1)
+	go func() { served <- p.srv.Serve(p.ln) }()
+	return served
+}
+
+// announce logs that the worker runs and closes Started.
+func (w *Worker) announce() {
+	c := w.cfg
+	c.Logger.Info("onceflow: worker started", "temporal", c.TemporalAddress, "namespace", c.Namespace,
 		"task_queue", c.TaskQueue, "redis", redactURL(c.RedisURL), "http", w.HTTPAddr())
 	close(w.started)
+}
 
-	var runErr error
+// waitForStop waits until ctx is done, or the HTTP server fails by
+// itself: then the worker stops, in order, and says why, rather than go
+// on without its health endpoints. It returns Run's error.
+func (w *Worker) waitForStop(ctx context.Context, served chan error) error {
 	select {
 	case <-ctx.Done():
+		return nil
 	case err := <-served:
-		// The HTTP server failed by itself: the worker stops, in order,
-		// and says why, rather than go on without its health endpoints.
-		runErr = fmt.Errorf("worker: the HTTP server on %s stopped: %w (check -http / HTTP_ADDR)", w.HTTPAddr(), err)
-		served = nil
+		served <- err // for stop, which waits for it
+		return fmt.Errorf("worker: the HTTP server on %s stopped: %w (check -http / HTTP_ADDR)", w.HTTPAddr(), err)
 	}
-	// Stop in order: the HTTP listener, then polling (in-flight activities
-	// get StopTimeout to finish, then their contexts are cancelled), then
-	// wait for the cancelled ones to record their outcome in Redis, and
-	// only then (the deferred calls) close the Temporal client and Redis.
-	log.Info("onceflow: worker stopping", "stop_timeout", wopts.WorkerStopTimeout, "outcome_timeout", c.OutcomeTimeout)
-	if srv != nil {
+}
+
+// stop stops in order: the HTTP listener, then polling (in-flight
+// activities get StopTimeout to finish, then their contexts are
+// cancelled), then waits for the cancelled ones to record their outcome
+// in Redis and for the executor's renewals (Executor.Drain); Run's
+// deferred close then closes the Temporal client and
+// Redis.
+func (w *Worker) stop(p *parts, served chan error) {
+	log := w.cfg.Logger
+	log.Info("onceflow: worker stopping", "stop_timeout", w.workerOptions().WorkerStopTimeout, "outcome_timeout", w.cfg.OutcomeTimeout)
+	if p.srv != nil {
 		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			_ = srv.Close() // connections that outlived the shutdown's timeout
+		if err := p.srv.Shutdown(shutdownCtx); err != nil {
+			_ = p.srv.Close() // connections that outlived the shutdown's timeout
 		}
-		if served != nil {
-			<-served // http.ErrServerClosed
-		}
+		cancel()
+		<-served // http.ErrServerClosed, or the error waitForStop put back
 	}
-	tw.Stop()
-	waitCtx, cancel := context.WithTimeout(context.Background(), c.OutcomeTimeout)
+	p.tw.Stop()
+	waitCtx, cancel := context.WithTimeout(context.Background(), w.cfg.OutcomeTimeout)
 	defer cancel()
-	if err := wrapper.Wait(waitCtx); err != nil {
+	if err := p.wrapper.Wait(waitCtx); err != nil {
 		log.Warn("onceflow: stopping before every activity recorded its outcome; their records stay EXECUTING until their leases run out", "err", err)
 	}
+	// A renewal an Execute left behind (its Store ignored the
+	// cancellation) must not outlive the Redis client closed next.
+	if err := p.exec.Drain(waitCtx); err != nil {
+		log.Warn("onceflow: stopping with a lease renewal still running", "err", err)
+	}
 	log.Info("onceflow: worker stopped")
-	return runErr
 }
 
 // redactURL hides a password in a Redis URL for logs and errors.

@@ -188,9 +188,10 @@ func workerBinary(ctx context.Context, given, dir string, log *slog.Logger) (str
 	return filepath.Abs(path)
 }
 
-// buildWorker builds cmd/worker into dir (-tags nodev: without the
-// embedded Temporal server, which the workers do not use), with -race when
-// chaos itself was built with it.
+// buildWorker builds cmd/worker into dir (-tags nodev,simulate: without
+// the embedded Temporal server, which the workers do not use, and with the
+// gateway simulator's fault knobs, which a production build (-tags nodev)
+// leaves out), with -race when chaos itself was built with it.
 func buildWorker(ctx context.Context, dir string, log *slog.Logger) (string, error) {
 	bin := filepath.Join(dir, "worker")
 	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", cmdModule)
@@ -198,7 +199,7 @@ func buildWorker(ctx context.Context, dir string, log *slog.Logger) (string, err
 	if err != nil {
 		return "", fmt.Errorf("find the module %s (run from the repository, or give -worker-bin): %w%s", cmdModule, err, stderrOf(err))
 	}
-	args := []string{"build", "-tags", "nodev", "-o", bin}
+	args := []string{"build", "-tags", "nodev,simulate", "-o", bin}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

@@ -71,7 +71,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.orderDeadline, "order-deadline", 2*time.Minute, "how long one client retries its order before it gives up (the settle asks again)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the random choices: orders, duplicates, which worker, when (default: from the clock; printed)")
 	fs.StringVar(&c.ledgerDSN, "ledger-dsn", "", "the ledger all workers share: postgres://… (default: a SQLite file in the temporary directory)")
-	fs.StringVar(&c.workerBin, "worker-bin", "", "a prebuilt cmd/worker binary (default: go build it into the temporary directory; run from the repository)")
+	fs.StringVar(&c.workerBin, "worker-bin", "", "a prebuilt cmd/worker binary with the gateway knobs (go build -tags nodev,simulate; a production build, -tags nodev, has none) (default: build one into the temporary directory; run from the repository)")
 	fs.StringVar(&c.out, "out", "", "directory for the worker logs, answers.jsonl, chaos.log and summary.json (default: a new temporary directory, kept)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (the worker binary, the SQLite ledger, Redis' data) and print its path")
 	fs.BoolVar(&c.json, "json", true, "write the summary as JSON to summary.json in -out (-json=false: do not)")

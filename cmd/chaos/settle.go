@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/onceflow/onceflow/examples/order/ledger"
-	"github.com/onceflow/onceflow/worker"
+	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
@@ -170,7 +170,7 @@ func (r *resolver) once(ctx context.Context) {
 		}
 		return
 	}
-	var list []worker.Waiting
+	var list []operator.Waiting
 	if err := json.Unmarshal(out, &list); err != nil {
 		r.c.log.Warn("chaos: worker pending -json printed what does not decode", "err", err)
 		return
@@ -209,7 +209,7 @@ func (r *resolver) once(ctx context.Context) {
 // gateway_calls under its operation key (the record key). A charge there
 // completes the step with it; a decline completes it declined; nothing
 // taken retries it.
-func (r *resolver) decide(ctx context.Context, w worker.Waiting, p idemwf.PendingRecovery) (decision, error) {
+func (r *resolver) decide(ctx context.Context, w operator.Waiting, p idemwf.PendingRecovery) (decision, error) {
 	d := decision{WorkflowID: w.WorkflowID, RecordKey: p.Incident.RecordKey, Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, Activity: p.Activity}
 	calls, err := r.c.ledger.GatewayCallsByKey(ctx, p.Incident.RecordKey)
 	if err != nil {

@@ -5,7 +5,7 @@
 //	go run ./cmd/worker -dev     # embedded Temporal and Redis, a SQLite ledger: nothing to install
 //	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0 -ledger-dsn postgres://…
 //	go run ./cmd/worker order -customer c-1 -item A-1:2 -amount-cents 1999   # place an order
-//	go run ./cmd/worker ledger -order-id ID             # its rows: order, payments, gateway calls
+//	go run ./cmd/worker ledger -dev -order-id ID        # its rows: order, payments, gateway calls (-ledger-dsn outside -dev)
 //	go run ./cmd/worker trace -order-id ID              # every layer that deduplicates it: HTTP key, workflow, steps' records, ledger
 //	go run ./cmd/worker inspect -record KEY             # one Redis record
 //	go run ./cmd/worker pending                         # every workflow waiting on a recovery decision
@@ -14,10 +14,15 @@
 //
 // Every flag falls back to an environment variable; -h lists them.
 //
+// Outside -dev the worker needs -ledger-dsn (LEDGER_DSN); ledger and
+// trace only read it (-ledger-dsn, or -dev for the dev ledger) and create
+// nothing.
+//
 // It is in a module of its own (github.com/onceflow/onceflow/cmd):
 // it embeds the Temporal dev server for -dev, which a service that imports
 // the library must not get in its build. Build with -tags nodev for a
-// production binary without it.
+// production binary without it, and without the gateway simulator's
+// fault knobs (simulate.go); -tags nodev,simulate keeps the knobs.
 package main
 
 import (
@@ -34,7 +39,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/onceflow/onceflow/worker"
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 )
 
 func main() {
@@ -53,8 +58,8 @@ func run() error {
 	args := os.Args[1:]
 	if len(args) > 0 {
 		switch cmd := args[0]; {
-		case slices.Contains(worker.OperatorCommands, cmd):
-			return worker.RunOperator(ctx, cmd, args[1:], os.Getenv, os.Stdout)
+		case slices.Contains(cli.OperatorCommands, cmd):
+			return cli.RunOperator(ctx, cmd, args[1:], os.Getenv, os.Stdout)
 		case cmd == "order":
 			return placeOrder(ctx, args[1:], os.Getenv, os.Stdout)
 		case cmd == "ledger":

@@ -14,7 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -41,7 +41,7 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 	fs := flag.NewFlagSet("order", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var c worker.Config
-	worker.RegisterTemporalFlags(fs, &c, getenv)
+	cli.TemporalFlags(fs, &c, getenv)
 	queue := fs.String("task-queue", envDefault(getenv, "TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the worker's task queue (TEMPORAL_TASK_QUEUE)")
 	in := order.PlaceOrderInput{}
 	fs.StringVar(&in.OrderID, "order-id", "", "the order's ID (default: a new UUIDv7); the same ID places the same order")
@@ -73,7 +73,7 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 	if *wfID == "" {
 		*wfID = "order-" + in.OrderID
 	}
-	tc, err := worker.Dial(ctx, c)
+	tc, err := cli.Dial(ctx, c, "order")
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 func showLedger(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
 	fs.SetOutput(out)
-	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger (LEDGER_DSN; default "+DefaultLedgerDSN+", with -dev the dev ledger)")
+	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger to read (LEDGER_DSN); required, except with -dev: the dev ledger")
 	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "read the ledger of -dev (in the dev state directory)")
 	orderID := fs.String("order-id", "", "the order (required)")
 	asJSON := fs.Bool("json", false, "print every row as JSON")
@@ -119,7 +119,7 @@ func showLedger(ctx context.Context, args []string, getenv func(string) string, 
 	if *orderID == "" || fs.NArg() > 0 {
 		return errors.New("ledger: -order-id is required")
 	}
-	l, err := openLedger(ctx, dsn, *dev)
+	l, err := openLedgerToRead(ctx, "ledger", dsn, *dev)
 	if err != nil {
 		return err
 	}
@@ -148,19 +148,4 @@ func envDefault(getenv func(string) string, key, def string) string {
 		return v
 	}
 	return def
-}
-
-// openLedger opens the ledger at *dsn: with dev and no DSN, the -dev
-// ledger; with neither, DefaultLedgerDSN. *dsn is set to what was opened.
-func openLedger(ctx context.Context, dsn *string, dev bool) (*ledger.Ledger, error) {
-	if *dsn == "" && dev {
-		var err error
-		if *dsn, err = devserver.LedgerDSN(); err != nil {
-			return nil, err
-		}
-	}
-	if *dsn == "" {
-		*dsn = DefaultLedgerDSN
-	}
-	return ledger.Open(ctx, *dsn)
 }

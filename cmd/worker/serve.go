@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/console"
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
 	"github.com/onceflow/onceflow/cmd/internal/telemetry"
@@ -18,13 +18,6 @@ import (
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/worker"
 )
-
-// DefaultLedgerDSN is the ledger outside -dev: a SQLite file in the
-// working directory.
-const DefaultLedgerDSN = "sqlite:onceflow-ledger.db"
-
-// exitCrash is the status the gateway's crash-after-charge exits with.
-const exitCrash = 3
 
 // appFlags are the example's flags, beside the worker's.
 type appFlags struct {
@@ -38,33 +31,13 @@ type appFlags struct {
 
 func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.ledgerDSN, "ledger-dsn", a.getenv("LEDGER_DSN"),
-		"the order ledger: sqlite:<path> or postgres://… (LEDGER_DSN; default "+DefaultLedgerDSN+", under -dev a file in the dev state directory)")
+		"the order ledger: sqlite:<path> (created if missing) or postgres://… (LEDGER_DSN); required, except under -dev: ledger.db in the dev state directory")
 	fs.StringVar(&a.console, "console-token", a.getenv("ONCEFLOW_CONSOLE_TOKEN"),
 		"the operator console's token (/console on -http; ONCEFLOW_CONSOLE_TOKEN); empty: the console is off, except under -dev")
 	a.orderWait = order.DefaultAPIWait
 	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
 		"how long POST /orders waits for the order to end before it answers 202")
-	a.duration(fs, &a.gateway.Latency, "gateway-latency", "GATEWAY_LATENCY", "how long each gateway call takes")
-	a.rate(fs, &a.gateway.DeclineRate, "gateway-decline-rate", "GATEWAY_DECLINE_RATE", "share of charges the gateway declines, 0–1")
-	a.rate(fs, &a.gateway.FailBeforeCharge, "gateway-fail-before-charge", "GATEWAY_FAIL_BEFORE_CHARGE",
-		"share of calls that fail with a 503 before charging (certainly no effect), 0–1")
-	a.rate(fs, &a.gateway.TimeoutBeforeCharge, "gateway-timeout-before-charge", "GATEWAY_TIMEOUT_BEFORE_CHARGE",
-		"share of calls that time out before charging (effect unknown to the caller, but nothing taken), 0–1")
-	a.rate(fs, &a.gateway.TimeoutAfterCharge, "gateway-timeout-after-charge", "GATEWAY_TIMEOUT_AFTER_CHARGE",
-		"share of charges that time out after the money is taken (effect unknown to the caller), 0–1")
-	a.rate(fs, &a.gateway.CrashAfterCharge, "gateway-crash-after-charge", "GATEWAY_CRASH_AFTER_CHARGE",
-		"share of charges after which the worker process exits at once (status 3), before the activity returns, 0–1")
-}
-
-func (a *appFlags) rate(fs *flag.FlagSet, dst *float64, name, env, usage string) {
-	if v := a.getenv(env); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			a.errs = append(a.errs, fmt.Errorf("worker: %s must be a number from 0 to 1, got %q", env, v))
-		}
-		*dst = f
-	}
-	fs.Float64Var(dst, name, *dst, usage+" ("+env+")")
+	a.registerGatewayKnobs(fs) // none in a production build (simulate_off.go)
 }
 
 func (a *appFlags) duration(fs *flag.FlagSet, dst *time.Duration, name, env, usage string) {
@@ -78,15 +51,23 @@ func (a *appFlags) duration(fs *flag.FlagSet, dst *time.Duration, name, env, usa
 	fs.DurationVar(dst, name, *dst, usage+" ("+env+")")
 }
 
+// errNoServeLedger: outside -dev the worker has no default ledger, so it
+// never creates a database file where it happens to be started.
+var errNoServeLedger = errors.New("worker: no order ledger: set -ledger-dsn (LEDGER_DSN) to sqlite:<path> or postgres://…; " +
+	"only -dev has a default (ledger.db in the dev state directory)")
+
 // serve runs the worker until ctx is done.
 func serve(ctx context.Context, args []string, getenv func(string) string) error {
 	app := appFlags{getenv: getenv}
-	cfg, err := worker.ParseFlagsWith("worker", args, getenv, app.register)
+	cfg, err := cli.ParseWorkerFlags("worker", args, getenv, app.register)
 	if err != nil {
 		return err
 	}
 	if err := errors.Join(app.errs...); err != nil {
 		return err
+	}
+	if app.ledgerDSN == "" && !cfg.Dev {
+		return errNoServeLedger
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Dev {
@@ -101,9 +82,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			return err
 		}
 		defer stop()
-	}
-	if app.ledgerDSN == "" {
-		app.ledgerDSN = DefaultLedgerDSN
 	}
 	cfg.Logger = log
 	tel, err := telemetry.Setup(ctx, getenv)
@@ -126,10 +104,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return fmt.Errorf("worker: %w (check -ledger-dsn / LEDGER_DSN)", err)
 	}
 	defer l.Close()
-	app.gateway.Crash = func() {
-		log.Error("onceflow example: the gateway charged and the worker crashes now (-gateway-crash-after-charge)")
-		os.Exit(exitCrash)
-	}
+	app.wireGatewayCrash(log) // only in development and simulation builds (simulate.go)
 	gw, err := order.NewGateway(l, app.gateway)
 	if err != nil {
 		return fmt.Errorf("worker: %w (check the -gateway-* flags)", err)

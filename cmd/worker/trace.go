@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"
@@ -20,10 +21,10 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(out)
 	var c worker.Config
-	worker.RegisterTemporalFlags(fs, &c, getenv)
+	cli.TemporalFlags(fs, &c, getenv)
 	fs.StringVar(&c.RedisURL, "redis-url", envDefault(getenv, "REDIS_URL", worker.DefaultRedisURL), "Redis URL (REDIS_URL)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", envDefault(getenv, "ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
-	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger (LEDGER_DSN; default "+DefaultLedgerDSN+", with -dev the dev ledger)")
+	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger to read (LEDGER_DSN); required, except with -dev: the dev ledger")
 	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "a -dev worker's records: its secret (when ONCEFLOW_SECRET is unset) and ledger")
 	var q trail.Query
 	fs.StringVar(&q.IdempotencyKey, "idempotency-key", "", "the Idempotency-Key of a POST /orders")
@@ -43,21 +44,21 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	if n != 1 || fs.NArg() > 0 {
 		return errors.New("trace: give one of -idempotency-key, -order-id or -workflow-id")
 	}
-	dig, err := worker.OperatorDigester(getenv, *dev)
+	dig, err := cli.Digester(getenv, *dev)
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)
 	}
-	l, err := openLedger(ctx, dsn, *dev)
+	l, err := openLedgerToRead(ctx, "trace", dsn, *dev)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	store, closeStore, err := worker.OpenStore(c)
+	store, closeStore, err := cli.OpenStore(c)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
-	tc, err := worker.Dial(ctx, c)
+	tc, err := cli.Dial(ctx, c, "trace")
 	if err != nil {
 		return err
 	}

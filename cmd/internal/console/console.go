@@ -5,7 +5,7 @@
 //
 // A decision goes to the workflow as the onceflow.resolve Update (the
 // signal where the server takes no Updates), exactly as `worker resolve`
-// sends it, and the page shows the workflow's answer. The console asks for
+// sends it (operator.Resolve), and the page shows the workflow's answer. The console asks for
 // a token (-console-token) unless the worker runs with -dev: open
 // /console?token=… once, and an HttpOnly, SameSite=Strict cookie keeps it.
 // Form posts are refused cross-origin (http.CrossOriginProtection).
@@ -33,7 +33,7 @@ import (
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/worker"
+	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
@@ -156,7 +156,7 @@ func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	v := view{Index: true, TaskQueue: c.cfg.TaskQueue, Message: r.URL.Query().Get("msg"), Failed: r.URL.Query().Get("failed") != ""}
-	waiting, err := worker.ListPending(ctx, c.cfg.Client, c.cfg.Namespace, c.cfg.TaskQueue, 200)
+	waiting, err := operator.ListPending(ctx, c.cfg.Client, c.cfg.Namespace, c.cfg.TaskQueue, 200)
 	if err != nil {
 		v.Message, v.Failed = "listing the pending recoveries failed: "+err.Error(), true
 	}
@@ -242,8 +242,8 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	wfID := f.Get("workflow_id")
-	reply, err := worker.Resolve(ctx, c.cfg.Client, wfID, f.Get("run_id"), res)
-	var refused *worker.DecisionRefusedError
+	reply, err := operator.Resolve(ctx, c.cfg.Client, wfID, f.Get("run_id"), res)
+	var refused *operator.DecisionRefusedError
 	switch {
 	case errors.As(err, &refused):
 		c.cfg.Logger.Warn("onceflow console: decision refused", "workflow_id", wfID, "incident", res.Incident().String(), "why", refused.Message)

@@ -26,6 +26,18 @@ import (
 // $XDG_STATE_HOME/onceflow/dev, else ~/.local/state/onceflow/dev. It is
 // created if missing.
 func StateDir() (string, error) {
+	dir, err := stateDirPath()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("devserver: create the state directory: %w", err)
+	}
+	return dir, nil
+}
+
+// stateDirPath is StateDir's path, not created.
+func stateDirPath() (string, error) {
 	dir := os.Getenv("ONCEFLOW_DEV_STATE_DIR")
 	if dir == "" {
 		base := os.Getenv("XDG_STATE_HOME")
@@ -38,16 +50,23 @@ func StateDir() (string, error) {
 		}
 		dir = filepath.Join(base, "onceflow", "dev")
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("devserver: create the state directory: %w", err)
-	}
 	return dir, nil
 }
 
 // LedgerDSN is the ledger -dev uses when none is given: a SQLite file in
-// StateDir.
+// StateDir, which it creates.
 func LedgerDSN() (string, error) {
 	dir, err := StateDir()
+	if err != nil {
+		return "", err
+	}
+	return "sqlite:" + filepath.Join(dir, "ledger.db"), nil
+}
+
+// ReadLedgerDSN is LedgerDSN for commands that only read: the same DSN,
+// without creating the state directory.
+func ReadLedgerDSN() (string, error) {
+	dir, err := stateDirPath()
 	if err != nil {
 		return "", err
 	}

@@ -23,9 +23,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -84,18 +86,18 @@ func (h *harness) operator(command string, args ...string) (string, error) {
 		all = append(args, "-redis-url", "redis://"+redistest.Addr(h.t)+"/0", "-key-namespace", h.keys)
 	}
 	var buf bytes.Buffer
-	err := worker.RunOperator(context.Background(), command, all, func(string) string { return "" }, &buf)
+	err := cli.RunOperator(context.Background(), command, all, func(string) string { return "" }, &buf)
 	return buf.String(), err
 }
 
 // pendingOf waits until the workflow lists want incidents, and returns
 // the report.
-func (h *harness) pendingOf(wfID string, want int) worker.PendingReport {
+func (h *harness) pendingOf(wfID string, want int) operator.PendingReport {
 	h.t.Helper()
-	var rep worker.PendingReport
+	var rep operator.PendingReport
 	h.waitFor(fmt.Sprintf("%d pending incidents", want), func() bool {
 		out, err := h.operator("pending", "-workflow-id", wfID)
-		rep = worker.PendingReport{}
+		rep = operator.PendingReport{}
 		return err == nil && json.Unmarshal([]byte(out), &rep) == nil && len(rep.Pending) == want
 	})
 	return rep
@@ -146,7 +148,7 @@ func TestADecisionIsBoundToItsIncident(t *testing.T) {
 	if _, err := h.operator("resolve", append(incidentArgs(run.GetID(), a.Incident, "retry"), "-signal")...); err != nil {
 		t.Fatal(err)
 	}
-	var rep worker.PendingReport
+	var rep operator.PendingReport
 	h.waitFor("the refused signal to be listed", func() bool {
 		rep = h.pendingOf(run.GetID(), 1)
 		return rep.Refused.Count == 1

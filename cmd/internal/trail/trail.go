@@ -12,23 +12,25 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/worker"
+	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // Trail is every layer that deduplicates one order.
 type Trail struct {
 	// HTTP is the Idempotency-Key's record, when the trail starts from a key.
-	HTTP *worker.RecordReport `json:"http,omitempty"`
+	HTTP *operator.RecordReport `json:"http,omitempty"`
 	// WorkflowID, RunID and Status name the order's workflow.
 	WorkflowID string `json:"workflow_id"`
 	RunID      string `json:"run_id,omitempty"`
@@ -44,9 +46,9 @@ type Trail struct {
 
 // StepTrail is one step's record.
 type StepTrail struct {
-	Step   string              `json:"step"`
-	Key    string              `json:"business_key"`
-	Record worker.RecordReport `json:"record"`
+	Step   string                `json:"step"`
+	Key    string                `json:"business_key"`
+	Record operator.RecordReport `json:"record"`
 }
 
 // Sources are where a trail is read from.
@@ -87,7 +89,7 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		}
 		// The scope the middleware digests: principal, method, route, key.
 		ref := idemstore.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(idemhttp.AuthorizationPrincipal(r), http.MethodPost, order.OrdersRoute, k)...)}
-		rep, err := worker.InspectRecord(ctx, src.Store, ref)
+		rep, err := operator.Inspect(ctx, src.Store, ref)
 		t.HTTP = &rep
 		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
 			return t, err
@@ -120,8 +122,14 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 			if p := info.GetMemo().GetFields()["order_id"]; p != nil && t.OrderID == "" {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, &t.OrderID)
 			}
-			if q, err := src.Client.QueryWorkflow(ctx, t.WorkflowID, t.RunID, idemwf.PendingQuery); err == nil {
-				_ = q.Get(&t.Pending)
+			// Only a running workflow waits on a decision (asking a
+			// closed one would replay it on a worker, for nothing).
+			if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+				p, err := operator.PendingRecoveries(ctx, src.Client, t.WorkflowID, t.RunID)
+				if err != nil && !errors.Is(err, operator.ErrNotOnceflow) {
+					return t, fmt.Errorf("trace: %w", err)
+				}
+				t.Pending = p
 			}
 		}
 	}
@@ -142,7 +150,7 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		return t, corrupt
 	}
 	for _, s := range order.Steps {
-		rep, err := worker.InspectRecord(ctx, src.Store, worker.BusinessRef(src.Digester, src.Namespace, s.Code, s.Key(t.OrderID)))
+		rep, err := operator.Inspect(ctx, src.Store, operator.BusinessRef(src.Digester, src.Namespace, s.Code, s.Key(t.OrderID)))
 		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
 			return t, err
 		}
@@ -164,7 +172,7 @@ func Write(out io.Writer, t Trail) error {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
 	if t.HTTP != nil {
 		p("HTTP (Idempotency-Key, scope digested with the workers' secret)\n")
-		if err := worker.WriteRecordReport(out, "  ", *t.HTTP); err != nil {
+		if err := cli.WriteRecordReport(out, "  ", *t.HTTP); err != nil {
 			return err
 		}
 	}
@@ -180,7 +188,7 @@ func Write(out io.Writer, t Trail) error {
 	p("order %s\n", t.OrderID)
 	for _, s := range t.Steps {
 		p("  step %-8s key %s\n", s.Step, s.Key)
-		if err := worker.WriteRecordReport(out, "    ", s.Record); err != nil {
+		if err := cli.WriteRecordReport(out, "    ", s.Record); err != nil {
 			return err
 		}
 	}

@@ -1,27 +1,25 @@
-package worker_test
+package operator_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
-	"github.com/onceflow/onceflow/worker"
+	"github.com/onceflow/onceflow/operator"
 )
 
 // TestReopenAnAbandonedRecord: an ABANDONED record no workflow waits on
 // (an HTTP key whose handler's outcome was unknown) is refused until an
-// operator reopens it; then the next request runs.
+// operator reopens it; then the next request runs. A COMPLETED record is
+// not reopened, a missing one is ErrNoRecord.
 func TestReopenAnAbandonedRecord(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	ns := redistest.Namespace(t)
-	store, err := redisstore.New(redisstore.Config{Client: redistest.NewClient(t, srv.Addr()), Namespace: ns})
+	store, err := redisstore.New(redisstore.Config{Client: redistest.NewClient(t, srv.Addr()), Namespace: redistest.Namespace(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,30 +45,30 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 	if _, err := exec.Execute(t.Context(), req, ok); !errors.Is(err, idemstore.ErrEffectUnknown) || runs != 1 {
 		t.Fatalf("before reopen: err %v, %d runs", err, runs)
 	}
-	var out bytes.Buffer
-	args := []string{"-record", ref.String(), "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns, "-reason", "no charge at the provider"}
-	if err := worker.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out); err != nil ||
-		!strings.Contains(out.String(), "reopened") || !strings.Contains(out.String(), "ABANDONED") {
-		t.Fatalf("reopen: %q, %v", out.String(), err)
+	was, err := operator.Reopen(t.Context(), store, ref, "no charge at the provider")
+	if err != nil || was.State != idemstore.StateAbandoned {
+		t.Fatalf("reopen: %+v, %v", was, err)
 	}
 	if res, err := exec.Execute(t.Context(), req, ok); err != nil || string(res.Response) != "done" || runs != 2 {
 		t.Fatalf("after reopen: %+v, %v, %d runs", res, err, runs)
 	}
-	out.Reset()
-	if err := worker.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out); err == nil || !strings.Contains(err.Error(), "COMPLETED") {
+	if _, err := operator.Reopen(t.Context(), store, ref, ""); !errors.Is(err, operator.ErrNotReopenable) {
 		t.Fatalf("reopening a COMPLETED record: %v", err)
+	}
+	missing := idemstore.Ref{Code: "http", Digest: dig.Digest("never used")}
+	if _, err := operator.Reopen(t.Context(), store, missing, ""); !errors.Is(err, operator.ErrNoRecord) {
+		t.Fatalf("reopening a missing record: %v", err)
 	}
 }
 
-// TestInspectPrintsARecordAndFailsOnACorruptOne: inspect by -code and
-// -key (the business key, digested with ONCEFLOW_SECRET) prints the
-// record; a corrupt record is reported and the command fails.
-func TestInspectPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
+// TestInspectReportsARecordAndACorruptOne: Inspect reads a business key's
+// record (BusinessRef), a missing one without an error, and reports a
+// corrupt one with an error matching idemstore.ErrCorruptRecord.
+func TestInspectReportsARecordAndACorruptOne(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	ns := redistest.Namespace(t)
 	rdb := redistest.NewClient(t, srv.Addr())
-	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: ns})
+	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: redistest.Namespace(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,34 +76,27 @@ func TestInspectPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const secret = "inspect test secret, 32 bytes..."
-	dig, err := idemstore.NewDigester([]byte(secret), 1)
+	dig, err := idemstore.NewDigester([]byte("inspect test secret, 32 bytes..."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := worker.BusinessRef(dig, "default", "charge-card", "order-1/charge")
+	ref := operator.BusinessRef(dig, "default", "charge-card", "order-1/charge")
+	if rep, err := operator.Inspect(t.Context(), store, ref); err != nil || rep.Found || rep.Key != ref.String() {
+		t.Fatalf("before the claim: %+v, %v", rep, err)
+	}
 	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: idemstore.FingerprintOf([]byte("body"))}
 	if _, err := exec.Execute(t.Context(), req, func(context.Context) ([]byte, error) { return []byte("ch_1"), nil }); err != nil {
 		t.Fatal(err)
 	}
-	getenv := func(k string) string {
-		if k == "ONCEFLOW_SECRET" {
-			return secret
-		}
-		return ""
-	}
-	args := []string{"-code", "charge-card", "-key", "order-1/charge", "-namespace", "default", "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
-	var out bytes.Buffer
-	if err := worker.RunOperator(t.Context(), "inspect", args, getenv, &out); err != nil ||
-		!strings.Contains(out.String(), ref.String()) || !strings.Contains(out.String(), "COMPLETED attempt 1 rev 2") || !strings.Contains(out.String(), "response 4 bytes") {
-		t.Fatalf("inspect: %q, %v", out.String(), err)
+	rep, err := operator.Inspect(t.Context(), store, ref)
+	if err != nil || !rep.Found || rep.State != idemstore.StateCompleted || rep.Attempt != 1 || rep.Rev != 2 || rep.Response != 4 {
+		t.Fatalf("inspect: %+v, %v", rep, err)
 	}
 	if err := rdb.HSet(t.Context(), store.Key(ref), "state", "BOGUS").Err(); err != nil {
 		t.Fatal(err)
 	}
-	out.Reset()
-	err = worker.RunOperator(t.Context(), "inspect", append(args, "-json"), getenv, &out)
-	if !errors.Is(err, idemstore.ErrCorruptRecord) || !strings.Contains(out.String(), `"corrupt"`) {
-		t.Fatalf("a corrupt record: %q, %v", out.String(), err)
+	rep, err = operator.Inspect(t.Context(), store, ref)
+	if !errors.Is(err, idemstore.ErrCorruptRecord) || rep.Corrupt == "" || !rep.Found {
+		t.Fatalf("a corrupt record: %+v, %v", rep, err)
 	}
 }

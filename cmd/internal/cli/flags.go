@@ -1,0 +1,123 @@
+// Package cli is the command-line glue of cmd/worker that more than the
+// binary needs: the worker's flags (each falling back to an environment
+// variable) mapped onto a worker.Config, the Temporal and Redis
+// connections of the operator commands, and the operator commands
+// themselves (pending, resolve, reopen, inspect) on package operator,
+// which the end-to-end tests and cmd/chaos drive as an operator would.
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/onceflow/onceflow/worker"
+)
+
+// ParseWorkerFlags reads a worker.Config from command-line flags, each of
+// which falls back to an environment variable, and then to its default
+// (left empty: worker.New fills it in). getenv is usually os.Getenv. extra,
+// when set, defines flags of the caller's own on the flag set before it is
+// parsed (cmd/worker adds the example's ledger and gateway flags this
+// way); read their environment variables in extra, as these flags do.
+func ParseWorkerFlags(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (worker.Config, error) {
+	var c worker.Config
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	env := Env(getenv)
+	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
+	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
+		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
+	temporalFlags(fs, &c, env)
+	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+worker.DefaultTaskQueue+")")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+worker.DefaultRedisURL+")")
+	fs.BoolVar(&c.AllowEviction, "allow-eviction", env("ONCEFLOW_ALLOW_EVICTION", "") == "true",
+		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+worker.DefaultKeyNamespace+")")
+	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
+	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
+	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
+	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
+	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
+	fs.StringVar(&retention, "failure-retention", env("ONCEFLOW_FAILURE_RETENTION", ""), "how long failed and abandoned records are kept (ONCEFLOW_FAILURE_RETENTION; default 24h)")
+	fs.StringVar(&stop, "stop-timeout", env("ONCEFLOW_STOP_TIMEOUT", ""), "how long in-flight activities may finish after SIGTERM (ONCEFLOW_STOP_TIMEOUT; default 30s)")
+	fs.StringVar(&outcome, "outcome-timeout", env("ONCEFLOW_OUTCOME_TIMEOUT", ""), "then, how long cancelled activities may take to record their outcome (ONCEFLOW_OUTCOME_TIMEOUT; default 10s)")
+	fs.StringVar(&maxActivities, "max-concurrent-activities", env("ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", ""), "activities run at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES; default the SDK's)")
+	fs.StringVar(&maxWorkflowTasks, "max-concurrent-workflow-tasks", env("ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", ""), "workflow tasks run at once (ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS; default the SDK's)")
+	fs.StringVar(&sticky, "sticky-schedule-to-start-timeout", env("ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", ""), "sticky workflow task schedule-to-start timeout (ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT; default the SDK's)")
+	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+worker.DefaultHTTPAddr+")")
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return worker.Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return worker.Config{}, fmt.Errorf("worker: unexpected arguments %q", fs.Args())
+	}
+	c.Secret = []byte(secret)
+	var err error
+	if c.SecretVersion, err = strconv.Atoi(version); err != nil || c.SecretVersion <= 0 {
+		return worker.Config{}, fmt.Errorf("worker: -secret-version / ONCEFLOW_SECRET_VERSION must be a positive integer, got %q", version)
+	}
+	for _, d := range []struct {
+		flag, val string
+		dst       *time.Duration
+	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention},
+		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}, {"-redis-timeout / REDIS_TIMEOUT", redisTimeout, &c.RedisCommandTimeout},
+		{"-outcome-timeout / ONCEFLOW_OUTCOME_TIMEOUT", outcome, &c.OutcomeTimeout},
+		{"-sticky-schedule-to-start-timeout / ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", sticky, &c.WorkerOptions.StickyScheduleToStartTimeout}} {
+		if d.val == "" {
+			continue
+		}
+		if *d.dst, err = time.ParseDuration(d.val); err != nil || *d.dst <= 0 {
+			return worker.Config{}, fmt.Errorf("worker: %s must be a positive duration such as 30s, got %q", d.flag, d.val)
+		}
+	}
+	for _, n := range []struct {
+		flag, val string
+		dst       *int
+	}{{"-max-concurrent-activities / ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", maxActivities, &c.WorkerOptions.MaxConcurrentActivityExecutionSize},
+		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize}} {
+		if n.val == "" {
+			continue
+		}
+		if *n.dst, err = strconv.Atoi(n.val); err != nil || *n.dst <= 0 {
+			return worker.Config{}, fmt.Errorf("worker: %s must be a positive integer, got %q", n.flag, n.val)
+		}
+	}
+	return c, nil
+}
+
+// TemporalFlags defines the Temporal connection flags of the worker
+// (-temporal-address, -namespace, the TLS files, the API key) on fs, each
+// falling back to its environment variable through getenv: the worker,
+// the operator commands and cmd/worker's order and trace share them.
+func TemporalFlags(fs *flag.FlagSet, c *worker.Config, getenv func(string) string) {
+	temporalFlags(fs, c, Env(getenv))
+}
+
+// Env returns a lookup of getenv with a default.
+func Env(getenv func(string) string) func(key, def string) string {
+	return func(key, def string) string {
+		if v := getenv(key); v != "" {
+			return v
+		}
+		return def
+	}
+}
+
+// temporalFlags defines the flags of the Temporal connection, each
+// falling back to an environment variable (the Temporal CLI's names where
+// it has one), on fs.
+func temporalFlags(fs *flag.FlagSet, c *worker.Config, env func(key, def string) string) {
+	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+worker.DefaultTemporalAddress+")")
+	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+worker.DefaultNamespace+")")
+	tlsDefault, _ := strconv.ParseBool(env("TEMPORAL_TLS", "false"))
+	fs.BoolVar(&c.TemporalTLS, "temporal-tls", tlsDefault, "connect to Temporal over TLS with the system's roots (TEMPORAL_TLS=true); the TLS files and an API key imply it")
+	fs.StringVar(&c.TemporalTLSCertFile, "temporal-tls-cert", env("TEMPORAL_TLS_CERT", ""), "client certificate (PEM) for mutual TLS with Temporal (TEMPORAL_TLS_CERT)")
+	fs.StringVar(&c.TemporalTLSKeyFile, "temporal-tls-key", env("TEMPORAL_TLS_KEY", ""), "its private key (PEM) (TEMPORAL_TLS_KEY)")
+	fs.StringVar(&c.TemporalTLSCAFile, "temporal-tls-ca", env("TEMPORAL_TLS_CA", ""), "CA (PEM) of the Temporal server's certificate (TEMPORAL_TLS_CA)")
+	fs.StringVar(&c.TemporalTLSServerName, "temporal-tls-server-name", env("TEMPORAL_TLS_SERVER_NAME", ""), "name to check the server's certificate against (TEMPORAL_TLS_SERVER_NAME; default the address's host)")
+	fs.StringVar(&c.TemporalAPIKey, "temporal-api-key", env("TEMPORAL_API_KEY", ""), "API key for Temporal Cloud (TEMPORAL_API_KEY; prefer the variable: flags show in ps)")
+}

@@ -1,0 +1,67 @@
+package cli_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/worker"
+)
+
+func noEnv(string) string { return "" }
+
+func TestParseWorkerFlagsPrefersFlagsThenEnvironment(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"TEMPORAL_ADDRESS": "temporal:7233", "REDIS_URL": "redis://env:6379/1", "ONCEFLOW_SECRET": "from-env",
+		"HTTP_ADDR": "0.0.0.0:9000", "ONCEFLOW_LEASE": "20s",
+	}
+	cfg, err := cli.ParseWorkerFlags("worker", []string{"-redis-url", "redis://flag:6379/2", "-namespace", "payments"}, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.TemporalAddress != "temporal:7233" || cfg.RedisURL != "redis://flag:6379/2" || cfg.Namespace != "payments" ||
+		string(cfg.Secret) != "from-env" || cfg.HTTPAddr != "0.0.0.0:9000" || cfg.Lease != 20*time.Second || cfg.Dev {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+}
+
+func TestParseWorkerFlagsNamesABadValue(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-lease", "soon"}, {"-max-concurrent-activities", "many"}, {"-secret-version", "0"}, {"extra"}} {
+		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
+			t.Errorf("%q: err = %v, want it to name the flag", args, err)
+		}
+	}
+}
+
+// The Temporal connection flags and the SDK's worker options reach the
+// Config, and through it the client options.
+func TestTemporalFlagsAndWorkerOptions(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"TEMPORAL_API_KEY": "key-123", "TEMPORAL_ADDRESS": "ns.tmprl.cloud:7233", "TEMPORAL_NAMESPACE": "ns.acct"}
+	cfg, err := cli.ParseWorkerFlags("worker", []string{"-max-concurrent-activities", "7", "-sticky-schedule-to-start-timeout", "3s",
+		"-temporal-tls-server-name", "temporal.test"}, func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, err := cfg.TemporalClientOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Credentials == nil || opts.ConnectionOptions.TLS == nil || opts.ConnectionOptions.TLS.ServerName != "temporal.test" ||
+		opts.Namespace != "ns.acct" || opts.HostPort != "ns.tmprl.cloud:7233" {
+		t.Fatalf("options = %+v", opts)
+	}
+	if cfg.WorkerOptions.MaxConcurrentActivityExecutionSize != 7 || cfg.WorkerOptions.StickyScheduleToStartTimeout != 3*time.Second {
+		t.Fatalf("worker options = %+v", cfg.WorkerOptions)
+	}
+	// What the flags leave empty, New fills in.
+	cfg.Secret = nil
+	cfg.Dev = true
+	w, err := worker.New(cfg)
+	if err != nil || w.Config().TaskQueue != worker.DefaultTaskQueue {
+		t.Fatalf("New: %v", err)
+	}
+}

@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/operator"
+	"github.com/onceflow/onceflow/worker"
+	idemwf "github.com/onceflow/onceflow/workflow"
+)
+
+// OperatorCommands are the commands RunOperator knows.
+var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
+
+// RunOperator runs an operator command (package operator does the work;
+// this parses the arguments and prints):
+//
+//	pending [-task-queue Q] [-limit N] [-json]
+//	    lists every running workflow of the task queue that waits on a
+//	    decision: one line per incident, with the resolve command to send
+//	    (visibility lists the running workflows, newest first, at most
+//	    -limit of them; each is asked PendingQuery)
+//	pending -workflow-id ID [-run-id ID]
+//	    prints the incidents the workflow waits on a decision for, and the
+//	    decisions it refused, as JSON
+//	resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N -decision completed|retry|fail [-result JSON] [-reason TEXT] [-signal]
+//	    sends the decision about that incident as an Update and prints
+//	    whether it was applied or refused (with -signal: as a signal, fire
+//	    and forget)
+//	reopen -record KEY [-reason TEXT]
+//	    reopens a record a fail decision left FAILED, or an ABANDONED one
+//	    no workflow waits on (an idemhttp key whose outcome an operator
+//	    has found to be "no effect"), so the next request or attempt runs
+//	    (it talks to Redis: -redis-url, -key-namespace)
+//	inspect -record KEY | -code CODE -key KEY [-dev] [-json]
+//	    prints one Redis record: state, attempt, rev, lease and TTL left,
+//	    codec and response size; -code and -key name an activity's
+//	    business key, digested with ONCEFLOW_SECRET (-dev: the dev
+//	    secret) and -namespace. A corrupt record is reported and the
+//	    command fails.
+//
+// pending and resolve take the Temporal connection flags of the worker
+// (-temporal-address, -namespace, the TLS files and the API key), each
+// falling back to the same environment variable.
+func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet(command, flag.ContinueOnError)
+	fs.SetOutput(out)
+	env := Env(getenv)
+	var c worker.Config
+	temporalFlags(fs, &c, env)
+	wfID := fs.String("workflow-id", "", "the waiting workflow's ID (pending, resolve)")
+	runID := fs.String("run-id", "", "its run ID (default: the latest run)")
+	record := fs.String("record", "", "the record key of the incident, as pending lists it (resolve, reopen)")
+	attempt := fs.Int64("attempt", 0, "resolve: the incident's attempt, as pending lists it")
+	rev := fs.Int64("rev", 0, "resolve: the incident's rev, as pending lists it")
+	decision := fs.String("decision", "", "resolve: completed, retry or fail")
+	result := fs.String("result", "", "resolve completed: the activity's result as JSON")
+	reason := fs.String("reason", "", "resolve, reopen: why, for the history and the record")
+	signal := fs.Bool("signal", false, "resolve: send the decision as a signal, without waiting for an answer")
+	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
+	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
+	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", worker.DefaultRedisURL), "reopen, inspect: Redis URL (REDIS_URL)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "reopen, inspect: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+	code := fs.String("code", "", "inspect: the operation code of the record")
+	key := fs.String("key", "", "inspect: the business key of the record (with -code)")
+	dev := fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true", "inspect: digest keys with the -dev secret when ONCEFLOW_SECRET is unset")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %q", command, fs.Args())
+	}
+	if c.Namespace == "" {
+		c.Namespace = worker.DefaultNamespace
+	}
+	switch command {
+	case "pending":
+		if *wfID == "" {
+			if *limit <= 0 {
+				return errors.New("pending: -limit must be positive")
+			}
+			return pendingList(ctx, c, *limit, *asJSON, out)
+		}
+		return pending(ctx, c, *wfID, *runID, out)
+	case "resolve":
+		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason}
+		if err := validateResolution(&res, *result); err != nil {
+			return err
+		}
+		if *wfID == "" {
+			return errors.New("resolve: -workflow-id is required")
+		}
+		return resolve(ctx, c, *wfID, *runID, res, *signal, out)
+	case "reopen":
+		return reopen(ctx, c, *record, *reason, out)
+	case "inspect":
+		return inspect(ctx, c, getenv, *record, *code, *key, *dev, *asJSON, out)
+	}
+	return fmt.Errorf("unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+}
+
+// validateResolution checks what the command can before anything is sent:
+// the incident is named, the decision is known, a completed result is
+// non-empty JSON.
+func validateResolution(res *idemwf.Resolution, result string) error {
+	if _, err := idemstore.ParseRef(res.RecordKey); err != nil {
+		return fmt.Errorf("resolve: -record: %w (copy it from the pending list)", err)
+	}
+	if res.Attempt <= 0 || res.Rev <= 0 {
+		return errors.New("resolve: -attempt and -rev are required: they name the incident, as the pending list shows them")
+	}
+	switch res.Decision {
+	case idemwf.Completed:
+		if strings.TrimSpace(result) == "" || !json.Valid([]byte(result)) {
+			return errors.New("resolve: -decision completed needs -result with the activity's result as valid JSON (the pending list says its type)")
+		}
+		res.Result = json.RawMessage(result)
+	case idemwf.Retry, idemwf.Fail:
+		if result != "" {
+			return fmt.Errorf("resolve: -result goes with -decision completed only, not %s", res.Decision)
+		}
+	default:
+		return fmt.Errorf("resolve: -decision must be completed, retry or fail, got %q", res.Decision)
+	}
+	return nil
+}
+
+// pending prints what one workflow waits on, as JSON.
+func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Writer) error {
+	tc, err := Dial(ctx, c, "pending")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	rep, err := operator.Pending(ctx, tc, wfID, runID)
+	if err != nil {
+		return fmt.Errorf("pending: %w", err)
+	}
+	return printJSON(out, rep)
+}
+
+// pendingList prints every waiting workflow of the task queue. What could
+// be read is printed; the workflows that could not be asked make the
+// command fail after it.
+func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, out io.Writer) error {
+	tc, err := Dial(ctx, c, "pending")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	list, listErr := operator.ListPending(ctx, tc, c.Namespace, c.TaskQueue, limit)
+	if listErr != nil {
+		listErr = fmt.Errorf("pending: %w", listErr)
+	}
+	if list == nil {
+		return listErr
+	}
+	if err := printPending(list, c.TaskQueue, asJSON, out); err != nil {
+		return err
+	}
+	return listErr
+}
+
+// printPending prints the waiting workflows as JSON or a table.
+func printPending(list []operator.Waiting, taskQueue string, asJSON bool, out io.Writer) error {
+	if asJSON {
+		return printJSON(out, list)
+	}
+	if len(list) == 0 {
+		_, err := fmt.Fprintf(out, "no running workflow of task queue %s waits on a decision\n", taskQueue)
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKFLOW ID\tACTIVITY\tRECORD\tATTEMPT\tREV\tSTATE\tRESULT TYPE\tSINCE")
+	for _, w := range list {
+		for _, p := range w.Pending {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", w.WorkflowID, p.Activity, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev,
+				p.Details.State, p.ResultType, p.Since.UTC().Format(time.RFC3339))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	w, p := list[0], list[0].Pending[0]
+	_, err := fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
+		w.WorkflowID, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev, p.ResultType)
+	return err
+}
+
+// resolve sends a decision and prints the workflow's answer.
+func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, out io.Writer) error {
+	tc, err := Dial(ctx, c, "resolve")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if signal {
+		if err := operator.SignalResolve(ctx, tc, wfID, runID, res); err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal: no answer comes back; run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID)
+		return err
+	}
+	reply, err := operator.Resolve(ctx, tc, wfID, runID, res)
+	var refused *operator.DecisionRefusedError
+	switch {
+	case errors.As(err, &refused):
+		_, _ = fmt.Fprintln(out, refused.Message)
+		return fmt.Errorf("resolve: the workflow %s %s", wfID, refused.Message)
+	case err != nil:
+		return fmt.Errorf("resolve: %w", err)
+	case reply.Signalled:
+		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal: run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "applied: %s for %s in %s\n", reply.Decision, reply.Applied, wfID)
+	return err
+}
+
+// reopen reopens a FAILED or ABANDONED record and prints what it was.
+func reopen(ctx context.Context, c worker.Config, record, reason string, out io.Writer) error {
+	ref, err := idemstore.ParseRef(record)
+	if err != nil {
+		return fmt.Errorf("reopen: -record: %w", err)
+	}
+	store, closeStore, err := OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	was, err := operator.Reopen(ctx, store, ref, reason)
+	switch {
+	case errors.Is(err, operator.ErrNoRecord) && !was.State.Valid():
+		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
+	case err != nil:
+		return fmt.Errorf("reopen: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was %s: %s)\n", record, was.State, was.Reason)
+	return err
+}
+
+// inspect prints one record: by -record, or by -code and -key (a business
+// key, digested with the workers' secret and the Temporal namespace).
+func inspect(ctx context.Context, c worker.Config, getenv func(string) string, record, code, key string, dev, asJSON bool, out io.Writer) error {
+	var ref idemstore.Ref
+	switch {
+	case record != "":
+		r, err := idemstore.ParseRef(record)
+		if err != nil {
+			return fmt.Errorf("inspect: -record: %w", err)
+		}
+		ref = r
+	case code != "" && key != "":
+		oc, err := idemstore.ParseOperationCode(code)
+		if err != nil {
+			return fmt.Errorf("inspect: -code: %w", err)
+		}
+		dig, err := Digester(getenv, dev)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		ref = operator.BusinessRef(dig, c.Namespace, oc, key)
+	default:
+		return errors.New("inspect: give -record KEY, or -code CODE -key KEY")
+	}
+	store, closeStore, err := OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	rep, err := operator.Inspect(ctx, store, ref)
+	if asJSON {
+		if jerr := printJSON(out, rep); jerr != nil {
+			return jerr
+		}
+	} else if werr := WriteRecordReport(out, "", rep); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("inspect: %s: %w", ref, err)
+	}
+	return nil
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/onceflow/onceflow/operator"
+)
+
+// WriteRecordReport prints a record's report as one line, after indent:
+// what inspect and trace print.
+func WriteRecordReport(out io.Writer, indent string, rep operator.RecordReport) error {
+	switch {
+	case rep.Corrupt != "":
+		_, err := fmt.Fprintf(out, "%srecord %s: CORRUPT: %s\n", indent, rep.Key, rep.Corrupt)
+		return err
+	case !rep.Found:
+		_, err := fmt.Fprintf(out, "%srecord %s: none (never claimed, expired, or another -key-namespace)\n", indent, rep.Key)
+		return err
+	}
+	line := fmt.Sprintf("%srecord %s: %s attempt %d rev %d, lease left %v, TTL left %v, codec %s policy %d, response %d bytes",
+		indent, rep.Key, rep.State, rep.Attempt, rep.Rev, time.Duration(rep.LeaseLeft).Round(time.Millisecond),
+		time.Duration(rep.TTLLeft).Round(time.Second), strconv.Quote(rep.Codec), rep.Policy, rep.Response)
+	if rep.Uncertain {
+		line += ", uncertain"
+	}
+	if rep.Reason != "" {
+		line += ", reason " + strconv.Quote(rep.Reason)
+	}
+	_, err := fmt.Fprintln(out, line)
+	return err
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+)
+
+// openLedgerToRead opens the ledger a reading command (ledger, trace)
+// names: *dsn, or with dev and no DSN the -dev ledger; *dsn is set to what
+// was opened. It never creates anything: no DSN is an error naming the
+// flag and variable to set, and a SQLite ledger must exist; it is opened
+// read-only (SQLite's mode=ro).
+func openLedgerToRead(ctx context.Context, command string, dsn *string, dev bool) (*ledger.Ledger, error) {
+	if *dsn == "" && dev {
+		var err error
+		if *dsn, err = devserver.ReadLedgerDSN(); err != nil {
+			return nil, fmt.Errorf("%s: %w", command, err)
+		}
+	}
+	if *dsn == "" {
+		return nil, fmt.Errorf("%s: which ledger? set -ledger-dsn (LEDGER_DSN) to the worker's, or pass -dev (ONCEFLOW_DEV=true) for the -dev worker's", command)
+	}
+	source := *dsn
+	if path, ok := strings.CutPrefix(source, "sqlite:"); ok {
+		file, _, _ := strings.Cut(path, "?")
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			hint := "check -ledger-dsn / LEDGER_DSN"
+			if dev {
+				hint = "has the -dev worker run with this ONCEFLOW_DEV_STATE_DIR? or give -ledger-dsn / LEDGER_DSN"
+			}
+			return nil, fmt.Errorf("%s: there is no ledger at %s (%s); a reading command does not create one", command, file, hint)
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: the ledger %s: %w", command, file, err)
+		}
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		source += sep + "mode=ro"
+	}
+	l, err := ledger.Open(ctx, source)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (check -ledger-dsn / LEDGER_DSN)", command, err)
+	}
+	return l, nil
+}

@@ -1,0 +1,21 @@
+// Package operator is onceflow's operator API: what a person (or a tool of
+// theirs) needs to see and settle the recoveries that wait on a decision.
+//
+//   - ListPending lists the running workflows of a task queue that wait on a
+//     decision; Pending reads one workflow's incidents and the decisions
+//     it refused, PendingRecoveries just its incidents.
+//   - Resolve sends a decision (completed, retry, fail) about one incident
+//     to the waiting workflow and returns its answer; SignalResolve sends
+//     it fire-and-forget.
+//   - Reopen moves a FAILED record, or an ABANDONED one no workflow waits
+//     on, to FAILED_RETRYABLE, so the next attempt or request runs.
+//   - Inspect reads one Redis record, read-only; BusinessRef names the
+//     record of an activity keyed by a business key.
+//
+// Every function takes the context first and the clients it talks to
+// explicitly (a Temporal client.Client, an idemstore.Store): it opens no
+// connection and reads no flag or environment variable. Errors are
+// returned, never logged and dropped. cmd/worker's pending, resolve,
+// reopen, inspect and trace commands and its operator console are built on
+// it.
+package operator

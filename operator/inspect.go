@@ -1,0 +1,73 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// RecordReport is what Inspect reads of one Redis record.
+type RecordReport struct {
+	// Key is the record key (code:d<version>:<digest>).
+	Key   string `json:"key"`
+	Found bool   `json:"found"`
+	// Corrupt, when set, says how the stored record breaks the schema.
+	Corrupt    string          `json:"corrupt,omitempty"`
+	State      idemstore.State `json:"state,omitempty"`
+	Attempt    int64           `json:"attempt,omitempty"`
+	Rev        int64           `json:"rev,omitempty"`
+	LeaseLeft  Duration        `json:"lease_left,omitempty"`
+	TTLLeft    Duration        `json:"ttl_left,omitempty"`
+	Codec      string          `json:"codec,omitempty"`
+	Policy     int             `json:"policy,omitempty"`
+	Response   int             `json:"response_bytes"`
+	Uncertain  bool            `json:"uncertain,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	UpdatedAt  time.Time       `json:"updated_at,omitzero"`
+	ServerTime time.Time       `json:"server_time,omitzero"`
+}
+
+// Duration prints as a Go duration string in JSON.
+type Duration time.Duration
+
+// MarshalJSON writes d as "1.5s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Inspect reads one record, read-only (the store's Inspect changes
+// nothing). A missing record is a report with Found false and no error. A
+// corrupt record is reported (Corrupt) and is also an error matching
+// idemstore.ErrCorruptRecord; any other error reading it is returned as it
+// is.
+func Inspect(ctx context.Context, store idemstore.Store, ref idemstore.Ref) (RecordReport, error) {
+	rep := RecordReport{Key: ref.String()}
+	obs, err := store.Inspect(ctx, ref)
+	var corrupt *idemstore.CorruptRecordError
+	if errors.As(err, &corrupt) {
+		rep.Found, rep.Corrupt = true, corrupt.Error()
+		return rep, err
+	}
+	if err != nil {
+		return rep, err
+	}
+	if !obs.Found {
+		return rep, nil
+	}
+	r := obs.Record
+	rep.Found, rep.State, rep.Attempt, rep.Rev = true, r.State, r.Attempt, r.Rev
+	rep.LeaseLeft, rep.TTLLeft = Duration(r.LeaseRemaining()), Duration(r.TTL)
+	rep.Codec, rep.Policy, rep.Response, rep.Uncertain, rep.Reason = r.Codec, r.Policy, len(r.Response), r.Uncertain, r.Reason
+	rep.UpdatedAt, rep.ServerTime = r.UpdatedAt, obs.ServerTime
+	return rep, nil
+}
+
+// BusinessRef is the record of an activity whose operation key is a
+// business key (activity.Wrapper.BusinessOperationKey, an
+// activity.BusinessScoped activity): key digested by dig with the Temporal
+// namespace the workflow runs in.
+func BusinessRef(dig *idemstore.Digester, namespace string, code idemstore.OperationCode, key string) idemstore.Ref {
+	return idemstore.Ref{Code: code, Digest: dig.Digest(onceflow.BusinessScope(namespace, key)...)}
+}
