@@ -36,7 +36,7 @@ func (l *Ledger) reservation(ctx context.Context, q interface {
 	var r Reservation
 	var items string
 	var reserved, released int64
-	err := q.QueryRowContext(ctx, l.dialect.rebind("SELECT order_id, items, status, reserved_at, released_at FROM inventory_reservations WHERE order_id = ?"), orderID).
+	err := q.QueryRowContext(ctx, l.dialect.Rebind("SELECT order_id, items, status, reserved_at, released_at FROM inventory_reservations WHERE order_id = ?"), orderID).
 		Scan(&r.OrderID, &items, &r.Status, &reserved, &released)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Reservation{}, false, nil
@@ -68,11 +68,11 @@ func (l *Ledger) Reserve(ctx context.Context, orderID string, items []Item) (Res
 		}
 		status := Reserved
 		for _, it := range items {
-			if _, err := tx.ExecContext(ctx, l.dialect.rebind("INSERT INTO inventory (sku, available) VALUES (?, ?) ON CONFLICT (sku) DO NOTHING"), it.SKU, DefaultStock); err != nil {
+			if _, err := tx.ExecContext(ctx, l.dialect.Rebind("INSERT INTO inventory (sku, available) VALUES (?, ?) ON CONFLICT (sku) DO NOTHING"), it.SKU, DefaultStock); err != nil {
 				return err
 			}
 			var available int64
-			if err := tx.QueryRowContext(ctx, l.dialect.rebind("SELECT available FROM inventory WHERE sku = ?"), it.SKU).Scan(&available); err != nil {
+			if err := tx.QueryRowContext(ctx, l.dialect.Rebind("SELECT available FROM inventory WHERE sku = ?"), it.SKU).Scan(&available); err != nil {
 				return err
 			}
 			if available < int64(it.Qty) {
@@ -81,7 +81,7 @@ func (l *Ledger) Reserve(ctx context.Context, orderID string, items []Item) (Res
 		}
 		if status == Reserved {
 			for _, it := range items {
-				if _, err := tx.ExecContext(ctx, l.dialect.rebind("UPDATE inventory SET available = available - ? WHERE sku = ?"), it.Qty, it.SKU); err != nil {
+				if _, err := tx.ExecContext(ctx, l.dialect.Rebind("UPDATE inventory SET available = available - ? WHERE sku = ?"), it.Qty, it.SKU); err != nil {
 					return err
 				}
 			}
@@ -91,7 +91,7 @@ func (l *Ledger) Reserve(ctx context.Context, orderID string, items []Item) (Res
 			return err
 		}
 		now := l.now().UTC()
-		if _, err := tx.ExecContext(ctx, l.dialect.rebind("INSERT INTO inventory_reservations (order_id, items, status, reserved_at) VALUES (?, ?, ?, ?)"),
+		if _, err := tx.ExecContext(ctx, l.dialect.Rebind("INSERT INTO inventory_reservations (order_id, items, status, reserved_at) VALUES (?, ?, ?, ?)"),
 			orderID, string(b), status, now.UnixMilli()); err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (l *Ledger) Reserve(ctx context.Context, orderID string, items []Item) (Res
 func (l *Ledger) Release(ctx context.Context, orderID string) (Reservation, error) {
 	var out Reservation
 	err := l.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, l.dialect.rebind("UPDATE inventory_reservations SET status = ?, released_at = ? WHERE order_id = ? AND status = ?"),
+		res, err := tx.ExecContext(ctx, l.dialect.Rebind("UPDATE inventory_reservations SET status = ?, released_at = ? WHERE order_id = ? AND status = ?"),
 			Released, l.millis(), orderID, Reserved)
 		if err != nil {
 			return err
@@ -127,7 +127,7 @@ func (l *Ledger) Release(ctx context.Context, orderID string) (Reservation, erro
 			return nil
 		}
 		for _, it := range r.Items {
-			if _, err := tx.ExecContext(ctx, l.dialect.rebind("UPDATE inventory SET available = available + ? WHERE sku = ?"), it.Qty, it.SKU); err != nil {
+			if _, err := tx.ExecContext(ctx, l.dialect.Rebind("UPDATE inventory SET available = available + ? WHERE sku = ?"), it.Qty, it.SKU); err != nil {
 				return err
 			}
 		}

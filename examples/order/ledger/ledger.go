@@ -31,33 +31,22 @@ import (
 //go:embed schema.sql
 var schema string
 
-// Dialect is the SQL a database speaks, where SQLite and PostgreSQL differ.
-type Dialect int
+// Dialect is the SQL a database speaks (sqlfence.Dialect).
+type Dialect = sqlfence.Dialect
 
 // The dialects.
 const (
-	SQLite Dialect = iota
-	Postgres
+	SQLite   = sqlfence.SQLite
+	Postgres = sqlfence.PostgreSQL
 )
 
-// Driver is the database/sql driver name of the dialect.
-func (d Dialect) Driver() string {
+// driverName is the database/sql driver name of the dialect.
+func driverName(d Dialect) string {
 	if d == Postgres {
 		return "pgx"
 	}
 	return "sqlite"
 }
-
-// fenced is the dialect's sqlfence.Dialect.
-func (d Dialect) fenced() sqlfence.Dialect {
-	if d == Postgres {
-		return sqlfence.PostgreSQL
-	}
-	return sqlfence.SQLite
-}
-
-// rebind turns the ? placeholders of q into the dialect's.
-func (d Dialect) rebind(q string) string { return d.fenced().Rebind(q) }
 
 // ParseDSN reads a ledger DSN: "sqlite:<path>" (a file, created if
 // missing) or "postgres://…" / "postgresql://…".
@@ -103,9 +92,9 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open(d.Driver(), source)
+	db, err := sql.Open(driverName(d), source)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: open %s (is the %s driver imported?): %w", RedactDSN(dsn), d.Driver(), err)
+		return nil, fmt.Errorf("ledger: open %s (is the %s driver imported?): %w", RedactDSN(dsn), driverName(d), err)
 	}
 	if d == SQLite {
 		db.SetMaxOpenConns(1) // one writer: SQLite serialises writes anyway
@@ -202,15 +191,15 @@ func (l *Ledger) DB() *sql.DB { return l.db }
 func (l *Ledger) Dialect() Dialect { return l.dialect }
 
 func (l *Ledger) exec(ctx context.Context, q string, args ...any) (sql.Result, error) {
-	return l.db.ExecContext(ctx, l.dialect.rebind(q), args...)
+	return l.db.ExecContext(ctx, l.dialect.Rebind(q), args...)
 }
 
 func (l *Ledger) queryRow(ctx context.Context, q string, args ...any) *sql.Row {
-	return l.db.QueryRowContext(ctx, l.dialect.rebind(q), args...)
+	return l.db.QueryRowContext(ctx, l.dialect.Rebind(q), args...)
 }
 
 func (l *Ledger) query(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
-	return l.db.QueryContext(ctx, l.dialect.rebind(q), args...)
+	return l.db.QueryContext(ctx, l.dialect.Rebind(q), args...)
 }
 
 func (l *Ledger) millis() int64 { return l.now().UnixMilli() }

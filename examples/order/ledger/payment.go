@@ -91,7 +91,7 @@ func (l *Ledger) RecordPayment(ctx context.Context, p Payment) (Payment, error) 
 		p.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	now := l.millis()
-	err := sqlfence.Upsert(ctx, l.db, l.dialect.fenced(), sqlfence.Write{
+	err := sqlfence.Upsert(ctx, l.db, l.dialect, sqlfence.Write{
 		Table: "payments", KeyColumn: "idempotency_key", Key: p.IdempotencyKey, Fence: p.Fence,
 		Columns: []string{"payment_id", "order_id", "amount_cents", "currency", "gateway_charge_id", "status", "created_at", "updated_at"},
 		Values:  []any{p.ID, p.OrderID, p.AmountCents, p.Currency, p.GatewayChargeID, p.Status, now, now},
