@@ -1,4 +1,4 @@
-//go:build !nodev || simulate
+//go:build nodev && simulate
 
 package main
 
