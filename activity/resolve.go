@@ -34,7 +34,7 @@ func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) erro
 	d := in.Details
 	ref := idemstore.Ref{Code: idemstore.OperationCode(d.OperationCode), Digest: idemstore.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
 	req := driver.ResolveRequest{
-		Ref: ref, Attempt: d.Attempt, Rev: d.Rev, Target: idemstore.State(in.Target), Reason: in.Reason,
+		Ref: ref, Attempt: d.Attempt, Rev: d.Rev, Target: idemstore.State(in.Target), Reason: idemstore.SanitizeReason(in.Reason), // an operator's text: never a NUL the schema refuses
 		TTL: cfg.FailureRetention,
 	}
 	if req.Target == idemstore.StateCompleted {

@@ -383,8 +383,8 @@ func (r Request) Validate() error {
 //     a panic an *EffectUnknownError;
 //   - a store that cannot be reached gives its *StoreError.
 //
-// Every write whose reply is lost is verified with Inspect; a success that
-// could not be recorded is never reported as one.
+// Every write whose reply is lost, or does not decode, is verified with
+// Inspect; a success that could not be recorded is never reported as one.
 func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res Result, err error) {
 	if err := req.Validate(); err != nil {
 		return Result{}, err
@@ -855,8 +855,9 @@ func isLeaseError(err error) bool {
 // given up, but the outcome must still be written.
 func writeCtx(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
-// complete records the response. A lost reply is verified with INSPECT; a
-// success the store did not confirm is never reported.
+// complete records the response. A lost reply, or one that does not
+// decode, is verified with INSPECT; a success the store did not confirm is
+// never reported.
 func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (res Result, err error) {
 	ctx, ph := v.e.phase(writeCtx(ctx), own.Ref.Code, "complete")
 	if ph != nil {
@@ -895,12 +896,17 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 			// than leave the record EXECUTING until its lease runs out.
 			return v.abandon(ctx, own, "the action succeeded but its response cannot be stored", err)
 		}
+		// Only a refused request proves nothing was sent. A lost reply,
+		// and a reply that does not decode (a *CorruptRecordError or
+		// ErrUnexpectedReply), may follow a write that applied: INSPECT
+		// tells.
+		what := "complete was indeterminate"
 		if !errors.Is(err, ErrIndeterminate) {
-			return recovery("complete failed", err)
+			what = "complete's reply could not be read (" + err.Error() + ")"
 		}
 		obs, ierr := v.inspect(ctx, own.Ref)
 		if ierr != nil {
-			return recovery("complete was indeterminate and inspect failed", errors.Join(err, ierr))
+			return recovery(what+" and inspect failed", errors.Join(err, ierr))
 		}
 		r := obs.Record
 		mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
@@ -911,20 +917,23 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		case mine && r.State == StateExecuting && r.Nonce == v.nonce:
 			continue // not applied: complete again
 		}
-		return recovery("complete was indeterminate and the record shows another outcome", err)
+		return recovery(what+" and the record shows another outcome", err)
 	}
-	return recovery("complete stayed indeterminate", nil)
+	return recovery("complete stayed unconfirmed", nil)
 }
 
 // fail records FAILED_RETRYABLE or ABANDONED and verifies an indeterminate
-// write with INSPECT before returning (seed flaw 6).
+// write, or one whose reply does not decode, with INSPECT before returning
+// (seed flaw 6).
 func (v *invocation) fail(ctx context.Context, own Ownership, target State, reason string) (recorded bool, rec Record) {
 	ctx, ph := v.e.phase(ctx, own.Ref.Code, "fail")
 	if ph != nil {
 		defer func() { ph.end(nil, AttrState.String(string(target)), attribute.Bool("onceflow.recorded", recorded)) }()
 	}
 	ctx = writeCtx(ctx)
-	req := driver.FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: truncateReason(reason), TTL: v.e.cfg.FailureRetention}
+	// The reason comes from an action's error text, a panic value or a
+	// Doubt: sanitised, it is one the store accepts (no NUL, not too long).
+	req := driver.FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: driver.SanitizeReason(reason), TTL: v.e.cfg.FailureRetention}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Fail(ctx, req)
 		if err == nil {
@@ -938,13 +947,15 @@ func (v *invocation) fail(ctx context.Context, own Ownership, target State, reas
 			}
 			return false, Record{}
 		}
-		if !errors.Is(err, ErrIndeterminate) {
-			v.log(ctx, slog.LevelError, "onceflow: recording the failure failed", "target", target, "err", err)
+		if errors.Is(err, ErrInvalidInput) {
+			v.log(ctx, slog.LevelError, "onceflow: the store refused to record the failure", "target", target, "err", err)
 			return false, Record{}
 		}
+		// A lost reply, or one that does not decode, may follow a write
+		// that applied: INSPECT tells whether it was recorded.
 		obs, ierr := v.inspect(ctx, own.Ref)
 		if ierr != nil {
-			v.log(ctx, slog.LevelError, "onceflow: recording the failure was indeterminate and inspect failed", "target", target, "err", errors.Join(err, ierr))
+			v.log(ctx, slog.LevelError, "onceflow: recording the failure is unconfirmed and inspect failed", "target", target, "err", errors.Join(err, ierr))
 			return false, Record{}
 		}
 		r := obs.Record
@@ -978,13 +989,6 @@ func (v *invocation) abandon(ctx context.Context, own Ownership, reason string, 
 	}
 	return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: attempt, Rev: rev, State: state,
 		Recorded: recorded, Reason: reason, Err: cause}
-}
-
-func truncateReason(s string) string {
-	if len(s) > MaxReasonLen {
-		return s[:MaxReasonLen-3] + "..."
-	}
-	return s
 }
 
 // AskFirst is the pattern for a downstream call that does not deduplicate

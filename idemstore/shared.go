@@ -89,5 +89,12 @@ func ParseOperationCode(s string) (OperationCode, error) { return driver.ParseOp
 // ParseRef parses the String form of a Ref.
 func ParseRef(s string) (Ref, error) { return driver.ParseRef(s) }
 
+// SanitizeReason turns any text into a reason a store records as it is:
+// no NUL byte, valid UTF-8, at most MaxReasonLen bytes
+// (driver.SanitizeReason). The executor passes every reason it derives
+// from an action's error through it; a caller-given reason that breaks
+// the rule (driver.ValidateReason) is refused instead.
+func SanitizeReason(s string) string { return driver.SanitizeReason(s) }
+
 // FingerprintOf is the Fingerprint of a request's identifying parts.
 func FingerprintOf(parts ...[]byte) Fingerprint { return driver.FingerprintOf(parts...) }

@@ -141,10 +141,16 @@ func (c OperationCode) Validate() error {
 // as the Temporal binding does.
 type OperationID string
 
-// Validate reports whether id is non-empty and at most MaxOperationIDLen bytes.
+// Validate reports whether id is 1 to MaxOperationIDLen bytes and holds no
+// NUL byte. A store keeps the OperationID as given, and a NUL in a stored
+// field breaks the record's schema (the Redis store separates a reply's
+// fields with NUL), so such an ID is refused before anything is sent.
 func (id OperationID) Validate() error {
 	if len(id) == 0 || len(id) > MaxOperationIDLen {
 		return invalid("OperationID", "must be 1 to %d bytes, got %d", MaxOperationIDLen, len(id))
+	}
+	if i := strings.IndexByte(string(id), 0); i >= 0 {
+		return invalid("OperationID", "must not contain a NUL byte, found one at byte %d", i)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package driver
 
 import (
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/onceflow/onceflow"
 )
@@ -44,6 +46,46 @@ func (s State) Valid() bool {
 // MaxReasonLen is the longest Reason a record holds, in bytes. A store
 // refuses a stored record with a longer one as corrupt.
 const MaxReasonLen = 1024
+
+// ValidateReason checks a reason a caller gives (FailRequest.Reason,
+// ResolveRequest.Reason): at most MaxReasonLen bytes and no NUL byte, the
+// rule a stored reason is checked by ("" is no reason). A reason built
+// from text the caller does not control, such as an error's message,
+// should go through SanitizeReason first.
+func ValidateReason(reason string) error {
+	if len(reason) > MaxReasonLen {
+		return invalid("Reason", "must be at most %d bytes, got %d (SanitizeReason shortens one)", MaxReasonLen, len(reason))
+	}
+	if i := strings.IndexByte(reason, 0); i >= 0 {
+		return invalid("Reason", "must not contain a NUL byte, found one at byte %d (SanitizeReason replaces it)", i)
+	}
+	return nil
+}
+
+// SanitizeReason turns any text (an action's error message, a panic value)
+// into a reason ValidateReason accepts: invalid UTF-8 and every NUL byte
+// become U+FFFD, and text longer than MaxReasonLen bytes is cut on a rune
+// boundary and ends in "...". Valid UTF-8 without a NUL byte, at most
+// MaxReasonLen bytes long, is returned as it is.
+func SanitizeReason(s string) string {
+	if len(s) <= MaxReasonLen && strings.IndexByte(s, 0) < 0 && utf8.ValidString(s) {
+		return s
+	}
+	const ellipsis = "..."
+	cut := len(s) > MaxReasonLen
+	if cut {
+		s = s[:MaxReasonLen] // nothing beyond it can be kept
+	}
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+	if cut || len(s) > MaxReasonLen {
+		i := min(MaxReasonLen-len(ellipsis), len(s))
+		for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) { // s is valid UTF-8: at most 3 steps
+			i--
+		}
+		s = s[:i] + ellipsis
+	}
+	return s
+}
 
 // ValidCodec reports whether codec may name the encoding of a response: 1 to
 // 32 characters of [a-z0-9.-], the rule every request's Codec is checked by.

@@ -204,8 +204,8 @@ func (r FailRequest) Validate() error {
 	if r.Target != StateFailedRetryable && r.Target != StateAbandoned {
 		return invalid("Target", "must be FAILED_RETRYABLE or ABANDONED, got %q", r.Target)
 	}
-	if len(r.Reason) > MaxReasonLen {
-		return invalid("Reason", "must be at most %d bytes, got %d", MaxReasonLen, len(r.Reason))
+	if err := ValidateReason(r.Reason); err != nil {
+		return err
 	}
 	return validateTTL("TTL", r.TTL)
 }
@@ -250,8 +250,8 @@ func (r ResolveRequest) Validate(maxResponse int) error {
 	default:
 		return invalid("Target", "must be COMPLETED, FAILED_RETRYABLE or FAILED, got %q", r.Target)
 	}
-	if len(r.Reason) > MaxReasonLen {
-		return invalid("Reason", "must be at most %d bytes, got %d", MaxReasonLen, len(r.Reason))
+	if err := ValidateReason(r.Reason); err != nil {
+		return err
 	}
 	return validateTTL("TTL", r.TTL)
 }

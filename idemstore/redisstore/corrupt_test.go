@@ -39,10 +39,10 @@ func garbles(k schema.Kind) []string {
 }
 
 // TestNoScriptChangesACorruptRecord garbles every field of the schema in
-// turn, in an EXECUTING and in a COMPLETED record, and sends every script:
-// each answers with a *CorruptRecordError naming the field and leaves the
-// record byte for byte as it was. Only a replay may ignore a field it does
-// not read.
+// turn, in an EXECUTING and in a COMPLETED record, and plants stray
+// response chunks, and sends every script: each answers with a
+// *CorruptRecordError naming the field and leaves the record byte for
+// byte as it was. Only a replay may ignore a field it does not read.
 func TestNoScriptChangesACorruptRecord(t *testing.T) {
 	t.Parallel()
 	client := redistest.Client(t)
@@ -55,7 +55,9 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 	for _, r := range schema.Fields {
 		fields = append(fields, r.Name)
 	}
-	fields = append(fields, "resp")
+	// resp3 and resp32: response chunks beyond the record's response (it
+	// has none, or one chunk), planted.
+	fields = append(fields, "resp", "resp3", "resp32")
 
 	for _, completed := range []bool{false, true} {
 		for _, field := range fields {
@@ -66,8 +68,11 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 				}
 			}
 			gs := garbles(kind)
-			if field == "resp" {
+			switch field {
+			case "resp":
 				gs = []string{"(missing)", "tampered"}
+			case "resp3", "resp32":
+				gs = []string{"stray"}
 			}
 			for _, g := range gs {
 				f := storetest.NewFixture()

@@ -41,14 +41,53 @@
 // NOSCRIPT answer (restart, failover, SCRIPT FLUSH) sends the script whole
 // once.
 //
-// Every script checks the whole record against one schema
-// (internal/schema, rendered into the scripts and used by the decoder;
-// where package driver states a rule, such as an owner's form, a codec or
-// driver.MaxReasonLen, the schema uses driver's) before it decides or
-// writes anything: a corrupt record is refused with an
-// *driver.CorruptRecordError naming the field, never changed. A stored
-// response carries a CRC-32C that every replay checks. INSPECT is declared
-// no-writes, so it runs on replicas and while writes are paused.
+// # What is checked where
+//
+// One schema, internal/schema (the field rules, the cross-field rules and
+// the reply codes), is rendered into the scripts and used by the decoder;
+// where package driver states a rule, such as an owner's form, a codec,
+// driver.MaxReasonLen or no NUL byte in an operation ID or a reason, the
+// schema uses driver's.
+//
+//   - Every request is validated before anything is sent (a
+//     *driver.ValidationError otherwise): an operation ID or a reason with
+//     a NUL byte, which the schema refuses in a stored record, is never
+//     written.
+//   - Every script but the replay fast path (transition, renew, release,
+//     inspect, resolve, and claim on any record it does not replay) reads
+//     the whole record with one HMGET and checks every field, the
+//     cross-field rules (CLAIMED and EXECUTING have a leaseUntil,
+//     EXECUTING a nonce, COMPLETED a resp and its sum, no other state a
+//     response) and that no response chunk field lies beyond the
+//     response's last chunk (a stray resp3, found by HLEN and, only when
+//     the count is off, HKEYS; or a chunk after one shorter than 64
+//     bytes), before it decides or writes anything. A record that
+//     breaks a rule is answered CORRUPT, naming the field: a
+//     *driver.CorruptRecordError, and the record is never changed. The
+//     scripts do not compare a response with its sum.
+//   - The replay fast path of claim.lua (a COMPLETED record with the
+//     caller's fingerprint, codec and policy) reads only what it replays:
+//     state, fp, codec and policy (compared with the caller's), attempt,
+//     rev and sum (checked by their rules), and the response joined from
+//     resp, resp2, … up to the first missing chunk. It ignores every other
+//     field, broken or not, and any chunk after a missing one; it writes
+//     nothing.
+//   - The decoder checks the record of every reply by the same field rules
+//     and the cross-field rules a reply shows (leaseUntil, nonce, sum; a
+//     replay's and a renewal's reply carry, and are checked for, only
+//     their fields), and every response a reply carries
+//     (a replay, INSPECT) against its CRC-32C sum: bytes that were changed,
+//     or lengthened by a stray chunk, are refused as corrupt, never
+//     replayed. It cannot see the hash itself, so the chunk rule is the
+//     scripts' alone.
+//
+// INSPECT, the one read-only script, is declared no-writes and sent with
+// EVALSHA_RO / EVAL_RO (Redis 7.0+), so it runs on replicas, while writes
+// are paused (CLIENT PAUSE WRITE, as a failover does) and when Redis is out
+// of memory, cached or not. A server that does not know those commands
+// (Redis before 7.0, miniredis) answers "unknown command" to the first
+// INSPECT; the store remembers it and sends EVALSHA from then on (see
+// Store.Inspect).
 //
 // The store takes a redis.UniversalClient, so a standalone server,
 // Sentinel and Cluster all work: every script touches exactly one key.

@@ -476,11 +476,11 @@ func TestCallsNeverOutliveTheirContext(t *testing.T) {
 	}
 }
 
-// TestInspectIsReadOnly: INSPECT is declared no-writes, so it answers on
-// a read-only replica, under CLIENT PAUSE WRITE and when Redis is out of
-// memory, where every script that may write is refused. (Under a write
-// pause Redis can only tell a cached script's flags: the worker loads the
-// scripts at startup.)
+// TestInspectIsReadOnly: INSPECT is declared no-writes and sent with
+// EVALSHA_RO, so it answers on a read-only replica, under CLIENT PAUSE
+// WRITE and when Redis is out of memory, where every script that may
+// write is refused; on the replica, with no script cached, it goes by
+// EVALSHA_RO and EVAL_RO, never by a command that may write.
 func TestInspectIsReadOnly(t *testing.T) {
 	t.Parallel()
 	primary := redistest.Start(t)
@@ -502,24 +502,26 @@ func TestInspectIsReadOnly(t *testing.T) {
 	}
 
 	t.Run("replica", func(t *testing.T) {
-		replica := redistest.Start(t)
+		replica := redistest.StartReplica(t, primary.Addr())
 		rc := redistest.NewClient(t, replica.Addr())
-		host, port, _ := strings.Cut(primary.Addr(), ":")
-		if err := pc.ConfigSet(t.Context(), "repl-diskless-sync-delay", "0").Err(); err != nil {
+		if err := rc.ScriptFlush(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := rc.ReplicaOf(t.Context(), host, port).Err(); err != nil {
+		if err := rc.ConfigResetStat(t.Context()).Err(); err != nil {
 			t.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(rc.Info(t.Context(), "replication").Val(), "master_link_status:up") || rc.Exists(t.Context(), s.Key(f.Ref)).Val() == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the replica never synced")
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 		rs := newStore(t, redisstore.Config{Client: rc, Namespace: keyNamespace(s), CommandTimeout: time.Second})
-		readable(t, rs, "replica")
+		readable(t, rs, "replica, no script cached")
+		readable(t, rs, "replica, the script cached")
+		stats := rc.Info(t.Context(), "commandstats").Val()
+		for _, want := range []string{"cmdstat_evalsha_ro:", "cmdstat_eval_ro:calls=1,"} {
+			if !strings.Contains(stats, want) {
+				t.Errorf("the replica's commandstats lack %q:\n%s", want, stats)
+			}
+		}
+		if strings.Contains(stats, "cmdstat_evalsha:") || strings.Contains(stats, "cmdstat_eval:") {
+			t.Errorf("INSPECT sent EVALSHA or EVAL to the replica:\n%s", stats)
+		}
 		if _, err := rs.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil || !strings.Contains(err.Error(), "READONLY") {
 			t.Fatalf("claim on the replica: %v, want READONLY", err)
 		}
@@ -541,6 +543,49 @@ func TestInspectIsReadOnly(t *testing.T) {
 			t.Fatalf("claim out of memory: %v, want OOM", err)
 		}
 	})
+}
+
+// TestInspectAnswersWhileWritesArePausedWithNoScriptCached: after a
+// restart, a failover or SCRIPT FLUSH the server has no script cached, and
+// a failover pauses writes (CLIENT PAUSE WRITE). Redis judges an EVALSHA
+// of an uncached script by the command's own flags, which say it may
+// write, so an EVALSHA would wait for the pause to end, whatever the
+// script's no-writes flag; INSPECT sends EVALSHA_RO and then EVAL_RO, and
+// answers at once.
+func TestInspectAnswersWhileWritesArePausedWithNoScriptCached(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := redistest.NewClient(t, srv.Addr())
+	const timeout = 2 * time.Second
+	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: timeout})
+	f := storetest.NewFixture()
+	as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce())))
+	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Do(t.Context(), "CLIENT", "PAUSE", 20000, "WRITE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Do(context.Background(), "CLIENT", "UNPAUSE").Err() })
+	reloads := s.ScriptReloads()
+	start := time.Now()
+	obs, err := s.Inspect(t.Context(), f.Ref)
+	took := time.Since(start)
+	if err != nil || !obs.Found || obs.Record.State != idemstore.StateExecuting {
+		t.Fatalf("inspect while writes are paused and no script is cached: %+v, %v (after %v)", obs, err, took)
+	}
+	if took > timeout/4 {
+		t.Fatalf("inspect took %v while writes were paused: it waited for the pause", took)
+	}
+	if got := s.ScriptReloads() - reloads; got != 1 {
+		t.Fatalf("%d script reloads, want 1 (EVAL_RO after NOSCRIPT)", got)
+	}
+	// Scripts that may write wait for the pause, as they must.
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Claim(ctx, f.Claim(driver.NewOwner())); !errors.Is(err, idemstore.ErrIndeterminate) {
+		t.Fatalf("claim while writes are paused: %v, want it to wait (ErrIndeterminate at the deadline)", err)
+	}
 }
 
 // TestCheckEvictionPolicy: noeviction passes; any policy that may evict

@@ -2,6 +2,7 @@ package redisstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -68,11 +69,14 @@ func (s *fuzzSource) next() byte {
 func pick[T any](src byteSource, xs []T) T { return xs[int(src.next())%len(xs)] }
 
 // step is one operation: it runs against the store and the model and
-// returns both outcomes.
+// returns both outcomes. An invalid step (a NUL in its operation ID or
+// reason) must be refused by the store with a *ValidationError, changing
+// nothing; the model does not see it.
 type step struct {
-	desc  string
-	store func(ctx context.Context, s *redisstore.Store) (any, error)
-	model func(now time.Time, m *refmodel.Model) any
+	desc    string
+	store   func(ctx context.Context, s *redisstore.Store) (any, error)
+	model   func(now time.Time, m *refmodel.Model) any
+	invalid bool
 }
 
 func (u *universe) genStep(src byteSource) step {
@@ -80,9 +84,13 @@ func (u *universe) genStep(src byteSource) step {
 	owner := pick(src, u.owners)
 	nonce := pick(src, u.nonces)
 	op := u.ops[0]
-	if src.next()%8 == 0 {
+	switch src.next() % 16 {
+	case 0, 1:
 		op = u.ops[1]
+	case 2:
+		op = "op-\x00" // refused: the schema holds no NUL
 	}
+	reason := pick(src, []string{"why", "why", "why", "wh\x00y", "\x00"})
 	fp := u.fps[0]
 	if src.next()%10 == 0 {
 		fp = u.fps[1]
@@ -111,57 +119,69 @@ func (u *universe) genStep(src byteSource) step {
 	case 0, 1:
 		return step{"claim " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Claim(ctx, claim) },
-			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, "") }}
+			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, "") },
+			claim.Validate() != nil}
 	case 2, 3:
 		claim.Nonce = nonce
 		return step{"claim+start " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.ClaimStart(ctx, claim) },
-			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, nonce) }}
+			func(now time.Time, m *refmodel.Model) any { return m.Claim(now, claim, nonce) },
+			claim.Validate() != nil}
 	case 4:
 		req := driver.StartRequest{Ownership: o, Nonce: nonce, Lease: lease, Retention: ttl}
 		return step{"start " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Start(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
 				return m.Transition(now, o, idemstore.StateExecuting, "CLAIMED", nonce, lease, nil, "")
-			}}
+			},
+			req.Validate() != nil}
 	case 5:
 		req := driver.CompleteRequest{Ownership: o, Nonce: nonce, Response: resp, TTL: ttl}
 		return step{"complete " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Complete(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
 				return m.Transition(now, o, idemstore.StateCompleted, "EXECUTING", nonce, 0, resp, "")
-			}}
+			},
+			req.Validate(driver.DefaultMaxResponseBytes) != nil}
 	case 6:
 		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateAbandoned})
-		req := driver.FailRequest{Ownership: o, Nonce: nonce, Target: target, Reason: "why", TTL: ttl}
-		return step{"fail " + string(target) + " " + name,
+		req := driver.FailRequest{Ownership: o, Nonce: nonce, Target: target, Reason: reason, TTL: ttl}
+		return step{fmt.Sprintf("fail %s %s reason %q", target, name, reason),
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Fail(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
-				return m.Transition(now, o, target, "CLAIMED,EXECUTING", nonce, 0, nil, "why")
-			}}
+				return m.Transition(now, o, target, "CLAIMED,EXECUTING", nonce, 0, nil, reason)
+			},
+			req.Validate() != nil}
 	case 7:
 		req := driver.RenewRequest{Ref: ref, Operation: op, Owner: owner, Nonce: nonce, Lease: lease, Retention: ttl}
 		return step{"renew " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Renew(ctx, req) },
-			func(now time.Time, m *refmodel.Model) any { return m.Renew(now, req) }}
+			func(now time.Time, m *refmodel.Model) any { return m.Renew(now, req) },
+			req.Validate() != nil}
 	case 8:
+		req := driver.ReleaseRequest{Ownership: o}
 		return step{"release " + name,
-			func(ctx context.Context, s *redisstore.Store) (any, error) {
-				return s.Release(ctx, driver.ReleaseRequest{Ownership: o})
-			},
-			func(now time.Time, m *refmodel.Model) any { return m.Release(now, o) }}
+			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Release(ctx, req) },
+			func(now time.Time, m *refmodel.Model) any { return m.Release(now, o) },
+			req.Validate() != nil}
 	default:
 		if src.next()%2 == 0 {
 			return step{"inspect " + name,
 				func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Inspect(ctx, ref) },
-				func(now time.Time, m *refmodel.Model) any { return m.Inspect(now, ref) }}
+				func(now time.Time, m *refmodel.Model) any { return m.Inspect(now, ref) },
+				false}
 		}
 		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateCompleted, idemstore.StateFailed})
+		why := "resolved"
+		if reason != "why" {
+			why = reason
+		}
 		req := driver.ResolveRequest{Ref: ref, Attempt: max(o.Attempt, 1), Rev: o.Rev, Target: target,
-			Response: resp, Codec: "json-v2", Policy: 2, Reason: "resolved", TTL: ttl}
-		return step{"resolve " + string(target) + " " + name,
+			Response: resp, Codec: "json-v2", Policy: 2, Reason: why, TTL: ttl}
+		return step{fmt.Sprintf("resolve %s %s reason %q", target, name, why),
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Resolve(ctx, req) },
-			func(now time.Time, m *refmodel.Model) any { return m.Resolve(now, req) }}
+			func(now time.Time, m *refmodel.Model) any { return m.Resolve(now, req) },
+			req.Validate(driver.DefaultMaxResponseBytes) != nil}
 	}
 }
 
@@ -234,6 +254,15 @@ func runSequence(t *testing.T, s *redisstore.Store, src byteSource, n int) {
 		st := u.genStep(src)
 		trace = append(trace, st.desc)
 		got, err := st.store(context.Background(), s)
+		if st.invalid {
+			// Refused before anything was sent: the record is as it was,
+			// which the next steps (and their INSPECTs) check.
+			var ve *idemstore.ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("invalid request: %#v, %v; want a *ValidationError\nsequence:\n  %s", got, err, strings.Join(trace, "\n  "))
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("store error: %v\nsequence:\n  %s", err, strings.Join(trace, "\n  "))
 		}
@@ -270,6 +299,16 @@ func FuzzStateMachine(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte("claim-then-start-then-complete-then-replay"))
 	f.Add([]byte{2, 0, 0, 0, 0, 0, 3, 2, 1, 1, 0, 0, 0, 0, 0, 3, 2, 5, 9, 9, 9, 9, 9, 9, 9, 9, 6})
+	// claim+start; fail with a NUL in the reason (refused); inspect; a claim
+	// with a NUL in the operation ID (refused); fail; inspect.
+	f.Add([]byte{
+		0, 0, 0, 5, 0, 1, 1, 3, 2, 0, 2,
+		0, 0, 0, 5, 3, 1, 1, 3, 2, 0, 6, 1,
+		0, 0, 0, 5, 0, 1, 1, 3, 2, 0, 9, 0,
+		0, 1, 0, 2, 0, 1, 1, 3, 2, 0, 0,
+		0, 0, 0, 5, 0, 1, 1, 3, 2, 0, 6, 1,
+		0, 0, 0, 5, 0, 1, 1, 3, 2, 0, 9, 0,
+	})
 	s := newStore(f, redisstore.Config{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		runSequence(t, s, &fuzzSource{b: data}, 1+len(data)/12)

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -32,6 +33,9 @@ var (
 // script is one generated Lua script.
 type script struct {
 	name string
+	// readOnly is set for a script whose shebang declares it no-writes
+	// (inspect): the store runs it with EVALSHA_RO / EVAL_RO.
+	readOnly bool
 	*redis.Script
 }
 
@@ -47,10 +51,12 @@ func (ss *scriptSet) all() []script {
 // newScriptSet builds the scripts, with or without their shebang lines.
 func newScriptSet(shebang bool) *scriptSet {
 	mk := func(name, src string) script {
+		first, _, _ := strings.Cut(src, "\n")
+		readOnly := strings.HasPrefix(first, "#!lua") && strings.Contains(first, "no-writes")
 		if !shebang {
 			src = withoutShebang(src)
 		}
-		return script{name: name, Script: redis.NewScript(src)}
+		return script{name: name, readOnly: readOnly, Script: redis.NewScript(src)}
 	}
 	return &scriptSet{
 		claim:      mk("claim", claimLua),
@@ -92,12 +98,44 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // run calls EVALSHA and, when the server does not know the script (restart,
 // failover, SCRIPT FLUSH), sends it whole with EVAL once. NOSCRIPT proves the
 // script did not run, so the retry cannot apply anything twice.
+//
+// A read-only script (inspect) goes by EVALSHA_RO and EVAL_RO (Redis 7.0+)
+// instead: Redis judges an EVALSHA whose script it has not cached by the
+// command's own flags, which say it may write, so under CLIENT PAUSE WRITE
+// (a failover pauses writes) an EVALSHA of an uncached script would wait
+// for the pause to end however the script's shebang is flagged; the _RO
+// commands are read-only by their flags. A server that does not know them
+// (Redis before 7.0, miniredis) answers "unknown command", which proves
+// nothing ran: the store then remembers that, logs it once, and sends
+// EVALSHA / EVAL from then on.
 func (s *Store) run(ctx context.Context, sc script, key string, args ...any) (any, error) {
-	v, err := sc.EvalSha(ctx, s.client, []string{key}, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+	keys := []string{key}
+	if sc.readOnly && !s.noReadOnlyEval.Load() {
+		v, err := sc.EvalShaRO(ctx, s.client, keys, args...).Result()
+		if isNoScript(err) {
+			s.reloads.Add(1)
+			s.logger.DebugContext(ctx, "onceflow: script not cached on the server; sending it whole", "script", sc.name)
+			v, err = sc.EvalRO(ctx, s.client, keys, args...).Result()
+		}
+		if err == nil || !redis.HasErrorPrefix(err, "unknown command") {
+			return v, err
+		}
+		if s.noReadOnlyEval.CompareAndSwap(false, true) {
+			s.logger.InfoContext(ctx, "onceflow: the Redis server does not know EVALSHA_RO (Redis before 7.0?); read-only scripts run with EVALSHA, which waits while writes are paused",
+				"script", sc.name, "err", err)
+		}
+	}
+	v, err := sc.EvalSha(ctx, s.client, keys, args...).Result()
+	if isNoScript(err) {
 		s.reloads.Add(1)
 		s.logger.DebugContext(ctx, "onceflow: script not cached on the server; sending it whole", "script", sc.name)
-		v, err = sc.Eval(ctx, s.client, []string{key}, args...).Result()
+		v, err = sc.Eval(ctx, s.client, keys, args...).Result()
 	}
 	return v, err
+}
+
+// isNoScript reports whether err is the server's NOSCRIPT (go-redis may
+// hand it over as redis.ErrNoScript).
+func isNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
 }

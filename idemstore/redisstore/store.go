@@ -44,7 +44,9 @@ type Config struct {
 	// MaxResponseBytes is the largest response Complete and Resolve store.
 	// Default 1 MiB (driver.DefaultMaxResponseBytes).
 	MaxResponseBytes int
-	// Logger receives debug lines (script reloads). Default: discard.
+	// Logger receives debug lines (script reloads), and one info line if
+	// the server turns out not to know EVALSHA_RO (see Store.Inspect).
+	// Default: discard.
 	Logger *slog.Logger
 	// OmitShebang sends the scripts without their Redis 7 "#!lua" header,
 	// for servers that do not understand it: Redis before 7 and miniredis
@@ -96,6 +98,9 @@ type Store struct {
 	// for at the deadline.
 	guarded bool
 	args    argCache
+	// noReadOnlyEval is set once a server answered that it does not know
+	// EVALSHA_RO (see run).
+	noReadOnlyEval atomic.Bool
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -255,7 +260,16 @@ func (s *Store) Release(ctx context.Context, req driver.ReleaseRequest) (driver.
 	return decodeRelease(o.Ref, raw)
 }
 
-// Inspect implements driver.Store.
+// Inspect implements driver.Store. It sends EVALSHA_RO (EVAL_RO when the
+// server has not cached the script), so it answers on a read-only replica,
+// while writes are paused (CLIENT PAUSE WRITE, as a failover does) and
+// when Redis is out of memory, whether or not the script is cached. A
+// server before Redis 7.0, or miniredis, does not know those commands: the
+// first Inspect finds that out and the store uses EVALSHA from then on
+// (then an uncached INSPECT waits out a write pause). A client that routes
+// read-only commands to replicas (ClusterOptions.ReadOnly, RouteByLatency,
+// RouteRandomly) may have INSPECT answered by one, which can lag its
+// primary. An ACL user needs evalsha_ro and eval_ro (both in @scripting).
 func (s *Store) Inspect(ctx context.Context, ref driver.Ref) (driver.Observation, error) {
 	if err := ref.Validate(); err != nil {
 		return driver.Observation{}, err

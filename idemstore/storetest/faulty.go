@@ -36,6 +36,10 @@ const (
 	// LoseReplyAfterApply applies the call, then throws the reply away and
 	// returns the same error: the caller cannot tell the two apart.
 	LoseReplyAfterApply
+	// CorruptReplyAfterApply applies the call, then answers as a store
+	// does whose reply it cannot decode: a *driver.CorruptRecordError (not
+	// Indeterminate). The call applied; only an Inspect can tell.
+	CorruptReplyAfterApply
 )
 
 // ErrInjected is the transport error of injected faults.
@@ -141,6 +145,11 @@ func call[T any](f *FaultyStore, m Method, ref driver.Ref, do func() (T, error))
 			return zero, err
 		}
 		return zero, injected(m, ref)
+	case CorruptReplyAfterApply:
+		if _, err := do(); err != nil {
+			return zero, err
+		}
+		return zero, &driver.CorruptRecordError{Ref: ref, Field: "(reply)", Reason: "does not decode (storetest: injected fault)"}
 	}
 	return do()
 }

@@ -870,6 +870,7 @@ func testInvalidInput(t *testing.T, h Harness) {
 		"zero retention":        func(r *driver.ClaimRequest) { r.Retention = 0 },
 		"short owner":           func(r *driver.ClaimRequest) { r.Owner = r.Owner[:62] },
 		"empty operation":       func(r *driver.ClaimRequest) { r.Operation = "" },
+		"NUL in operation":      func(r *driver.ClaimRequest) { r.Operation = "op\x00" + r.Operation },
 		"bad fingerprint":       func(r *driver.ClaimRequest) { r.Fingerprint = "abc" },
 		"empty codec":           func(r *driver.ClaimRequest) { r.Codec = "" },
 		"zero policy":           func(r *driver.ClaimRequest) { r.Policy = 0 },
@@ -903,6 +904,42 @@ func testInvalidInput(t *testing.T, h Harness) {
 	_, err = s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: driver.StateCompleted, TTL: f.TTL})
 	if !errors.Is(err, driver.ErrInvalidInput) {
 		t.Fatalf("fail to COMPLETED: err = %v, want ErrInvalidInput", err)
+	}
+	// A NUL byte in an operation ID or a reason breaks the record's schema:
+	// written, it would make the record corrupt for its whole retention.
+	nulOp := own
+	nulOp.Operation = f.Operation + "\x00"
+	nul := map[string]func() error{
+		"start with a NUL in the operation": func() error {
+			_, err := s.Start(ctx(t), driver.StartRequest{Ownership: nulOp, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+			return err
+		},
+		"complete with a NUL in the operation": func() error {
+			_, err := s.Complete(ctx(t), driver.CompleteRequest{Ownership: nulOp, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL})
+			return err
+		},
+		"renew with a NUL in the operation": func() error {
+			_, err := s.Renew(ctx(t), driver.RenewRequest{Ref: f.Ref, Operation: nulOp.Operation, Owner: own.Owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
+			return err
+		},
+		"release with a NUL in the operation": func() error {
+			_, err := s.Release(ctx(t), driver.ReleaseRequest{Ownership: nulOp})
+			return err
+		},
+		"fail with a NUL in the reason": func() error {
+			_, err := s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: driver.StateAbandoned, Reason: "declined\x00", TTL: f.TTL})
+			return err
+		},
+		"resolve with a NUL in the reason": func() error {
+			_, err := s.Resolve(ctx(t), driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: driver.StateFailed, Reason: "\x00", TTL: f.TTL})
+			return err
+		},
+	}
+	for name, call := range nul {
+		var ve *driver.ValidationError
+		if err := call(); !errors.Is(err, driver.ErrInvalidInput) || !errors.As(err, &ve) {
+			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
+		}
 	}
 	sameRecord(t, before, inspect(t, s, f.Ref))
 }

@@ -1,15 +1,20 @@
 // Package redistest runs real redis-server processes for tests: a shared
 // one per test binary (or the server named by REDIS_URL), private ones that
-// a test may kill and restart, and a TCP proxy that injects faults.
+// a test may kill and restart, read-only replicas of them (StartReplica),
+// and a TCP proxy that injects faults.
 package redistest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -98,6 +103,41 @@ func Start(tb testing.TB) *Server {
 	}
 	tb.Cleanup(s.Close)
 	return s
+}
+
+// StartReplica starts a private redis-server that replicates the server
+// at primary (REPLICAOF; read-only, as replicas are by default), waits
+// until it has synced, and stops it when the test ends. It sets the
+// primary's repl-diskless-sync-delay to 0 so the sync starts at once.
+func StartReplica(tb testing.TB, primary string) *Server {
+	tb.Helper()
+	host, port, err := net.SplitHostPort(primary)
+	if err != nil {
+		tb.Fatalf("redistest: primary address %q: %v", primary, err)
+	}
+	ctx := context.Background()
+	pc := redis.NewClient(&redis.Options{Addr: primary})
+	defer pc.Close()
+	if err := pc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		tb.Fatalf("redistest: primary %s: %v", primary, err)
+	}
+	s := Start(tb)
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	defer rc.Close()
+	if err := rc.ReplicaOf(ctx, host, port).Err(); err != nil {
+		tb.Fatalf("redistest: REPLICAOF %s on %s: %v", primary, s.Addr(), err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := rc.Info(ctx, "replication").Result()
+		if err == nil && strings.Contains(info, "master_link_status:up") {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("redistest: the replica %s never synced with %s: %v %s", s.Addr(), primary, err, info)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // SharedAddr returns the shared server's address, or "" outside Main. For

@@ -1,6 +1,7 @@
 #!lua flags=no-writes
--- inspect.lua: INSPECT, read only: it runs on replicas, under CLIENT PAUSE
--- WRITE and when Redis is out of memory.
+-- inspect.lua: INSPECT, read only: the store sends it with EVALSHA_RO and
+-- EVAL_RO (Redis 7.0+), so it runs on replicas, under CLIENT PAUSE WRITE
+-- and when Redis is out of memory, cached or not.
 --
 -- KEYS[1]  record key
 -- (no ARGV)

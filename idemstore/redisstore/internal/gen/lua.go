@@ -166,14 +166,34 @@ func luaSchema() string {
 	b.WriteString("-- Generated from schema.Fields (internal/schema): the one list of field rules.\n")
 	b.WriteString("-- (find is string.find, defined above.)\n\n")
 	fmt.Fprintf(&b, `-- join_chunks joins a response stored in chunks: the first two, and the
--- rest as HMGET read them (up to the first missing one).
+-- rest as HMGET read them (up to the first missing one). It returns the
+-- response and the number of chunks joined; or nil, the number and the
+-- name of a chunk that follows one shorter than %[1]d bytes (write_resp
+-- writes every chunk but the last whole, so that one is stray).
 local function join_chunks(first, second, rest)
   local out = {first, second}
   for i = 1, #rest do
     if not rest[i] then break end
     out[#out + 1] = rest[i]
   end
-  return table.concat(out)
+  for i = 1, #out - 1 do
+    if #out[i] ~= %[1]d then return nil, #out, 'resp' .. (i + 1) end
+  end
+  return table.concat(out), #out
+end
+
+-- stray_chunk names the lowest chunk field (resp2 to resp%[2]d) beyond the
+-- response's last chunk, the chunks-th (0 without a response), or returns
+-- nil when the record holds none. Any other field that is not the
+-- schema's is ignored.
+local function stray_chunk(key, chunks)
+  local low
+  for _, f in ipairs(redis.call('HKEYS', key)) do
+    local i = tonumber(string.match(f, '^resp([1-9]%%d?)$'))
+    if i and i >= 2 and i <= %[2]d and i > chunks and (not low or i < low) then low = i end
+  end
+  if low then return 'resp' .. low end
+  return nil
 end
 
 -- write_resp stores a response: in chunks of %[1]d bytes when it fits in
@@ -195,7 +215,9 @@ end
 
 `, schema.ChunkSize, schema.MaxChunks)
 	b.WriteString("-- load reads the whole record and checks every field against the schema\n")
-	b.WriteString("-- and the cross-field rules, before the caller decides or writes anything.\n")
+	b.WriteString("-- and the cross-field rules, and that no chunk field lies beyond the\n")
+	b.WriteString("-- response (HLEN; HKEYS only when that does not add up), before the\n")
+	b.WriteString("-- caller decides or writes anything.\n")
 	b.WriteString("-- It returns the record (field -> string, false when absent) and its\n")
 	b.WriteString("-- response (false unless COMPLETED); nil when there is none; or nil, nil\n")
 	b.WriteString("-- and the name of the first field that breaks a rule. The caller may pass\n")
@@ -229,13 +251,28 @@ end
 		}
 		fmt.Fprintf(&b, "%s = v[%d]", f.Name, i+3)
 	}
-	b.WriteString(`}
-  local resp = v[1]
+	fmt.Fprintf(&b, `}
+  local resp, chunks = v[1], 0
+  if resp then chunks = 1 end
   if v[2] then
     if not resp then return nil, nil, 'resp' end
-    resp = join_chunks(resp, v[2], ` + restChunksCall("key", 3) + `)
+    local bad
+    resp, chunks, bad = join_chunks(resp, v[2], `+restChunksCall("key", 3)+`)
+    if bad then return nil, nil, bad end
   end
-  if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
+  -- No chunk field beyond the response's last chunk: the hash holds the
+  -- fields read above and the chunks joined, or the extra ones are no
+  -- chunks.
+  local n = chunks
+  for i = 3, %d do
+    if v[i] then n = n + 1 end
+  end
+  if redis.call('HLEN', key) ~= n then
+    local stray = stray_chunk(key, chunks)
+    if stray then return nil, nil, stray end
+  end
+`, len(schema.Fields)+2)
+	b.WriteString(`  if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
   if r.state == 'EXECUTING' and not r.nonce then return nil, nil, 'nonce' end
   if r.state == 'COMPLETED' then
     if not r.sum then return nil, nil, 'sum' end

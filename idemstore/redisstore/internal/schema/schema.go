@@ -12,13 +12,19 @@
 // Cross-field rules, checked the same way on both sides (the generated
 // load and redisstore's decodeRecord): a CLAIMED or EXECUTING record has a
 // leaseUntil; an EXECUTING record has a nonce; a COMPLETED record has a
-// resp and its sum.
+// resp and its sum. Checked by the scripts' load alone, since a reply
+// carries the response joined rather than its fields: only a COMPLETED
+// record holds a response, and a response's chunk fields (ChunkField) are
+// resp, resp2, … up to its last chunk, none missing and none beyond it,
+// every chunk but the last ChunkSize bytes (a stray resp3 of an EXECUTING
+// record would otherwise be joined into the response a later COMPLETE
+// writes). Fields that are neither the schema's nor chunks are ignored,
+// as a newer version's would be.
 package schema
 
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
@@ -81,10 +87,10 @@ const (
 	KindChecksum    Kind = "checksum"    // 8 lowercase hex characters, the CRC-32C of resp (ParseChecksum)
 	KindCount       Kind = "count"       // a decimal integer from 1, at most MaxIntegerDigits digits
 	KindMillis      Kind = "millis"      // a decimal integer from 0, at most MaxIntegerDigits digits
-	KindOperation   Kind = "operation"   // driver.OperationID, and no NUL
+	KindOperation   Kind = "operation"   // driver.OperationID: 1 to driver.MaxOperationIDLen bytes, no NUL
 	KindCodec       Kind = "codec"       // driver.ValidCodec
 	KindFlag        Kind = "flag"        // "0" or "1"
-	KindText        Kind = "text"        // 1 to driver.MaxReasonLen bytes, no NUL
+	KindText        Kind = "text"        // a driver.ValidateReason reason of at least 1 byte: 1 to driver.MaxReasonLen bytes, no NUL
 )
 
 // MaxIntegerDigits bounds an integer field: 15 decimal digits, so every
@@ -131,13 +137,13 @@ func (k Kind) Valid(v string) bool {
 		_, ok := ParseInteger(v)
 		return ok
 	case KindOperation:
-		return driver.OperationID(v).Validate() == nil && !strings.Contains(v, "\x00")
+		return driver.OperationID(v).Validate() == nil
 	case KindCodec:
 		return driver.ValidCodec(v)
 	case KindFlag:
 		return v == "0" || v == "1"
 	case KindText:
-		return len(v) >= 1 && len(v) <= driver.MaxReasonLen && !strings.Contains(v, "\x00")
+		return len(v) >= 1 && driver.ValidateReason(v) == nil
 	}
 	return false
 }

@@ -33,14 +33,34 @@ local find = string.find
 -- (find is string.find, defined above.)
 
 -- join_chunks joins a response stored in chunks: the first two, and the
--- rest as HMGET read them (up to the first missing one).
+-- rest as HMGET read them (up to the first missing one). It returns the
+-- response and the number of chunks joined; or nil, the number and the
+-- name of a chunk that follows one shorter than 64 bytes (write_resp
+-- writes every chunk but the last whole, so that one is stray).
 local function join_chunks(first, second, rest)
   local out = {first, second}
   for i = 1, #rest do
     if not rest[i] then break end
     out[#out + 1] = rest[i]
   end
-  return table.concat(out)
+  for i = 1, #out - 1 do
+    if #out[i] ~= 64 then return nil, #out, 'resp' .. (i + 1) end
+  end
+  return table.concat(out), #out
+end
+
+-- stray_chunk names the lowest chunk field (resp2 to resp32) beyond the
+-- response's last chunk, the chunks-th (0 without a response), or returns
+-- nil when the record holds none. Any other field that is not the
+-- schema's is ignored.
+local function stray_chunk(key, chunks)
+  local low
+  for _, f in ipairs(redis.call('HKEYS', key)) do
+    local i = tonumber(string.match(f, '^resp([1-9]%d?)$'))
+    if i and i >= 2 and i <= 32 and i > chunks and (not low or i < low) then low = i end
+  end
+  if low then return 'resp' .. low end
+  return nil
 end
 
 -- write_resp stores a response: in chunks of 64 bytes when it fits in
@@ -61,7 +81,9 @@ local function write_resp(key, resp)
 end
 
 -- load reads the whole record and checks every field against the schema
--- and the cross-field rules, before the caller decides or writes anything.
+-- and the cross-field rules, and that no chunk field lies beyond the
+-- response (HLEN; HKEYS only when that does not add up), before the
+-- caller decides or writes anything.
 -- It returns the record (field -> string, false when absent) and its
 -- response (false unless COMPLETED); nil when there is none; or nil, nil
 -- and the name of the first field that breaks a rule. The caller may pass
@@ -105,10 +127,24 @@ local function load(key, owner, op, fp, nonce, codec, policy)
   x = v[17]
   if x and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, nil, 'sum' end
   local r = {state = v[3], owner = v[4], attempt = v[5], rev = v[6], op = v[7], fp = v[8], codec = v[9], policy = v[10], leaseUntil = v[11], nonce = v[12], uncertain = v[13], reason = v[14], createdAt = v[15], updatedAt = v[16], sum = v[17]}
-  local resp = v[1]
+  local resp, chunks = v[1], 0
+  if resp then chunks = 1 end
   if v[2] then
     if not resp then return nil, nil, 'resp' end
-    resp = join_chunks(resp, v[2], redis.call('HMGET', key, 'resp3', 'resp4', 'resp5', 'resp6', 'resp7', 'resp8', 'resp9', 'resp10', 'resp11', 'resp12', 'resp13', 'resp14', 'resp15', 'resp16', 'resp17', 'resp18', 'resp19', 'resp20', 'resp21', 'resp22', 'resp23', 'resp24', 'resp25', 'resp26', 'resp27', 'resp28', 'resp29', 'resp30', 'resp31', 'resp32'))
+    local bad
+    resp, chunks, bad = join_chunks(resp, v[2], redis.call('HMGET', key, 'resp3', 'resp4', 'resp5', 'resp6', 'resp7', 'resp8', 'resp9', 'resp10', 'resp11', 'resp12', 'resp13', 'resp14', 'resp15', 'resp16', 'resp17', 'resp18', 'resp19', 'resp20', 'resp21', 'resp22', 'resp23', 'resp24', 'resp25', 'resp26', 'resp27', 'resp28', 'resp29', 'resp30', 'resp31', 'resp32'))
+    if bad then return nil, nil, bad end
+  end
+  -- No chunk field beyond the response's last chunk: the hash holds the
+  -- fields read above and the chunks joined, or the extra ones are no
+  -- chunks.
+  local n = chunks
+  for i = 3, 17 do
+    if v[i] then n = n + 1 end
+  end
+  if redis.call('HLEN', key) ~= n then
+    local stray = stray_chunk(key, chunks)
+    if stray then return nil, nil, stray end
   end
   if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
   if r.state == 'EXECUTING' and not r.nonce then return nil, nil, 'nonce' end

@@ -1,0 +1,137 @@
+package redisstore_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// TestStrayResponseChunksAreRefused plants a response chunk field beyond
+// the record's response (resp3 of a record that has no resp2) with HSET,
+// then sends what would write a response next: a takeover then COMPLETE,
+// a RESOLVE to COMPLETED, a COMPLETE. Unchecked, the stray chunk was
+// joined into the new response, which was reported written and then
+// refused as corrupt on every replay. Every script (but a replay, which
+// reads only its chunks and checks their sum) now refuses the record as
+// corrupt, naming the chunk, and changes nothing; no replay ever returns
+// bytes that were not written as one response.
+func TestStrayResponseChunksAreRefused(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s := newStore(t, redisstore.Config{Client: client})
+	resp := bytes.Repeat([]byte("0123456789"), 10) // 100 bytes: two chunks, resp and resp2
+
+	wantCorrupt := func(t *testing.T, what, field string, err error) {
+		t.Helper()
+		var ce *idemstore.CorruptRecordError
+		if !errors.As(err, &ce) || ce.Field != field {
+			t.Fatalf("%s: err = %v, want a CorruptRecordError naming %s", what, err, field)
+		}
+	}
+	plant := func(t *testing.T, f storetest.Fixture, field string) (before string) {
+		t.Helper()
+		key := s.Key(f.Ref)
+		if err := client.HSet(t.Context(), key, field, "STRAY").Err(); err != nil {
+			t.Fatal(err)
+		}
+		return client.Dump(t.Context(), key).Val()
+	}
+	unchanged := func(t *testing.T, f storetest.Fixture, before string) {
+		t.Helper()
+		if after := client.Dump(t.Context(), s.Key(f.Ref)).Val(); after != before {
+			t.Fatal("a script changed the record with the stray chunk")
+		}
+	}
+
+	t.Run("takeover of FAILED_RETRYABLE", func(t *testing.T) {
+		f := storetest.NewFixture()
+		own, nonce := executingOwnership(t, s, f)
+		as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateFailedRetryable, TTL: f.TTL}))
+		before := plant(t, f, "resp3")
+		_, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+		wantCorrupt(t, "claim+start", "resp3", err)
+		_, err = s.Inspect(t.Context(), f.Ref)
+		wantCorrupt(t, "inspect", "resp3", err)
+		unchanged(t, f, before)
+	})
+	t.Run("resolve of ABANDONED", func(t *testing.T) {
+		f := storetest.NewFixture()
+		own, nonce := executingOwnership(t, s, f)
+		ab := as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL}))
+		before := plant(t, f, "resp3")
+		_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev,
+			Target: idemstore.StateCompleted, Response: resp, Codec: f.Codec, Policy: f.Policy, TTL: f.TTL})
+		wantCorrupt(t, "resolve to COMPLETED", "resp3", err)
+		unchanged(t, f, before)
+	})
+	t.Run("complete of EXECUTING", func(t *testing.T) {
+		for _, field := range []string{"resp3", "resp32"} {
+			f := storetest.NewFixture()
+			own, nonce := executingOwnership(t, s, f)
+			before := plant(t, f, field)
+			_, err := s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL})
+			wantCorrupt(t, "complete with "+field, field, err)
+			unchanged(t, f, before)
+			// No replay of a response joined with the stray chunk.
+			if out, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil {
+				if rep, ok := out.(driver.CompletedReplay); ok {
+					t.Fatalf("replayed %q after a refused complete", rep.Record.Response)
+				}
+			}
+		}
+	})
+	t.Run("a gap in a completed response", func(t *testing.T) {
+		// resp, resp2 and a stray resp4: a replay reads resp and resp2 (up
+		// to the missing resp3), which match their sum; every other script
+		// refuses the record.
+		f := storetest.NewFixture()
+		own, nonce := executingOwnership(t, s, f)
+		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+		before := plant(t, f, "resp4")
+		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+		if !bytes.Equal(rep.Record.Response, resp) {
+			t.Fatalf("replayed %q, want the stored response", rep.Record.Response)
+		}
+		_, err := s.Inspect(t.Context(), f.Ref)
+		wantCorrupt(t, "inspect", "resp4", err)
+		unchanged(t, f, before)
+	})
+	t.Run("a stray chunk the replay reads", func(t *testing.T) {
+		// resp, resp2 and a stray resp3: the replay joins all three, and
+		// the sum refuses them.
+		f := storetest.NewFixture()
+		own, nonce := executingOwnership(t, s, f)
+		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+		plant(t, f, "resp3")
+		_, err := s.Claim(t.Context(), f.Claim(driver.NewOwner()))
+		wantCorrupt(t, "replay", "resp", err)
+		_, err = s.Inspect(t.Context(), f.Ref)
+		wantCorrupt(t, "inspect", "resp3", err)
+	})
+	t.Run("other extra fields are ignored", func(t *testing.T) {
+		// A field that is neither the schema's nor a chunk (a later
+		// version's) is not the schema's business: every script still
+		// works, and a response written later is exactly itself.
+		f := storetest.NewFixture()
+		own, nonce := executingOwnership(t, s, f)
+		for _, field := range []string{"note", "resp1", "resp33", "response"} {
+			if err := client.HSet(t.Context(), s.Key(f.Ref), field, "x").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+		if got := inspect(t, s, f.Ref).Response; !bytes.Equal(got, resp) {
+			t.Fatalf("inspect gave %q, want the stored response", got)
+		}
+		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+		if !bytes.Equal(rep.Record.Response, resp) {
+			t.Fatalf("replayed %q, want the stored response", rep.Record.Response)
+		}
+	})
+}
