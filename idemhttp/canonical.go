@@ -9,22 +9,45 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
-// maxDepth bounds the nesting CanonicalJSON follows.
-const maxDepth = 1000
+// MaxJSONDepth is the deepest nesting of arrays and objects CanonicalJSON
+// accepts: a document nested deeper is refused (ErrBodyRefused).
+const MaxJSONDepth = 1000
+
+// maxExponentDigits bounds the digits of a number's exponent.
+const maxExponentDigits = 9
+
+// ErrBodyRefused is what CanonicalJSON's errors match when the document
+// is JSON but cannot be given one canonical form that means what every
+// reader of it reads: a member name twice in one object (or two names
+// that differ only in case, which encoding/json matches to one field),
+// invalid UTF-8 or an unpaired UTF-16 surrogate escape (both of which a
+// decoder replaces with U+FFFD, so two different bodies would read
+// alike), nesting deeper than MaxJSONDepth, or a number whose exponent
+// has more than 9 digits. The middleware answers such a body 400 before
+// any claim. Its other errors mean the document is not JSON.
+var ErrBodyRefused = errors.New("idemhttp: request body refused")
 
 // CanonicalJSON returns a canonical form of a JSON document, so that two
 // documents that mean the same have the same bytes: object members sorted
-// by key (members with the same key keep their order), no insignificant
-// whitespace, strings re-escaped one way, and numbers in one form (1, 1.0,
-// 10e-1 and 0.1e1 are all 1e0; -0 is 0), exact whatever their size. It
-// fails on anything that is not one JSON value.
+// by name, no insignificant whitespace, strings re-escaped one way, and
+// numbers in one form (1, 1.0, 10e-1 and 0.1e1 are all 1e0; -0 is 0),
+// exact whatever their size. It fails on anything that is not one JSON
+// value, and refuses (ErrBodyRefused) what I-JSON (RFC 7493) refuses and
+// what would let two different documents share a form: duplicate member
+// names, case-folded ones included (encoding/json reads "Amount" and
+// "amount" as one field, the last one winning), invalid UTF-8, unpaired
+// surrogate escapes, nesting deeper than MaxJSONDepth and exponents of
+// more than 9 digits.
 func CanonicalJSON(doc []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
+	c := canonicaliser{doc: doc, dec: dec}
 	var out bytes.Buffer
-	if err := canonicalValue(dec, &out, 0); err != nil {
+	if err := c.value(&out, 0); err != nil {
 		return nil, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -38,21 +61,46 @@ type member struct {
 	value []byte
 }
 
-func canonicalValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
-	if depth > maxDepth {
-		return errors.New("idemhttp: JSON nested too deeply")
+type canonicaliser struct {
+	doc []byte
+	dec *json.Decoder
+}
+
+// token reads the next token; a string's literal, as it is in the
+// document, is checked for invalid UTF-8 and unpaired surrogates, which
+// the decoder would have replaced with U+FFFD.
+func (c *canonicaliser) token() (json.Token, error) {
+	start := c.dec.InputOffset()
+	tok, err := c.dec.Token()
+	if err != nil {
+		return nil, err
 	}
-	tok, err := dec.Token()
+	if _, ok := tok.(string); ok {
+		lit := c.doc[start:c.dec.InputOffset()] // separators and spaces, then the literal
+		q := bytes.IndexByte(lit, '"')
+		if err := checkStringLiteral(lit[q:], int(start)+q); err != nil {
+			return nil, err
+		}
+	}
+	return tok, nil
+}
+
+func (c *canonicaliser) value(out *bytes.Buffer, depth int) error {
+	tok, err := c.token()
 	if err != nil {
 		return err
 	}
 	switch t := tok.(type) {
 	case json.Delim:
+		if depth >= MaxJSONDepth {
+			return fmt.Errorf("%w: the JSON is nested deeper than %d levels", ErrBodyRefused, MaxJSONDepth)
+		}
 		switch t {
 		case '{':
 			var members []member
-			for dec.More() {
-				k, err := dec.Token()
+			seen := map[string]string{} // folded name → the name as sent
+			for c.dec.More() {
+				k, err := c.token()
 				if err != nil {
 					return err
 				}
@@ -60,16 +108,24 @@ func canonicalValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 				if !ok {
 					return errors.New("idemhttp: object key is not a string")
 				}
+				folded := foldName(key)
+				if prev, dup := seen[folded]; dup {
+					if prev == key {
+						return fmt.Errorf("%w: the member name %q appears twice in one object; send each member once", ErrBodyRefused, key)
+					}
+					return fmt.Errorf("%w: the member names %q and %q differ only in case, and are read as one; send each member once", ErrBodyRefused, prev, key)
+				}
+				seen[folded] = key
 				var v bytes.Buffer
-				if err := canonicalValue(dec, &v, depth+1); err != nil {
+				if err := c.value(&v, depth+1); err != nil {
 					return err
 				}
 				members = append(members, member{key, v.Bytes()})
 			}
-			if _, err := dec.Token(); err != nil {
+			if _, err := c.dec.Token(); err != nil {
 				return err
 			}
-			sort.SliceStable(members, func(i, j int) bool { return members[i].key < members[j].key })
+			sort.Slice(members, func(i, j int) bool { return members[i].key < members[j].key })
 			out.WriteByte('{')
 			for i, m := range members {
 				if i > 0 {
@@ -82,15 +138,15 @@ func canonicalValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 			out.WriteByte('}')
 		case '[':
 			out.WriteByte('[')
-			for i := 0; dec.More(); i++ {
+			for i := 0; c.dec.More(); i++ {
 				if i > 0 {
 					out.WriteByte(',')
 				}
-				if err := canonicalValue(dec, out, depth+1); err != nil {
+				if err := c.value(out, depth+1); err != nil {
 					return err
 				}
 			}
-			if _, err := dec.Token(); err != nil {
+			if _, err := c.dec.Token(); err != nil {
 				return err
 			}
 			out.WriteByte(']')
@@ -113,6 +169,79 @@ func canonicalValue(dec *json.Decoder, out *bytes.Buffer, depth int) error {
 	return nil
 }
 
+// foldName folds a member name as encoding/json folds names to match
+// them to struct fields (bytes.EqualFold: each rune to the smallest of its
+// simple case folding orbit, so "K", "k" and the Kelvin sign are one):
+// two names with the same fold are one field.
+func foldName(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r < utf8.RuneSelf {
+			if 'a' <= r && r <= 'z' {
+				r -= 'a' - 'A'
+			}
+			b.WriteRune(r)
+			continue
+		}
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// checkStringLiteral refuses a JSON string literal (quotes included, at
+// offset off of the document) that holds invalid UTF-8 or a \u escape of
+// an unpaired surrogate. The literal is otherwise well formed: the
+// decoder has read it.
+func checkStringLiteral(lit []byte, off int) error {
+	if !utf8.Valid(lit) {
+		for i := 0; i < len(lit); {
+			r, n := utf8.DecodeRune(lit[i:])
+			if r == utf8.RuneError && n == 1 {
+				return fmt.Errorf("%w: the body is not valid UTF-8 (byte %d)", ErrBodyRefused, off+i)
+			}
+			i += n
+		}
+	}
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		i++
+		if lit[i] != 'u' {
+			continue
+		}
+		r := hex4(lit[i+1 : i+5])
+		switch {
+		case r >= 0xd800 && r < 0xdc00: // high: a low must follow
+			if i+10 < len(lit) && lit[i+5] == '\\' && lit[i+6] == 'u' {
+				if lo := hex4(lit[i+7 : i+11]); lo >= 0xdc00 && lo < 0xe000 {
+					i += 10
+					continue
+				}
+			}
+			fallthrough
+		case r >= 0xdc00 && r < 0xe000:
+			return fmt.Errorf("%w: a string holds an unpaired UTF-16 surrogate escape \\u%04x (byte %d), which is no character", ErrBodyRefused, r, off+i-1)
+		}
+		i += 4
+	}
+	return nil
+}
+
+// hex4 reads four hex digits (the decoder checked them).
+func hex4(b []byte) rune {
+	n, _ := strconv.ParseUint(string(b), 16, 32)
+	return rune(n)
+}
+
 func writeString(out *bytes.Buffer, s string) {
 	b, _ := json.Marshal(s) // a string always marshals
 	out.Write(b)
@@ -129,8 +258,8 @@ func canonicalNumber(lit string) (string, error) {
 	exp := 0
 	if expPart != "" {
 		e := strings.TrimPrefix(expPart, "+")
-		if len(strings.TrimLeft(strings.TrimPrefix(e, "-"), "0")) > 9 {
-			return "", errors.New("idemhttp: JSON number exponent out of range")
+		if len(strings.TrimLeft(strings.TrimPrefix(e, "-"), "0")) > maxExponentDigits {
+			return "", fmt.Errorf("%w: a number's exponent has more than %d digits", ErrBodyRefused, maxExponentDigits)
 		}
 		var err error
 		if exp, err = strconv.Atoi(e); err != nil {

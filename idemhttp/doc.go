@@ -16,7 +16,13 @@
 //     the Digester's secret: no raw key or principal reaches Redis;
 //   - its fingerprint is the SHA-256 of method, route and body, a JSON body
 //     canonicalised first (CanonicalJSON), so the same JSON with its keys
-//     reordered or other whitespace is the same request;
+//     reordered or other whitespace is the same request; a JSON body that
+//     has no faithful canonical form is a 400 invalid request body before
+//     any claim (ErrBodyRefused): a member name twice in one object or two
+//     that differ only in case (RFC 7493 I-JSON; encoding/json reads them
+//     as one field), invalid UTF-8 or an unpaired surrogate escape (read as
+//     U+FFFD), nesting deeper than MaxJSONDepth (1000), an exponent of more
+//     than 9 digits;
 //   - the same key with another fingerprint: 422; in progress: 409 with
 //     Retry-After (the lease left, at least 1 s), or, with Prefer: wait=N
 //     (RFC 7240), a wait of up to N seconds (capped by Config.MaxWait) for
@@ -28,8 +34,9 @@
 //     Config.UnknownOn5xx, effect-unknown: later requests get a 409 until an
 //     operator resolves the record;
 //   - a body over Config.MaxBodyBytes (1 MiB): 413 before any claim; Redis
-//     unreachable or a claim whose outcome is unknown: 503 with Retry-After,
-//     and the handler does not run;
+//     unreachable or a claim whose outcome is unknown: 503 "Idempotency
+//     store unavailable" with Retry-After, and the handler does not run (a
+//     request whose own context ended first: 503 "Request not processed");
 //   - every error is an RFC 9457 application/problem+json with a type, a
 //     title, the status and a detail that says what to do.
 //

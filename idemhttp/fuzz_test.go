@@ -1,9 +1,12 @@
 package idemhttp_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/onceflow/onceflow/idemhttp"
 )
@@ -60,7 +63,8 @@ func TestCanonicalJSON(t *testing.T) {
 		{`0`, `-0`, `0.0`, `0e10`, `-0.0e-5`},
 		{`123456789012345678901234567890`, `1.23456789012345678901234567890e29`},
 		{`"\u00e9"`, `"é"`},
-		{`{"a":1,"a":2}`, `{"a":1, "a":2}`},
+		{`"\ud83d\ude00"`, `"😀"`},
+		{`{"x":{"a":1},"y":{"A":2}}`, `{"y":{"A":2.0},"x":{"a":1}}`}, // case variants in different objects
 	} {
 		want, err := idemhttp.CanonicalJSON([]byte(group[0]))
 		if err != nil {
@@ -73,22 +77,56 @@ func TestCanonicalJSON(t *testing.T) {
 			}
 		}
 	}
-	for _, pair := range [][2]string{{`1`, `2`}, {`{"a":1,"a":2}`, `{"a":2,"a":1}`}, {`123456789012345678901`, `123456789012345678902`}, {`[1,2]`, `[2,1]`}} {
+	for _, pair := range [][2]string{{`1`, `2`}, {`123456789012345678901`, `123456789012345678902`}, {`[1,2]`, `[2,1]`}, {`"\ufffd"`, `"\ufffe"`}} {
 		a, _ := idemhttp.CanonicalJSON([]byte(pair[0]))
 		b, _ := idemhttp.CanonicalJSON([]byte(pair[1]))
 		if string(a) == string(b) {
 			t.Errorf("%s and %s canonicalise alike: %s", pair[0], pair[1], a)
 		}
 	}
-	for _, bad := range []string{``, `{`, `{"a":1}x`, `1e9999999999`, strings.Repeat("[", 1002) + strings.Repeat("]", 1002)} {
-		if _, err := idemhttp.CanonicalJSON([]byte(bad)); err == nil {
-			t.Errorf("CanonicalJSON(%.20q) succeeded", bad)
+	for _, bad := range []string{``, `{`, `{"a":1}x`} {
+		if _, err := idemhttp.CanonicalJSON([]byte(bad)); err == nil || errors.Is(err, idemhttp.ErrBodyRefused) {
+			t.Errorf("CanonicalJSON(%.20q) = %v; want a not-JSON error", bad, err)
 		}
+	}
+	// JSON, but refused: what two readers could read differently, or
+	// two documents share a form through.
+	for _, bad := range []string{
+		`{"a":1,"a":2}`,
+		`{"x":[{"a":1,"b":2,"a":1}]}`,
+		`{"Amount_Cents":100000,"amount_cents":1999}`,
+		`{"amount_cents":1999,"Amount_Cents":100000}`,
+		"{\"k\":1,\"\u212a\":2}", // the Kelvin sign folds to k
+		`{"k":1,"\u212a":2}`,     // escaped
+		"{\"s\":1,\"\u017f\":2}", // the long s folds to s
+		`{"é":1,"\u00c9":2}`,     // É
+		"{\"a\":\"\xff\"}",       // invalid UTF-8 in a value
+		"{\"\xc3\":1}",           // in a name
+		`"\ud800"`,               // an unpaired high surrogate
+		`"\udc00x"`,              // an unpaired low one
+		`"\ud800\u0041"`,         // a high one followed by no low one
+		`"\ud800\n"`,             // by another escape
+		`1e9999999999`,           // an exponent of 10 digits
+		strings.Repeat("[", idemhttp.MaxJSONDepth+1) + strings.Repeat("]", idemhttp.MaxJSONDepth+1),
+		`{"a":` + strings.Repeat(`{"a":`, idemhttp.MaxJSONDepth) + `1` + strings.Repeat("}", idemhttp.MaxJSONDepth+1),
+	} {
+		if _, err := idemhttp.CanonicalJSON([]byte(bad)); !errors.Is(err, idemhttp.ErrBodyRefused) {
+			t.Errorf("CanonicalJSON(%.40q) = %v; want ErrBodyRefused", bad, err)
+		}
+	}
+	deepest := strings.Repeat("[", idemhttp.MaxJSONDepth) + "1" + strings.Repeat("]", idemhttp.MaxJSONDepth)
+	if _, err := idemhttp.CanonicalJSON([]byte(deepest)); err != nil {
+		t.Errorf("%d levels refused: %v", idemhttp.MaxJSONDepth, err)
 	}
 }
 
 func FuzzCanonicalJSON(f *testing.F) {
-	for _, s := range []string{`{"b":1,"a":[1.0,2e3,"x"]}`, `-0.0`, `1e-7`, `{"a":{"a":null}}`, `[true,false]`, `"\ud800"`, `12345678901234567890e-30`} {
+	for _, s := range []string{`{"b":1,"a":[1.0,2e3,"x"]}`, `-0.0`, `1e-7`, `{"a":{"a":null}}`, `[true,false]`, `"\ud800"`, `12345678901234567890e-30`,
+		// duplicate and case-variant members, at the top and deeper
+		`{"a":1,"a":2}`, `{"a":1,"A":2}`, `{"Amount_Cents":100000,"amount_cents":1999}`, `{"x":{"id":"a","ID":"b"}}`,
+		"[{\"k\":1},{\"K\":1,\"\u212a\":2}]", `{"\u0041":1,"a":2}`, `{"ß":1,"ẞ":2}`, `{"σ":1,"ς":2,"Σ":3}`, `{"a":{"b":1},"A":{"b":2}}`,
+		"{\"a\":\"\xff\"}", `"\ud83d\ude00"`, `"\ude00\ud83d"`,
+	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -102,9 +140,60 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if !json.Valid(doc) {
 			t.Fatalf("CanonicalJSON accepted invalid JSON %q", doc)
 		}
+		if !utf8.Valid(doc) {
+			t.Fatalf("CanonicalJSON accepted invalid UTF-8 %q", doc)
+		}
 		again, err := idemhttp.CanonicalJSON(c)
 		if err != nil || string(again) != string(c) {
 			t.Fatalf("not idempotent: %q -> %q -> %q, %v", doc, c, again, err)
 		}
+		// What it accepts, encoding/json reads whole: no member lost to a
+		// duplicate (decoding into maps and encoding again gives the same
+		// form), and no two names of one object that one struct field
+		// would both match.
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(doc))
+		dec.UseNumber()
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("CanonicalJSON accepted %q, which does not decode: %v", doc, err)
+		}
+		re, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c2, err := idemhttp.CanonicalJSON(re); err != nil || string(c2) != string(c) {
+			t.Fatalf("%q decodes to %s, whose form is %q (%v), not %q: a member was lost", doc, re, c2, err, c)
+		}
+		if names, ok := caseVariants(v); ok {
+			t.Fatalf("CanonicalJSON accepted %q, which has names that differ only in case in one object: %s", doc, names)
+		}
 	})
+}
+
+// caseVariants finds two names of one object, anywhere in v, that
+// bytes.EqualFold (how encoding/json matches names to fields) takes for
+// one.
+func caseVariants(v any) (string, bool) {
+	switch v := v.(type) {
+	case map[string]any:
+		for a := range v {
+			for b := range v {
+				if a != b && bytes.EqualFold([]byte(a), []byte(b)) {
+					return a + " and " + b, true
+				}
+			}
+		}
+		for _, x := range v {
+			if n, ok := caseVariants(x); ok {
+				return n, ok
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if n, ok := caseVariants(x); ok {
+				return n, ok
+			}
+		}
+	}
+	return "", false
 }

@@ -46,9 +46,11 @@ type Config struct {
 	Principal func(*http.Request) string
 	// Key returns the request's idempotency key from the request and its
 	// body (read whole, at most MaxBodyBytes). It returns ErrKeyMissing
-	// when there is none and an error matching ErrInvalidKey when it is
-	// malformed. Default HeaderKey (the Idempotency-Key header); use
-	// JSONFieldKey for webhooks keyed by an event ID.
+	// when there is none, an error matching ErrInvalidKey when it is
+	// malformed and one matching ErrBodyRefused when the body cannot be
+	// read unambiguously (a 400 invalid request body). Default HeaderKey
+	// (the Idempotency-Key header); use JSONFieldKey for webhooks keyed by
+	// an event ID.
 	Key func(r *http.Request, body []byte) (string, error)
 	// Require says which requests need a key; the others pass through
 	// untouched. Default: POST and PATCH.
@@ -108,9 +110,16 @@ func HeaderKey(r *http.Request, _ []byte) (string, error) {
 }
 
 // JSONFieldKey returns a Config.Key that takes the key from a string
-// field of the JSON body, such as a webhook's "event_id".
+// field of the JSON body, such as a webhook's "event_id". A body that
+// CanonicalJSON refuses (two "event_id" members, or "event_id" and
+// "Event_ID", which a handler decoding with encoding/json reads as the
+// other one) is refused with its error (ErrBodyRefused), whatever its
+// Content-Type.
 func JSONFieldKey(field string) func(*http.Request, []byte) (string, error) {
 	return func(_ *http.Request, body []byte) (string, error) {
+		if _, err := CanonicalJSON(body); errors.Is(err, ErrBodyRefused) {
+			return "", err
+		}
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal(body, &m); err != nil {
 			return "", fmt.Errorf("%w: the body is not a JSON object with %q", ErrInvalidKey, field)
@@ -277,8 +286,19 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			Detail: "the body could not be read: " + err.Error()})
 		return
 	}
+	// The body is fingerprinted as the handler will read it, or refused:
+	// before the key, so a webhook keyed by a field of a body refused for
+	// its nesting hears why, not that its key is invalid.
+	fingerprinted, err := canonicalBody(r, body)
+	if err != nil {
+		WriteProblem(w, bodyProblem(err))
+		return
+	}
 	key, err := m.cfg.Key(r, body)
 	switch {
+	case errors.Is(err, ErrBodyRefused):
+		WriteProblem(w, bodyProblem(err))
+		return
 	case errors.Is(err, ErrKeyMissing):
 		detail := "this request needs an idempotency key: send an Idempotency-Key header with a unique value, such as a UUID, and the same value when you retry it"
 		if err != ErrKeyMissing { // a Config.Key of its own says what it wants
@@ -306,7 +326,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	req := idemstore.Request{
 		Ref:                  ref,
 		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),
-		Fingerprint:          idemstore.FingerprintOf([]byte(r.Method), []byte(route), canonicalBody(r, body)),
+		Fingerprint:          idemstore.FingerprintOf([]byte(r.Method), []byte(route), fingerprinted),
 		Codec:                Codec,
 		IdempotentDownstream: m.cfg.IdempotentHandler,
 	}
@@ -430,10 +450,18 @@ var problems = map[onceflow.Outcome]problemSpec{
 		errors.As(err, &ve)
 		return "the request's idempotency identity is invalid (" + ve.Field + " " + ve.Reason + "): it was not processed"
 	}},
-	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, notProcessedDetail},
-	onceflow.OutcomeCanceled:  {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, notProcessedDetail},
+	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+		return "an earlier attempt with this key failed with no effect, and this request was not processed; retry it with the same key after Retry-After seconds"
+	}},
+	// A store call cut short by the request's own context (the client
+	// went away, a server timeout): the store may be fine.
+	onceflow.OutcomeCanceled: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+		return "the request was cancelled or timed out before its key could be checked, and was not processed; retry it with the same key"
+	}},
+	// Redis unreachable or not answering within its command timeout (a
+	// transport error, or the store's own deadline: never the request's).
 	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
-		return "the request was not processed because its key could not be checked; retry it with the same key after Retry-After seconds"
+		return "the idempotency store is unavailable, so the request's key could not be checked and the request was not processed; retry it with the same key after Retry-After seconds"
 	}},
 	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(idemstore.Ref, error) string {
 		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
@@ -449,10 +477,6 @@ func conflictDetail(_ idemstore.Ref, err error) string {
 func outcomeUnknownDetail(ref idemstore.Ref, _ error) string {
 	return "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
 		"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"
-}
-
-func notProcessedDetail(idemstore.Ref, error) string {
-	return "the request ended before it was processed; retry it with the same key"
 }
 
 // problem maps an Execute error to the answer, through idemstore.OutcomeOf
@@ -518,14 +542,28 @@ func (m *Middleware) replayed(h http.Header) http.Header {
 
 // canonicalBody is the body as fingerprinted: canonical JSON when it is
 // JSON (by Content-Type, or by parsing when there is none), else the bytes.
-func canonicalBody(r *http.Request, body []byte) []byte {
+// A JSON body CanonicalJSON refuses (ErrBodyRefused: duplicate or
+// case-variant member names, invalid UTF-8, too deep) is an error: two
+// such bodies that a handler reads differently could share a fingerprint.
+func canonicalBody(r *http.Request, body []byte) ([]byte, error) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct == "application/json" || strings.HasSuffix(ct, "+json") || ct == "" {
-		if c, err := CanonicalJSON(body); err == nil {
-			return append([]byte("json:"), c...)
+		c, err := CanonicalJSON(body)
+		if err == nil {
+			return append([]byte("json:"), c...), nil
+		}
+		if errors.Is(err, ErrBodyRefused) {
+			return nil, err
 		}
 	}
-	return append([]byte("raw:"), body...)
+	return append([]byte("raw:"), body...), nil
+}
+
+// bodyProblem answers a body CanonicalJSON refused: nothing was claimed,
+// so a corrected body may reuse the key.
+func bodyProblem(err error) *Problem {
+	return &Problem{Type: ProblemInvalidRequest, Title: "Invalid request body", Status: http.StatusBadRequest,
+		Detail: strings.TrimPrefix(err.Error(), ErrBodyRefused.Error()+": ") + " (the request was not processed: fix the body and send it again, with the same key if you like)"}
 }
 
 // recorder captures a handler's response.

@@ -153,12 +153,15 @@ func (a *API) Register(mux *http.ServeMux) {
 	mux.Handle("POST /webhooks/payment-events", a.webhooks.Handler(http.HandlerFunc(a.paymentEvent)))
 }
 
-// OrderRequest is the body of POST /orders.
+// OrderRequest is the body of POST /orders. Each member at most once (a
+// name twice, or two names that differ only in case, is a 400 before any
+// claim: idemhttp.CanonicalJSON).
 type OrderRequest struct {
-	CustomerID  string        `json:"customer_id"`
-	Items       []ledger.Item `json:"items"`
-	AmountCents int64         `json:"amount_cents"`
-	Currency    string        `json:"currency"`
+	CustomerID string        `json:"customer_id"`
+	Items      []ledger.Item `json:"items"`
+	// AmountCents is 1 to MaxAmountCents.
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
 }
 
 // OrderResponse is the answer of POST /orders: how the order ended
@@ -420,9 +423,16 @@ func validateEvent(r *http.Request, body []byte) *idemhttp.Problem {
 	return nil
 }
 
+// senderTag names a sender in the order's workflow without the
+// principal itself: a digest under the worker's secret.
+func (a *API) senderTag(sender string) string {
+	return a.cfg.Digester.Digest("payment-event-sender", sender).Hex[:16]
+}
+
 // paymentEvent records a payment provider's event once (the ledger's
-// UNIQUE event ID) and signals it to the order's workflow once (the
-// ledger's signalled_at; the workflow also keeps one per event ID).
+// key: sender and event ID) and signals it to the order's workflow once
+// (the ledger's signalled_at; the workflow also keeps one per sender and
+// event ID, the sender named by an opaque digest).
 func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	var body bytes.Buffer
@@ -432,8 +442,12 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 	}
 	var req PaymentEventRequest
 	_ = json.Unmarshal(body.Bytes(), &req) // validated by validateEvent
+	// The event is the sender's: keyed by (sender, event ID) in the ledger
+	// as in Redis, so another sender's event of the same ID is neither
+	// answered here nor dropped.
+	sender := a.cfg.Principal(r)
 	e, _, err := a.cfg.Ledger.RecordWebhookEvent(ctx, ledger.WebhookEvent{
-		EventID: req.EventID, Sender: a.cfg.Principal(r), OrderID: req.OrderID, Kind: req.Type, Payload: body.Bytes(),
+		EventID: req.EventID, Sender: sender, OrderID: req.OrderID, Kind: req.Type, Payload: body.Bytes(),
 	})
 	if err != nil {
 		idemhttp.WriteProblem(w, backendProblem("recording the event", err))
@@ -447,7 +461,7 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ok && o.WorkflowID != "" {
-			err := a.cfg.Client.SignalWorkflow(ctx, o.WorkflowID, "", PaymentEventSignal, PaymentEvent{EventID: e.EventID, Type: e.Kind})
+			err := a.cfg.Client.SignalWorkflow(ctx, o.WorkflowID, "", PaymentEventSignal, PaymentEvent{EventID: e.EventID, Type: e.Kind, Sender: a.senderTag(sender)})
 			var nf *serviceerror.NotFound
 			switch {
 			case errors.As(err, &nf): // the workflow has ended: the event stays in the ledger
@@ -455,7 +469,7 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 				idemhttp.WriteProblem(w, backendProblem("signalling the order's workflow", err))
 				return
 			default:
-				if err := a.cfg.Ledger.MarkWebhookEventSignalled(ctx, e.EventID); err != nil {
+				if err := a.cfg.Ledger.MarkWebhookEventSignalled(ctx, sender, e.EventID); err != nil {
 					idemhttp.WriteProblem(w, backendProblem("recording the signal", err))
 					return
 				}

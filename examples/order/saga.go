@@ -37,7 +37,7 @@ const (
 	// PaymentEventSignal carries a PaymentEvent to the order's workflow.
 	PaymentEventSignal = "order.paymentEvent"
 	// PaymentEventsQuery answers the []PaymentEvent the workflow has, one
-	// per event ID.
+	// per sender and event ID.
 	PaymentEventsQuery = "order.paymentEvents"
 )
 
@@ -45,6 +45,9 @@ const (
 type PaymentEvent struct {
 	EventID string `json:"event_id"`
 	Type    string `json:"type"`
+	// Sender tells apart two senders' events of one ID: an opaque tag of
+	// the sender (empty in events signalled before it was added).
+	Sender string `json:"sender,omitempty"`
 }
 
 // PlaceOrderInput is an order.
@@ -64,7 +67,20 @@ type PlaceOrderInput struct {
 }
 
 // Validate checks an order.
-func (in PlaceOrderInput) Validate() error {
+func (in PlaceOrderInput) Validate() error { return in.validate(true) }
+
+// MaxAmountCents is the largest amount_cents an order may have: 10^10
+// cents, 100,000,000.00 in the order's currency. A larger one is refused
+// (the order API answers 400), far below what int64 cents overflow at.
+const MaxAmountCents int64 = 10_000_000_000
+
+// amountBoundChange names the change that bounded amount_cents by
+// MaxAmountCents (workflow.GetVersion): a workflow started before it
+// replays without the bound.
+const amountBoundChange = "amount-bound"
+
+// validate is Validate, with the MaxAmountCents bound or without it.
+func (in PlaceOrderInput) validate(bounded bool) error {
 	var errs []error
 	if n := len(in.OrderID); n == 0 || n > 128 {
 		errs = append(errs, fmt.Errorf("order_id must be 1 to 128 characters, got %d", n))
@@ -86,8 +102,11 @@ func (in PlaceOrderInput) Validate() error {
 			errs = append(errs, fmt.Errorf("items[%d] needs a sku and a positive qty", i))
 		}
 	}
-	if in.AmountCents <= 0 {
+	switch {
+	case in.AmountCents <= 0:
 		errs = append(errs, errors.New("amount_cents must be positive"))
+	case bounded && in.AmountCents > MaxAmountCents:
+		errs = append(errs, fmt.Errorf("amount_cents must be at most %d (100,000,000.00 in the currency), got %d", MaxAmountCents, in.AmountCents))
 	}
 	if len(in.Currency) != 3 {
 		errs = append(errs, errors.New("currency must be a three-letter code such as USD"))
@@ -146,7 +165,8 @@ var bookkeeping = workflow.ActivityOptions{
 // on an invalid order (TypeInvalidOrder) or when a compensation itself
 // cannot run.
 func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
-	if err := in.Validate(); err != nil {
+	bounded := workflow.GetVersion(ctx, amountBoundChange, workflow.DefaultVersion, 1) >= 1
+	if err := in.validate(bounded); err != nil {
 		return OrderResult{}, temporal.NewNonRetryableApplicationError("order: "+err.Error(), TypeInvalidOrder, nil)
 	}
 	rec, err := idemwf.NewRecovery(ctx)
@@ -254,7 +274,9 @@ func (s saga) compensate(r *OrderResult, charge ChargeInput) error {
 }
 
 // listenForPaymentEvents keeps the payment events the workflow is sent,
-// one per event ID however often it is delivered, for PaymentEventsQuery.
+// one per sender and event ID however often it is delivered, for
+// PaymentEventsQuery. (Only the query's state depends on the key: no
+// command does, so the histories of earlier versions replay.)
 func listenForPaymentEvents(ctx workflow.Context) error {
 	events := []PaymentEvent{}
 	if err := workflow.SetQueryHandler(ctx, PaymentEventsQuery, func() ([]PaymentEvent, error) { return events, nil }); err != nil {
@@ -266,8 +288,8 @@ func listenForPaymentEvents(ctx workflow.Context) error {
 		for {
 			var e PaymentEvent
 			ch.Receive(ctx, &e)
-			if !seen[e.EventID] {
-				seen[e.EventID] = true
+			if k := e.Sender + "\x00" + e.EventID; !seen[k] {
+				seen[k] = true
 				events = append(events, e)
 			}
 		}

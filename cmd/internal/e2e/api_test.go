@@ -365,8 +365,8 @@ func TestOrderAPISurvivesRestartAndRedisLoss(t *testing.T) {
 }
 
 // TestOrderAPIFailsClosedWithoutRedis: with Redis down the API answers 503
-// with Retry-After and starts nothing; with Redis back the same request
-// places the order.
+// with Retry-After, saying the idempotency store is unavailable, and
+// starts nothing; with Redis back the same request places the order.
 func TestOrderAPIFailsClosedWithoutRedis(t *testing.T) {
 	t.Parallel()
 	a := newAPI(t, "sqlite:"+t.TempDir()+"/ledger.db")
@@ -375,9 +375,13 @@ func TestOrderAPIFailsClosedWithoutRedis(t *testing.T) {
 	a.serve(order.GatewayConfig{}, 0)
 	srv.Kill()
 	down := a.post("k-down", a.orderBody())
-	down.problem(t, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable)
+	p := down.problem(t, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable)
 	if down.header.Get("Retry-After") == "" {
 		t.Fatalf("503 without Retry-After: %v", down)
+	}
+	// It says the store is down, not that the request ended early.
+	if p.Title != "Idempotency store unavailable" || !strings.Contains(p.Detail, "store is unavailable") {
+		t.Fatalf("a store outage answered %+v", p)
 	}
 	if rows := a.orders(); len(rows) != 0 {
 		t.Fatalf("an order was placed with Redis down: %+v", rows)

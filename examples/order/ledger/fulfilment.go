@@ -212,9 +212,13 @@ func (l *Ledger) RecordConfirmation(ctx context.Context, orderID, paymentID stri
 	return c, nil
 }
 
-// WebhookEvent is an event a payment provider delivered.
+// WebhookEvent is an event a payment provider delivered. An event ID is
+// its sender's: the ledger keys events by (Sender, EventID), so a second
+// sender that uses an event ID another one used has its own event.
 type WebhookEvent struct {
-	EventID    string          `json:"event_id"`
+	EventID string `json:"event_id"`
+	// Sender names who delivered it (the order API's principal: by
+	// default the SHA-256 of its Authorization header).
 	Sender     string          `json:"sender"`
 	OrderID    string          `json:"order_id"`
 	Kind       string          `json:"kind"`
@@ -225,69 +229,77 @@ type WebhookEvent struct {
 	SignalledAt time.Time `json:"signalled_at,omitzero"`
 }
 
-// RecordWebhookEvent records an event once (UNIQUE on its ID) and returns
-// the stored event, with whether this call recorded it.
+// RecordWebhookEvent records an event once per sender and event ID
+// (the primary key) and returns the stored event of that sender and ID,
+// with whether this call recorded it. It never returns another sender's
+// event.
 func (l *Ledger) RecordWebhookEvent(ctx context.Context, e WebhookEvent) (WebhookEvent, bool, error) {
-	res, err := l.exec(ctx, "INSERT INTO webhook_events (event_id, sender, order_id, kind, payload, received_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (event_id) DO NOTHING",
-		e.EventID, e.Sender, e.OrderID, e.Kind, string(e.Payload), l.millis())
+	if e.Sender == "" || e.EventID == "" {
+		return WebhookEvent{}, false, errors.New("ledger: a webhook event needs its sender and event ID")
+	}
+	res, err := l.exec(ctx, "INSERT INTO webhook_events (sender, event_id, order_id, kind, payload, received_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (sender, event_id) DO NOTHING",
+		e.Sender, e.EventID, e.OrderID, e.Kind, string(e.Payload), l.millis())
 	if err != nil {
 		return WebhookEvent{}, false, fmt.Errorf("ledger: record webhook event %s: %w", e.EventID, err)
 	}
 	n, _ := res.RowsAffected()
-	stored, err := l.webhookEvent(ctx, e.EventID)
+	stored, ok, err := l.WebhookEvent(ctx, e.Sender, e.EventID)
+	if err == nil && !ok {
+		err = fmt.Errorf("ledger: webhook event %s vanished after it was recorded", e.EventID)
+	}
 	return stored, n > 0, err
 }
 
-func (l *Ledger) webhookEvent(ctx context.Context, id string) (WebhookEvent, error) {
+const webhookColumns = "sender, event_id, order_id, kind, payload, received_at, signalled_at"
+
+func scanWebhookEvent(row interface{ Scan(...any) error }) (WebhookEvent, error) {
 	var e WebhookEvent
 	var payload string
 	var at, signalled int64
-	err := l.queryRow(ctx, "SELECT event_id, sender, order_id, kind, payload, received_at, signalled_at FROM webhook_events WHERE event_id = ?", id).
-		Scan(&e.EventID, &e.Sender, &e.OrderID, &e.Kind, &payload, &at, &signalled)
-	if err != nil {
-		return WebhookEvent{}, fmt.Errorf("ledger: read webhook event %s: %w", id, err)
+	if err := row.Scan(&e.Sender, &e.EventID, &e.OrderID, &e.Kind, &payload, &at, &signalled); err != nil {
+		return WebhookEvent{}, err
 	}
 	e.Payload, e.ReceivedAt, e.SignalledAt = json.RawMessage(payload), fromMillis(at), fromMillis(signalled)
 	return e, nil
 }
 
+// WebhookEvent reads a sender's event.
+func (l *Ledger) WebhookEvent(ctx context.Context, sender, eventID string) (WebhookEvent, bool, error) {
+	e, err := scanWebhookEvent(l.queryRow(ctx, "SELECT "+webhookColumns+" FROM webhook_events WHERE sender = ? AND event_id = ?", sender, eventID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return WebhookEvent{}, false, nil
+	}
+	if err != nil {
+		return WebhookEvent{}, false, fmt.Errorf("ledger: read webhook event %s: %w", eventID, err)
+	}
+	return e, true, nil
+}
+
 // MarkWebhookEventSignalled records that the order's workflow was sent
-// the event.
-func (l *Ledger) MarkWebhookEventSignalled(ctx context.Context, id string) error {
-	if _, err := l.exec(ctx, "UPDATE webhook_events SET signalled_at = ? WHERE event_id = ? AND signalled_at = 0", l.millis(), id); err != nil {
-		return fmt.Errorf("ledger: mark webhook event %s signalled: %w", id, err)
+// a sender's event.
+func (l *Ledger) MarkWebhookEventSignalled(ctx context.Context, sender, eventID string) error {
+	if _, err := l.exec(ctx, "UPDATE webhook_events SET signalled_at = ? WHERE sender = ? AND event_id = ? AND signalled_at = 0", l.millis(), sender, eventID); err != nil {
+		return fmt.Errorf("ledger: mark webhook event %s signalled: %w", eventID, err)
 	}
 	return nil
 }
 
-// WebhookEvents lists an order's events, oldest first.
+// WebhookEvents lists an order's events, every sender's, oldest first.
 func (l *Ledger) WebhookEvents(ctx context.Context, orderID string) ([]WebhookEvent, error) {
-	rows, err := l.query(ctx, "SELECT event_id FROM webhook_events WHERE order_id = ? ORDER BY received_at, event_id", orderID)
+	rows, err := l.query(ctx, "SELECT "+webhookColumns+" FROM webhook_events WHERE order_id = ? ORDER BY received_at, sender, event_id", orderID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list the webhook events of order %s: %w", orderID, err)
 	}
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
+	defer rows.Close()
 	out := []WebhookEvent{}
-	for _, id := range ids {
-		e, err := l.webhookEvent(ctx, id)
+	for rows.Next() {
+		e, err := scanWebhookEvent(rows)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("ledger: list the webhook events of order %s: %w", orderID, err)
 		}
 		out = append(out, e)
 	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // tx runs fn in a transaction and commits it unless fn fails.

@@ -86,7 +86,9 @@ type Ledger struct {
 	now     func() time.Time
 }
 
-// Open opens the ledger at dsn and creates its tables if they are missing.
+// Open opens the ledger at dsn, creates its tables if they are missing and
+// brings a ledger an earlier version made up to date (the columns added
+// since; webhook_events keyed by sender and event ID), in one transaction.
 func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	d, source, err := ParseDSN(dsn)
 	if err != nil {
@@ -151,10 +153,90 @@ func (l *Ledger) migrate(ctx context.Context) error {
 			return fmt.Errorf("add column %s.%s: %w", c.table, c.column, err)
 		}
 	}
+	if err := l.rekeyWebhookEvents(ctx, tx); err != nil {
+		return fmt.Errorf("key webhook_events by sender and event ID: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("create the schema: %w", err)
 	}
 	return nil
+}
+
+// rekeyWebhookEvents moves a webhook_events table made with PRIMARY KEY
+// (event_id), by a version that keyed events by their ID alone, to
+// PRIMARY KEY (sender, event_id), keeping its rows (each unique under the
+// new key too). It runs in the migration's transaction: PostgreSQL swaps
+// the constraint; SQLite, which cannot alter a key, rebuilds the table
+// from schema.sql's definition. A ledger on the new key is left alone.
+func (l *Ledger) rekeyWebhookEvents(ctx context.Context, tx *sql.Tx) error {
+	var q string
+	if l.dialect == Postgres {
+		q = `SELECT c.conname, a.attname FROM pg_constraint c JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
+			WHERE c.conrelid = to_regclass('webhook_events') AND c.contype = 'p' ORDER BY a.attname`
+	} else {
+		q = `SELECT 'pk', name FROM pragma_table_info('webhook_events') WHERE pk > 0 ORDER BY name`
+	}
+	rows, err := tx.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	var constraint string
+	var key []string
+	for rows.Next() {
+		var column string
+		if err := rows.Scan(&constraint, &column); err != nil {
+			rows.Close()
+			return err
+		}
+		key = append(key, column)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	switch strings.Join(key, ",") {
+	case "event_id,sender":
+		return nil
+	case "event_id":
+	default:
+		return fmt.Errorf("its primary key is (%s); want (sender, event_id) or, to move it, (event_id)", strings.Join(key, ", "))
+	}
+	var stmts []string
+	if l.dialect == Postgres {
+		stmts = []string{`ALTER TABLE webhook_events DROP CONSTRAINT "` + strings.ReplaceAll(constraint, `"`, `""`) + `", ADD PRIMARY KEY (sender, event_id)`}
+	} else {
+		create := schemaStatement("CREATE TABLE IF NOT EXISTS webhook_events ")
+		if create == "" {
+			return errors.New("schema.sql does not create webhook_events")
+		}
+		const columns = "sender, event_id, order_id, kind, payload, received_at, signalled_at"
+		stmts = []string{
+			"ALTER TABLE webhook_events RENAME TO webhook_events_by_id",
+			create,
+			"INSERT INTO webhook_events (" + columns + ") SELECT " + columns + " FROM webhook_events_by_id",
+			"DROP TABLE webhook_events_by_id", // and its indexes
+		}
+		if index := schemaStatement("CREATE INDEX IF NOT EXISTS webhook_events_"); index != "" {
+			stmts = append(stmts, index)
+		}
+	}
+	for _, stmt := range stmts {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// schemaStatement is the statement of schema.sql that starts with prefix
+// (comments aside), or "".
+func schemaStatement(prefix string) string {
+	for _, stmt := range strings.Split(schema, ";\n") {
+		if s := strings.TrimSpace(stripComments(stmt)); strings.HasPrefix(s, prefix) {
+			return s
+		}
+	}
+	return ""
 }
 
 // hasColumn reports whether table has column, without an error that would

@@ -94,14 +94,18 @@ CREATE TABLE IF NOT EXISTS confirmations (
   sent_at    BIGINT NOT NULL
 );
 
--- Events a payment provider delivered (seed 001 §5): one row per event ID,
--- and signalled_at once the order's workflow has it.
+-- Events a payment provider delivered (seed 001 §5): one row per sender
+-- and event ID (an event ID is the sender's: two senders may use one),
+-- and signalled_at once the order's workflow has it. A ledger made with
+-- PRIMARY KEY (event_id) is moved to this key when it is opened (Open).
 CREATE TABLE IF NOT EXISTS webhook_events (
-  event_id     TEXT PRIMARY KEY,
   sender       TEXT NOT NULL,
+  event_id     TEXT NOT NULL,
   order_id     TEXT NOT NULL,
   kind         TEXT NOT NULL,
   payload      TEXT NOT NULL,
   received_at  BIGINT NOT NULL,
-  signalled_at BIGINT NOT NULL DEFAULT 0
+  signalled_at BIGINT NOT NULL DEFAULT 0,
+  PRIMARY KEY (sender, event_id)
 );
+CREATE INDEX IF NOT EXISTS webhook_events_order ON webhook_events (order_id);
