@@ -274,10 +274,17 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
-	if err != nil {
+	// A declared body over the limit is answered before any of it is read,
+	// so a client that sent Expect: 100-continue gets no 100 Continue.
+	tooLong := r.ContentLength > m.cfg.MaxBodyBytes
+	var body []byte
+	var err error
+	if !tooLong {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
+	}
+	if tooLong || err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		if tooLong || errors.As(err, &tooLarge) {
 			WriteProblem(w, &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
 				Detail: fmt.Sprintf("the body is over %d bytes: send a smaller one", m.cfg.MaxBodyBytes)})
 			return

@@ -1,10 +1,12 @@
 package idemhttp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -538,5 +540,34 @@ func TestUnknownOn5xxAndIdempotentHandlerAreRefusedTogether(t *testing.T) {
 	}
 	if _, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, UnknownOn5xx: true, IdempotentHandler: true}); err == nil {
 		t.Fatal("UnknownOn5xx with IdempotentHandler was accepted")
+	}
+}
+
+// A declared body over the limit is answered 413 before any of it is
+// read: a client that sent Expect: 100-continue gets no 100 Continue
+// (net/http sends it on the first read of the body).
+func TestDeclaredBodyTooLargeGetsNoContinue(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, "", func(c *idemhttp.Config) { c.MaxBodyBytes = 16 })
+	conn, err := net.Dial("tcp", a.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(conn, "POST /things HTTP/1.1\r\nHost: x\r\nIdempotency-Key: \"k\"\r\nContent-Type: application/json\r\nContent-Length: 2097152\r\nExpect: 100-continue\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(line, "HTTP/1.1 413") {
+		t.Fatalf("first answer %q, want a 413 before any 100 Continue", line)
+	}
+	if a.runs.Load() != 0 {
+		t.Fatal("the handler ran")
 	}
 }
