@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -28,7 +29,17 @@ const (
 	DefaultKeyNamespace    = "onceflow"
 	DefaultStopTimeout     = 30 * time.Second
 	DefaultOutcomeTimeout  = 10 * time.Second
+
+	// The HTTP server's bounds (Config.HTTP*).
+	DefaultHTTPReadHeaderTimeout       = 5 * time.Second
+	DefaultHTTPReadTimeout             = 30 * time.Second
+	DefaultHTTPIdleTimeout             = 60 * time.Second
+	DefaultHTTPMaxConns                = 512
+	DefaultHTTPMaxBodyBytes      int64 = 1 << 20 // idemhttp's default MaxBodyBytes
 )
+
+// MinSecretBytes is the shortest Secret New accepts outside Dev.
+const MinSecretBytes = 32
 
 // Config configures a Worker. Empty fields take their defaults (the
 // Default* constants, or the default each field's comment names); New
@@ -86,9 +97,10 @@ type Config struct {
 	AllowEviction bool
 	// KeyNamespace prefixes every Redis key. Default "onceflow".
 	KeyNamespace string
-	// Secret keys the scope digests and owner tokens. Required unless Dev;
-	// use at least 32 random bytes and keep it stable: a new secret is a
-	// new set of records (bump SecretVersion when you rotate it).
+	// Secret keys the scope digests and owner tokens. Required unless Dev,
+	// and at least MinSecretBytes (32) long (`openssl rand -hex 32` makes
+	// one); use random bytes and keep it stable: a new secret is a new set
+	// of records (bump SecretVersion when you rotate it).
 	Secret []byte
 	// SecretVersion is the digest version of Secret. Default 1.
 	SecretVersion int
@@ -108,11 +120,34 @@ type Config struct {
 	// HTTPAddr is where /healthz and /readyz are served. Default
 	// "127.0.0.1:8080"; "off" disables the listener.
 	HTTPAddr string
+	// HTTPReadHeaderTimeout bounds the reading of a request's headers.
+	// Default 5s, or HTTPReadTimeout when that is shorter.
+	HTTPReadHeaderTimeout time.Duration
+	// HTTPReadTimeout bounds the reading of a whole request, headers and
+	// body: a body still arriving after it is cut off (the handler's read
+	// fails and the connection is closed). It does not bound the handler
+	// once the body is read. Default 30s.
+	HTTPReadTimeout time.Duration
+	// HTTPIdleTimeout closes a keep-alive connection that waits this long
+	// for its next request. Default 60s.
+	HTTPIdleTimeout time.Duration
+	// HTTPMaxConns is the most connections the HTTP server holds at once;
+	// further ones wait to be accepted until one closes. Default 512.
+	HTTPMaxConns int
+	// HTTPMaxBodyBytes is the largest request body the HTTP server takes,
+	// on every route: a request that declares a longer one
+	// (Content-Length) is answered 413 (application/problem+json, type
+	// urn:onceflow:problem:body-too-large, as idemhttp's) before any of it
+	// is read, so before any "100 Continue"; a chunked one is cut off
+	// there. Default 1 MiB, idemhttp's default MaxBodyBytes: raise both
+	// together.
+	HTTPMaxBodyBytes int64
 	// Dev marks a development worker: an empty Secret is replaced by
-	// DevSecret, a fixed, public one.
+	// DevSecret, a fixed, public one, and a short Secret is accepted.
 	Dev bool
-	// Logger receives the worker's logs. Default: none (they are
-	// discarded); cmd/worker logs JSON to stderr, text under -dev.
+	// Logger receives the worker's logs, the Temporal SDK's included.
+	// Default: JSON lines (slog.JSONHandler) on standard error, at Info
+	// and above; pass slog.New(slog.DiscardHandler) to drop them.
 	Logger *slog.Logger
 	// TracerProvider, when set, traces the worker: Temporal's client and
 	// activities (the SDK's OpenTelemetry interceptor), every executor
@@ -140,7 +175,8 @@ type Config struct {
 const DevSecret = "onceflow-dev-secret-not-for-production"
 
 // withDefaults returns c with every empty field set to its default (the
-// Logger to one that discards, the Secret of a Dev worker to DevSecret).
+// Logger to JSON on standard error, the Secret of a Dev worker to
+// DevSecret).
 func (c Config) withDefaults() Config {
 	if c.TemporalAddress == "" {
 		c.TemporalAddress = DefaultTemporalAddress
@@ -172,8 +208,23 @@ func (c Config) withDefaults() Config {
 	if c.RedisCommandTimeout == 0 {
 		c.RedisCommandTimeout = redisstore.DefaultCommandTimeout
 	}
+	if c.HTTPReadTimeout == 0 {
+		c.HTTPReadTimeout = DefaultHTTPReadTimeout
+	}
+	if c.HTTPReadHeaderTimeout == 0 {
+		c.HTTPReadHeaderTimeout = min(DefaultHTTPReadHeaderTimeout, max(c.HTTPReadTimeout, 0))
+	}
+	if c.HTTPIdleTimeout == 0 {
+		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+	}
+	if c.HTTPMaxConns == 0 {
+		c.HTTPMaxConns = DefaultHTTPMaxConns
+	}
+	if c.HTTPMaxBodyBytes == 0 {
+		c.HTTPMaxBodyBytes = DefaultHTTPMaxBodyBytes
+	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
 	if len(c.Secret) == 0 && c.Dev {
 		c.Secret = []byte(DevSecret)
@@ -186,8 +237,11 @@ func (c Config) withDefaults() Config {
 // Config is checked; New calls it.
 func (c Config) validate() error {
 	var errs []error
-	if len(c.Secret) == 0 {
-		errs = append(errs, errors.New("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least 32 random bytes; only -dev runs without one"))
+	switch {
+	case len(c.Secret) == 0:
+		errs = append(errs, fmt.Errorf("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least %d random bytes, such as the output of `openssl rand -hex 32`; only -dev runs without one", MinSecretBytes))
+	case len(c.Secret) < MinSecretBytes && !c.Dev:
+		errs = append(errs, fmt.Errorf("worker: the digest secret is %d bytes, shorter than %d: set ONCEFLOW_SECRET (or -secret) to at least %d random bytes, such as the output of `openssl rand -hex 32`", len(c.Secret), MinSecretBytes, MinSecretBytes))
 	}
 	if c.SecretVersion < 0 {
 		errs = append(errs, fmt.Errorf("worker: SecretVersion must be positive, got %d", c.SecretVersion))
@@ -195,10 +249,22 @@ func (c Config) validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"RedisCommandTimeout (-redis-timeout)", c.RedisCommandTimeout}, {"StopTimeout (-stop-timeout)", c.StopTimeout}, {"OutcomeTimeout (-outcome-timeout)", c.OutcomeTimeout}} {
+	}{{"RedisCommandTimeout (-redis-timeout)", c.RedisCommandTimeout}, {"StopTimeout (-stop-timeout)", c.StopTimeout}, {"OutcomeTimeout (-outcome-timeout)", c.OutcomeTimeout},
+		{"HTTPReadHeaderTimeout (-http-read-header-timeout)", c.HTTPReadHeaderTimeout}, {"HTTPReadTimeout (-http-read-timeout)", c.HTTPReadTimeout},
+		{"HTTPIdleTimeout (-http-idle-timeout)", c.HTTPIdleTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("worker: %s must be positive, got %v", d.name, d.v))
 		}
+	}
+	if c.HTTPReadTimeout > 0 && c.HTTPReadHeaderTimeout > c.HTTPReadTimeout {
+		errs = append(errs, fmt.Errorf("worker: HTTPReadHeaderTimeout (-http-read-header-timeout) %v is longer than HTTPReadTimeout (-http-read-timeout) %v, which bounds the headers too",
+			c.HTTPReadHeaderTimeout, c.HTTPReadTimeout))
+	}
+	if c.HTTPMaxConns < 0 {
+		errs = append(errs, fmt.Errorf("worker: HTTPMaxConns (-http-max-conns) must be positive, got %d", c.HTTPMaxConns))
+	}
+	if c.HTTPMaxBodyBytes < 0 {
+		errs = append(errs, fmt.Errorf("worker: HTTPMaxBodyBytes (-http-max-body-bytes) must be positive, got %d", c.HTTPMaxBodyBytes))
 	}
 	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
 		errs = append(errs, errTLSPair)

@@ -1,8 +1,12 @@
 package worker_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,12 +24,19 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		cfg  worker.Config
 		want string
 	}{
-		"no secret":                             {worker.Config{}, "ONCEFLOW_SECRET"},
-		"bad redis url":                         {worker.Config{Secret: []byte("s"), RedisURL: "http://x"}, "RedisURL"},
-		"lease":                                 {worker.Config{Secret: []byte("s"), Lease: 2 * time.Hour, ReplayTTL: time.Hour}, "-lease"},
-		"lease too short for the redis timeout": {worker.Config{Secret: []byte("s"), Lease: time.Second}, "-redis-timeout"},
-		"negative stop timeout":                 {worker.Config{Secret: []byte("s"), StopTimeout: -time.Second}, "StopTimeout"},
+		"no secret":                             {worker.Config{}, "openssl rand -hex 32"},
+		"a secret shorter than 32 bytes":        {worker.Config{Secret: []byte("short")}, "openssl rand -hex 32"},
+		"31 bytes":                              {worker.Config{Secret: []byte(strings.Repeat("s", 31))}, "ONCEFLOW_SECRET"},
+		"bad redis url":                         {worker.Config{Secret: secret, RedisURL: "http://x"}, "RedisURL"},
+		"lease":                                 {worker.Config{Secret: secret, Lease: 2 * time.Hour, ReplayTTL: time.Hour}, "-lease"},
+		"lease too short for the redis timeout": {worker.Config{Secret: secret, Lease: time.Second}, "-redis-timeout"},
+		"negative stop timeout":                 {worker.Config{Secret: secret, StopTimeout: -time.Second}, "StopTimeout"},
 		"certificate without its key":           {worker.Config{Dev: true, TemporalTLSCertFile: "c.pem"}, "-temporal-tls-key"},
+		"negative read timeout":                 {worker.Config{Dev: true, HTTPReadTimeout: -time.Second}, "-http-read-timeout"},
+		"negative idle timeout":                 {worker.Config{Dev: true, HTTPIdleTimeout: -time.Second}, "-http-idle-timeout"},
+		"header timeout over the read timeout":  {worker.Config{Dev: true, HTTPReadHeaderTimeout: 2 * time.Second, HTTPReadTimeout: time.Second}, "-http-read-header-timeout"},
+		"negative connection limit":             {worker.Config{Dev: true, HTTPMaxConns: -1}, "-http-max-conns"},
+		"negative body limit":                   {worker.Config{Dev: true, HTTPMaxBodyBytes: -1}, "-http-max-body-bytes"},
 	}
 	for name, c := range cases {
 		_, err := worker.New(c.cfg)
@@ -38,8 +49,56 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		t.Fatalf("dev config: %v", err)
 	}
 	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || string(c.Secret) != worker.DevSecret ||
-		c.StopTimeout != worker.DefaultStopTimeout || c.OutcomeTimeout != worker.DefaultOutcomeTimeout || c.Logger == nil {
+		c.StopTimeout != worker.DefaultStopTimeout || c.OutcomeTimeout != worker.DefaultOutcomeTimeout || c.Logger == nil ||
+		c.HTTPReadHeaderTimeout != worker.DefaultHTTPReadHeaderTimeout || c.HTTPReadTimeout != worker.DefaultHTTPReadTimeout ||
+		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes {
 		t.Fatalf("defaults = %+v", c)
+	}
+	// A read timeout shorter than the header timeout's default bounds the
+	// headers too; a short secret is a -dev worker's business; 32 bytes
+	// are enough outside it.
+	if w, err := worker.New(worker.Config{Dev: true, Secret: []byte("short"), HTTPReadTimeout: time.Second}); err != nil || w.Config().HTTPReadHeaderTimeout != time.Second {
+		t.Fatalf("read timeout 1s: %v", err)
+	}
+	if _, err := worker.New(worker.Config{Secret: secret}); err != nil {
+		t.Fatalf("a 32-byte secret: %v", err)
+	}
+}
+
+// secret is a secret of the documented minimum length.
+var secret = []byte(strings.Repeat("s", worker.MinSecretBytes))
+
+// Without a Logger the worker logs JSON lines on standard error at Info and
+// above, as a worker's user expects (not nothing).
+func TestDefaultLoggerIsJSONOnStderrAtInfo(t *testing.T) {
+	// Not parallel: it replaces os.Stderr while no other test runs.
+	r, wr, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = wr
+	w, err := worker.New(worker.Config{Dev: true})
+	os.Stderr = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := w.Config().Logger
+	log.Debug("onceflow test: not shown")
+	log.Info("onceflow test: shown", "n", 1)
+	_ = wr.Close()
+	sc := bufio.NewScanner(r)
+	var lines []map[string]any
+	for sc.Scan() {
+		var line map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("not a JSON line: %q", sc.Text())
+		}
+		lines = append(lines, line)
+	}
+	_ = r.Close()
+	if len(lines) != 1 || lines[0]["msg"] != "onceflow test: shown" || lines[0]["level"] != "INFO" || lines[0]["n"] != 1.0 {
+		t.Fatalf("stderr got %v, want the Info line only, as JSON", lines)
 	}
 }
 
@@ -73,8 +132,9 @@ func TestWorkerRefusesAnEvictingRedis(t *testing.T) {
 	}
 	run := func(allow bool) error {
 		w, err := worker.New(worker.Config{
-			Secret: []byte("s"), RedisURL: "redis://" + srv.Addr() + "/0", AllowEviction: allow,
+			Secret: secret, RedisURL: "redis://" + srv.Addr() + "/0", AllowEviction: allow,
 			TemporalAddress: "127.0.0.1:1", HTTPAddr: "off", // Temporal is never reached
+			Logger: slog.New(slog.DiscardHandler),
 		})
 		if err != nil {
 			t.Fatal(err)

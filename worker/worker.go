@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
+	"golang.org/x/net/netutil"
 
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
@@ -313,8 +315,9 @@ func (w *Worker) register(p *parts) error {
 	return nil
 }
 
-// listenHTTP listens on HTTPAddr (unless "off") and makes the server of
-// the mux, traced and measured when the Config asks for it.
+// listenHTTP listens on HTTPAddr (unless "off"), at most HTTPMaxConns
+// connections at once, and makes the server of the mux with the HTTP*
+// bounds, traced and measured when the Config asks for it.
 func (w *Worker) listenHTTP(p *parts) error {
 	c := w.cfg
 	if c.HTTPAddr == "off" {
@@ -324,11 +327,12 @@ func (w *Worker) listenHTTP(p *parts) error {
 	if err != nil {
 		return fmt.Errorf("worker: listen on %s (check -http / HTTP_ADDR): %w", c.HTTPAddr, err)
 	}
+	ln = netutil.LimitListener(ln, c.HTTPMaxConns)
 	p.ln = ln
 	w.mu.Lock()
 	w.httpLn = ln
 	w.mu.Unlock()
-	var h http.Handler = p.mux
+	var h http.Handler = limitBody(p.mux, c.HTTPMaxBodyBytes)
 	if c.TracerProvider != nil || c.MeterProvider != nil {
 		var oo []otelhttp.Option
 		if c.TracerProvider != nil {
@@ -340,15 +344,47 @@ func (w *Worker) listenHTTP(p *parts) error {
 		// Spans are named by the route pattern the mux matched (otelhttp
 		// renames the span once it is known), never by the path: it
 		// may carry IDs.
-		h = otelhttp.NewHandler(p.mux, "onceflow.http", append(oo, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+		h = otelhttp.NewHandler(h, "onceflow.http", append(oo, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			if r.Pattern != "" {
 				return r.Pattern
 			}
 			return r.Method
 		}))...)
 	}
-	p.srv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	p.srv = &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.HTTPReadHeaderTimeout,
+		ReadTimeout:       c.HTTPReadTimeout,
+		IdleTimeout:       c.HTTPIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelWarn),
+	}
 	return nil
+}
+
+// problemBodyTooLarge is idemhttp.ProblemBodyTooLarge (worker does not
+// import idemhttp; a test checks they agree).
+const problemBodyTooLarge = "urn:onceflow:problem:body-too-large"
+
+// limitBody answers 413 to a request that declares a body over limit before
+// anything reads it, so before net/http sends "100 Continue" (it does on
+// the first read of the body), and cuts a chunked body off at limit.
+func limitBody(next http.Handler, limit int64) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > limit {
+			rw.Header().Set("Content-Type", "application/problem+json")
+			rw.Header().Set("Cache-Control", "no-store")
+			rw.WriteHeader(http.StatusRequestEntityTooLarge)
+			_ = json.NewEncoder(rw).Encode(map[string]any{
+				"type": problemBodyTooLarge, "title": "Request body too large", "status": http.StatusRequestEntityTooLarge,
+				"detail": fmt.Sprintf("the body is over %d bytes: send a smaller one", limit),
+			})
+			return
+		}
+		if r.ContentLength < 0 { // chunked: its length is known at its end
+			r.Body = http.MaxBytesReader(rw, r.Body, limit)
+		}
+		next.ServeHTTP(rw, r)
+	})
 }
 
 // serveHTTP serves the HTTP server in a goroutine and returns the channel

@@ -105,6 +105,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	}
 	defer l.Close()
 	app.wireGatewayCrash(log) // only in development and simulation builds (simulate.go)
+	if simulation {
+		log.Info("onceflow: this build has the gateway simulator's fault knobs (a development or -tags simulate build, not for production)")
+	}
 	gw, err := order.NewGateway(l, app.gateway)
 	if err != nil {
 		return fmt.Errorf("worker: %w (check the -gateway-* flags)", err)

@@ -9,7 +9,9 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/worker"
@@ -26,6 +28,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	env := Env(getenv)
 	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
+	var readHeader, read, idle, maxConns, maxBody string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
 	temporalFlags(fs, &c, env)
@@ -35,7 +38,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+worker.DefaultKeyNamespace+")")
 	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
-	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes; required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
+	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes (openssl rand -hex 32); required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
 	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
 	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
 	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
@@ -45,7 +48,17 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs.StringVar(&maxActivities, "max-concurrent-activities", env("ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", ""), "activities run at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES; default the SDK's)")
 	fs.StringVar(&maxWorkflowTasks, "max-concurrent-workflow-tasks", env("ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", ""), "workflow tasks run at once (ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS; default the SDK's)")
 	fs.StringVar(&sticky, "sticky-schedule-to-start-timeout", env("ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", ""), "sticky workflow task schedule-to-start timeout (ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT; default the SDK's)")
-	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off (HTTP_ADDR; default "+worker.DefaultHTTPAddr+")")
+	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off; on loopback under -dev (HTTP_ADDR; default "+worker.DefaultHTTPAddr+")")
+	fs.StringVar(&readHeader, "http-read-header-timeout", env("HTTP_READ_HEADER_TIMEOUT", ""),
+		"how long the HTTP server waits for a request's headers (HTTP_READ_HEADER_TIMEOUT; default "+worker.DefaultHTTPReadHeaderTimeout.String()+")")
+	fs.StringVar(&read, "http-read-timeout", env("HTTP_READ_TIMEOUT", ""),
+		"how long it waits for a whole request, headers and body (HTTP_READ_TIMEOUT; default "+worker.DefaultHTTPReadTimeout.String()+")")
+	fs.StringVar(&idle, "http-idle-timeout", env("HTTP_IDLE_TIMEOUT", ""),
+		"how long a keep-alive connection may wait for its next request (HTTP_IDLE_TIMEOUT; default "+worker.DefaultHTTPIdleTimeout.String()+")")
+	fs.StringVar(&maxConns, "http-max-conns", env("HTTP_MAX_CONNS", ""),
+		"connections the HTTP server holds at once; more wait (HTTP_MAX_CONNS; default "+strconv.Itoa(worker.DefaultHTTPMaxConns)+")")
+	fs.StringVar(&maxBody, "http-max-body-bytes", env("HTTP_MAX_BODY_BYTES", ""),
+		"largest request body, on every route: 413 over it (HTTP_MAX_BODY_BYTES; default "+strconv.FormatInt(worker.DefaultHTTPMaxBodyBytes, 10)+")")
 	if extra != nil {
 		extra(fs)
 	}
@@ -66,7 +79,9 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	}{{"-lease / ONCEFLOW_LEASE", lease, &c.Lease}, {"-replay-ttl / ONCEFLOW_REPLAY_TTL", replay, &c.ReplayTTL}, {"-failure-retention / ONCEFLOW_FAILURE_RETENTION", retention, &c.FailureRetention},
 		{"-stop-timeout / ONCEFLOW_STOP_TIMEOUT", stop, &c.StopTimeout}, {"-redis-timeout / REDIS_TIMEOUT", redisTimeout, &c.RedisCommandTimeout},
 		{"-outcome-timeout / ONCEFLOW_OUTCOME_TIMEOUT", outcome, &c.OutcomeTimeout},
-		{"-sticky-schedule-to-start-timeout / ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", sticky, &c.WorkerOptions.StickyScheduleToStartTimeout}} {
+		{"-sticky-schedule-to-start-timeout / ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", sticky, &c.WorkerOptions.StickyScheduleToStartTimeout},
+		{"-http-read-header-timeout / HTTP_READ_HEADER_TIMEOUT", readHeader, &c.HTTPReadHeaderTimeout}, {"-http-read-timeout / HTTP_READ_TIMEOUT", read, &c.HTTPReadTimeout},
+		{"-http-idle-timeout / HTTP_IDLE_TIMEOUT", idle, &c.HTTPIdleTimeout}} {
 		if d.val == "" {
 			continue
 		}
@@ -78,7 +93,8 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 		flag, val string
 		dst       *int
 	}{{"-max-concurrent-activities / ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", maxActivities, &c.WorkerOptions.MaxConcurrentActivityExecutionSize},
-		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize}} {
+		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize},
+		{"-http-max-conns / HTTP_MAX_CONNS", maxConns, &c.HTTPMaxConns}} {
 		if n.val == "" {
 			continue
 		}
@@ -86,7 +102,33 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 			return worker.Config{}, fmt.Errorf("worker: %s must be a positive integer, got %q", n.flag, n.val)
 		}
 	}
+	if maxBody != "" {
+		if c.HTTPMaxBodyBytes, err = strconv.ParseInt(maxBody, 10, 64); err != nil || c.HTTPMaxBodyBytes <= 0 {
+			return worker.Config{}, fmt.Errorf("worker: -http-max-body-bytes / HTTP_MAX_BODY_BYTES must be a positive number of bytes, got %q", maxBody)
+		}
+	}
+	if c.Dev && !loopbackAddr(c.HTTPAddr) {
+		return worker.Config{}, fmt.Errorf("worker: under -dev -http / HTTP_ADDR must be on loopback (127.0.0.1, [::1] or localhost, any port), or off; got %q: "+
+			"a -dev worker's console needs no token", c.HTTPAddr)
+	}
 	return c, nil
+}
+
+// loopbackAddr: addr (-http) listens on loopback only, or not at all. The
+// empty address is the default, 127.0.0.1:8080.
+func loopbackAddr(addr string) bool {
+	if addr == "" || addr == "off" {
+		return true
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // TemporalFlags defines the Temporal connection flags of the worker

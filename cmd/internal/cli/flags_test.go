@@ -65,3 +65,46 @@ func TestTemporalFlagsAndWorkerOptions(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 }
+
+// The HTTP server's bounds come from flags or their variables; a bad one
+// is named.
+func TestParseWorkerFlagsHTTPBounds(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"HTTP_READ_TIMEOUT": "10s", "HTTP_MAX_CONNS": "64"}
+	cfg, err := cli.ParseWorkerFlags("worker", []string{"-http-read-header-timeout", "2s", "-http-idle-timeout", "15s", "-http-max-body-bytes", "65536"},
+		func(k string) string { return env[k] }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPReadHeaderTimeout != 2*time.Second || cfg.HTTPReadTimeout != 10*time.Second || cfg.HTTPIdleTimeout != 15*time.Second ||
+		cfg.HTTPMaxConns != 64 || cfg.HTTPMaxBodyBytes != 65536 {
+		t.Fatalf("cfg = %+v", cfg)
+	}
+	for _, args := range [][]string{{"-http-read-timeout", "0s"}, {"-http-idle-timeout", "soon"}, {"-http-read-header-timeout", "-1s"},
+		{"-http-max-conns", "0"}, {"-http-max-body-bytes", "1MiB"}} {
+		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
+			t.Errorf("%q: err = %v, want it to name the flag", args, err)
+		}
+	}
+}
+
+// Under -dev the HTTP listener (with the console, open without a token)
+// stays on loopback.
+func TestParseWorkerFlagsDevListensOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"", "off", "127.0.0.1:8080", "127.0.0.1:0", "[::1]:8080", "localhost:9000"} {
+		if _, err := cli.ParseWorkerFlags("worker", []string{"-dev", "-http", addr}, noEnv, nil); err != nil {
+			t.Errorf("-dev -http %q: %v", addr, err)
+		}
+	}
+	for _, addr := range []string{":8080", "0.0.0.0:8080", "[::]:8080", "192.168.1.10:8080", "evil.example:8080", "localhost"} {
+		_, err := cli.ParseWorkerFlags("worker", []string{"-dev"}, func(k string) string { return map[string]string{"HTTP_ADDR": addr}[k] }, nil)
+		if err == nil || !strings.Contains(err.Error(), "loopback") || !strings.Contains(err.Error(), "-http") {
+			t.Errorf("-dev with HTTP_ADDR=%q: err = %v, want a refusal naming -http and loopback", addr, err)
+		}
+	}
+	// Outside -dev the address is the operator's choice.
+	if _, err := cli.ParseWorkerFlags("worker", []string{"-http", "0.0.0.0:8080"}, noEnv, nil); err != nil {
+		t.Fatal(err)
+	}
+}

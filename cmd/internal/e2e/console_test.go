@@ -91,6 +91,15 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The Content-Security-Policy lets the page's one inline style through
+	// (by its hash): the headers are grey.
+	background, err := chromedp.Run(tctx, chromedp.Evaluate[string](`getComputedStyle(document.querySelector("th")).backgroundColor`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if background != "rgb(244, 244, 244)" {
+		t.Errorf("the console's style did not apply (its Content-Security-Policy blocked it?): th background %q", background)
+	}
 	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(row+` button[name="retry"]`)), chromedp.WaitVisible(chromedp.CSS(`#message`))); err != nil {
 		t.Fatalf("clicking retry: %v", err)
 	}

@@ -1,0 +1,167 @@
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	_ "modernc.org/sqlite"
+
+	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order/ledger"
+)
+
+// noWorkflows is a Temporal client with no running workflow: all the
+// index page asks of it. Anything else it is asked panics (nil).
+type noWorkflows struct{ client.Client }
+
+func (noWorkflows) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	return &workflowservice.ListWorkflowExecutionsResponse{}, nil
+}
+
+// newMux is a console of cfg (its Client and Ledger filled in) on a mux.
+func newMux(t *testing.T, cfg Config) *http.ServeMux {
+	t.Helper()
+	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	cfg.Client, cfg.Namespace, cfg.TaskQueue = noWorkflows{}, "default", "onceflow"
+	cfg.Trail = trail.Sources{Client: cfg.Client, Ledger: l, Namespace: "default"}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	c.Register(mux)
+	return mux
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// do serves one request for host through mux; headers are name, value
+// pairs.
+func do(mux http.Handler, method, host, target, body string, headers ...string) answer {
+	r := httptest.NewRequest(method, target, strings.NewReader(body))
+	r.Host = host
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Set(headers[i], headers[i+1])
+	}
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, r)
+	res := w.Result()
+	b, _ := io.ReadAll(res.Body)
+	return answer{res.StatusCode, res.Header, string(b)}
+}
+
+// Under -dev the console answers only for a loopback host name: a page
+// of evil.example rebound to 127.0.0.1 is same-origin to the browser, so
+// its reads and its posts (Origin http://evil.example) carry
+// Host: evil.example, and are refused 421 before anything reaches Temporal
+// (whose fake here would panic on a decision).
+func TestDevConsoleAnswersOnlyLoopbackHosts(t *testing.T) {
+	t.Parallel()
+	mux := newMux(t, Config{Dev: true})
+	form := url.Values{"workflow_id": {"order-1"}, "record": {"charge-card:d1:00"}, "attempt": {"1"}, "rev": {"2"}, "decision": {"retry"}}.Encode()
+	for _, host := range []string{"evil.example", "evil.example:8080", "localhost.evil.example:8080", "127.0.0.1.evil.example", "127.0.0.2:8080", "0.0.0.0:8080", "[::2]:8080"} {
+		if a := do(mux, "GET", host, "/console", ""); a.status != http.StatusMisdirectedRequest {
+			t.Errorf("GET /console for Host %s: %d %s", host, a.status, a.body)
+		}
+		if a := do(mux, "GET", host, "/console/orders/o-1", ""); a.status != http.StatusMisdirectedRequest {
+			t.Errorf("GET an order's trail for Host %s: %d", host, a.status)
+		}
+		a := do(mux, "POST", host, "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded",
+			"Origin", "http://"+host, "Sec-Fetch-Site", "same-origin")
+		if a.status != http.StatusMisdirectedRequest {
+			t.Errorf("a same-origin post for Host %s: %d %s", host, a.status, a.body)
+		}
+	}
+	for _, host := range []string{"localhost", "localhost:8080", "LocalHost:1", "127.0.0.1", "127.0.0.1:8080", "[::1]", "[::1]:8080"} {
+		if a := do(mux, "GET", host, "/console", ""); a.status != http.StatusOK || !strings.Contains(a.body, "Pending recoveries") {
+			t.Errorf("GET /console for Host %s: %d %s", host, a.status, a.body)
+		}
+	}
+	// With a token, outside -dev, the token is the guard and any Host may
+	// reach the console (behind a proxy, on a name of the operator's).
+	tok := newMux(t, Config{Token: "secret-token"})
+	if a := do(tok, "GET", "console.internal.example", "/console", "", "Authorization", "Bearer secret-token"); a.status != http.StatusOK {
+		t.Errorf("with the token, on a name of the operator's: %d %s", a.status, a.body)
+	}
+}
+
+// Every answer of the console carries a Content-Security-Policy that
+// allows no script (and the page's one inline style by its hash), and
+// nosniff: the pages, the refusals, the off switch.
+func TestConsoleHeadersOnEveryAnswer(t *testing.T) {
+	t.Parallel()
+	dev := newMux(t, Config{Dev: true})
+	tok := newMux(t, Config{Token: "secret-token"})
+	off := newMux(t, Config{})
+	page := do(dev, "GET", "127.0.0.1:8080", "/console", "")
+	if page.status != http.StatusOK {
+		t.Fatalf("the page: %d %s", page.status, page.body)
+	}
+	_, rest, _ := strings.Cut(page.body, "<style>")
+	style, _, _ := strings.Cut(rest, "</style>")
+	sum := sha256.Sum256([]byte(style))
+	wantStyle := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'"
+	if strings.Contains(page.body, "<script") {
+		t.Errorf("the page has a script, which the policy refuses")
+	}
+	for name, a := range map[string]answer{
+		"the index":          page,
+		"a trail, no token":  do(tok, "GET", "localhost", "/console/orders/o-1", ""),
+		"a rebound host":     do(dev, "GET", "evil.example", "/console", ""),
+		"no token":           do(tok, "GET", "localhost", "/console", ""),
+		"a wrong token":      do(tok, "GET", "localhost", "/console?token=nope", ""),
+		"the console is off": do(off, "GET", "localhost", "/console", ""),
+	} {
+		p := a.header.Get("Content-Security-Policy")
+		if !strings.Contains(p, "default-src 'none'") || strings.Contains(p, "unsafe-inline") || strings.Contains(p, "script-src") ||
+			!strings.Contains(p, wantStyle) || !strings.Contains(p, "form-action 'self'") || !strings.Contains(p, "frame-ancestors 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q, want no script and the page's style by its hash (%s)", name, p, wantStyle)
+		}
+		if a.header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s: X-Content-Type-Options %q", name, a.header.Get("X-Content-Type-Options"))
+		}
+	}
+}
+
+// ?msg= is a code of the console's own: a link that carries text of
+// someone else's shows nothing of it.
+func TestConsoleShowsOnlyItsOwnMessages(t *testing.T) {
+	t.Parallel()
+	mux := newMux(t, Config{Dev: true})
+	for _, msg := range []string{"Your session expired: sign in again at https://evil.example", "<b>bold</b>", "applied-<i>x</i>", "applied-everything", "refused-retry"} {
+		a := do(mux, "GET", "localhost", "/console?"+url.Values{"msg": {msg}, "failed": {"1"}}.Encode(), "")
+		if a.status != http.StatusOK || strings.Contains(a.body, `id="message"`) || strings.Contains(a.body, "evil.example") || strings.Contains(a.body, "everything") {
+			t.Errorf("?msg=%s shows a message: %d %s", msg, a.status, a.body)
+		}
+	}
+	for code, want := range map[string]string{"applied-retry": "applied: retry", "applied-completed": "applied: completed", "signalled-fail": "sent fail as a signal"} {
+		a := do(mux, "GET", "localhost", "/console?msg="+code, "")
+		if !strings.Contains(a.body, `<p class="msg" id="message">`+want) {
+			t.Errorf("?msg=%s: want %q in %s", code, want, a.body)
+		}
+	}
+	// A form that names no incident is answered with the page and what is
+	// wrong, not redirected with the text in the address.
+	a := do(mux, "POST", "localhost", "/console/resolve", "decision=retry", "Content-Type", "application/x-www-form-urlencoded")
+	if a.status != http.StatusBadRequest || a.header.Get("Location") != "" || !strings.Contains(a.body, "the form does not name an incident") {
+		t.Errorf("a bad form: %d %v %s", a.status, a.header, a.body)
+	}
+}
