@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -79,5 +80,23 @@ func TestTimelineCounts(t *testing.T) {
 	}
 	if got := counts(ps[1].Injected); got != "worker SIGKILL ×2" {
 		t.Fatalf("counts = %q", got)
+	}
+}
+
+// TestChaosShort is the short chaos run (README, "Chaos"): the order
+// system under every fault phase, checked from the outside, failing on
+// any violation. It runs in the test binary that the unit tests above
+// already link, so CI links the Temporal server into chaos once:
+//
+//	ONCEFLOW_CHAOS=short go test -race -v -run '^TestChaosShort$' ./cmd/chaos/
+//
+// scripts/test runs it so, as a step of its own after the other tests (a
+// chaos run shares two cores badly); longer runs are go run ./chaos.
+func TestChaosShort(t *testing.T) {
+	if os.Getenv("ONCEFLOW_CHAOS") != "short" {
+		t.Skip("the short chaos run is its own step of scripts/test: ONCEFLOW_CHAOS=short go test -race -run '^TestChaosShort$' ./cmd/chaos/")
+	}
+	if err := run([]string{"-short"}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -59,7 +59,7 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
 		}
@@ -68,14 +68,14 @@ func main() {
 	}
 }
 
-func run() error {
+func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {
 		<-ctx.Done()
 		stop() // a second ^C kills at once; the children die with us (Pdeathsig)
 	}()
-	cfg, err := parseFlags(os.Args[1:], os.Stderr)
+	cfg, err := parseFlags(args, os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package idemhttp_test
+package wire_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/idemhttp/internal/wire"
 )
 
 func TestParseKey(t *testing.T) {
@@ -19,13 +19,13 @@ func TestParseKey(t *testing.T) {
 		`  "with space and \"quote\" \\ "  `:     `with space and "quote" \ `,
 		`"` + strings.Repeat("a", 255) + `"`:     strings.Repeat("a", 255),
 	} {
-		got, err := idemhttp.ParseKey(in)
+		got, err := wire.ParseKey(in)
 		if err != nil || got != want {
 			t.Errorf("ParseKey(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{``, ` `, `""`, `"open`, `"a"b`, `"a";x=1`, `"\n"`, `"é"`, `a b`, `a"b`, `a\b`, strings.Repeat("a", 256), "\"a\x7f\""} {
-		if got, err := idemhttp.ParseKey(in); err == nil {
+		if got, err := wire.ParseKey(in); err == nil {
 			t.Errorf("ParseKey(%q) = %q; want an error", in, got)
 		}
 	}
@@ -36,11 +36,11 @@ func FuzzParseKey(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
-		key, err := idemhttp.ParseKey(in)
+		key, err := wire.ParseKey(in)
 		if err != nil {
 			return
 		}
-		if len(key) == 0 || len(key) > idemhttp.MaxKeyLen {
+		if len(key) == 0 || len(key) > wire.MaxKeyLen {
 			t.Fatalf("ParseKey(%q) = %q: bad length", in, key)
 		}
 		for i := 0; i < len(key); i++ {
@@ -50,7 +50,7 @@ func FuzzParseKey(f *testing.F) {
 		}
 		// Quoting it as an sf-string parses back to it.
 		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
-		if back, err := idemhttp.ParseKey(quoted); err != nil || back != key {
+		if back, err := wire.ParseKey(quoted); err != nil || back != key {
 			t.Fatalf("ParseKey(%q) = %q, %v; want %q", quoted, back, err, key)
 		}
 	})
@@ -66,26 +66,26 @@ func TestCanonicalJSON(t *testing.T) {
 		{`"\ud83d\ude00"`, `"😀"`},
 		{`{"x":{"a":1},"y":{"A":2}}`, `{"y":{"A":2.0},"x":{"a":1}}`}, // case variants in different objects
 	} {
-		want, err := idemhttp.CanonicalJSON([]byte(group[0]))
+		want, err := wire.CanonicalJSON([]byte(group[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, doc := range group[1:] {
-			got, err := idemhttp.CanonicalJSON([]byte(doc))
+			got, err := wire.CanonicalJSON([]byte(doc))
 			if err != nil || string(got) != string(want) {
 				t.Errorf("CanonicalJSON(%s) = %s, %v; want %s", doc, got, err, want)
 			}
 		}
 	}
 	for _, pair := range [][2]string{{`1`, `2`}, {`123456789012345678901`, `123456789012345678902`}, {`[1,2]`, `[2,1]`}, {`"\ufffd"`, `"\ufffe"`}} {
-		a, _ := idemhttp.CanonicalJSON([]byte(pair[0]))
-		b, _ := idemhttp.CanonicalJSON([]byte(pair[1]))
+		a, _ := wire.CanonicalJSON([]byte(pair[0]))
+		b, _ := wire.CanonicalJSON([]byte(pair[1]))
 		if string(a) == string(b) {
 			t.Errorf("%s and %s canonicalise alike: %s", pair[0], pair[1], a)
 		}
 	}
 	for _, bad := range []string{``, `{`, `{"a":1}x`} {
-		if _, err := idemhttp.CanonicalJSON([]byte(bad)); err == nil || errors.Is(err, idemhttp.ErrBodyRefused) {
+		if _, err := wire.CanonicalJSON([]byte(bad)); err == nil || errors.Is(err, wire.ErrBodyRefused) {
 			t.Errorf("CanonicalJSON(%.20q) = %v; want a not-JSON error", bad, err)
 		}
 	}
@@ -107,16 +107,16 @@ func TestCanonicalJSON(t *testing.T) {
 		`"\ud800\u0041"`,         // a high one followed by no low one
 		`"\ud800\n"`,             // by another escape
 		`1e9999999999`,           // an exponent of 10 digits
-		strings.Repeat("[", idemhttp.MaxJSONDepth+1) + strings.Repeat("]", idemhttp.MaxJSONDepth+1),
-		`{"a":` + strings.Repeat(`{"a":`, idemhttp.MaxJSONDepth) + `1` + strings.Repeat("}", idemhttp.MaxJSONDepth+1),
+		strings.Repeat("[", wire.MaxJSONDepth+1) + strings.Repeat("]", wire.MaxJSONDepth+1),
+		`{"a":` + strings.Repeat(`{"a":`, wire.MaxJSONDepth) + `1` + strings.Repeat("}", wire.MaxJSONDepth+1),
 	} {
-		if _, err := idemhttp.CanonicalJSON([]byte(bad)); !errors.Is(err, idemhttp.ErrBodyRefused) {
+		if _, err := wire.CanonicalJSON([]byte(bad)); !errors.Is(err, wire.ErrBodyRefused) {
 			t.Errorf("CanonicalJSON(%.40q) = %v; want ErrBodyRefused", bad, err)
 		}
 	}
-	deepest := strings.Repeat("[", idemhttp.MaxJSONDepth) + "1" + strings.Repeat("]", idemhttp.MaxJSONDepth)
-	if _, err := idemhttp.CanonicalJSON([]byte(deepest)); err != nil {
-		t.Errorf("%d levels refused: %v", idemhttp.MaxJSONDepth, err)
+	deepest := strings.Repeat("[", wire.MaxJSONDepth) + "1" + strings.Repeat("]", wire.MaxJSONDepth)
+	if _, err := wire.CanonicalJSON([]byte(deepest)); err != nil {
+		t.Errorf("%d levels refused: %v", wire.MaxJSONDepth, err)
 	}
 }
 
@@ -130,7 +130,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		c, err := idemhttp.CanonicalJSON(doc)
+		c, err := wire.CanonicalJSON(doc)
 		if err != nil {
 			return
 		}
@@ -143,7 +143,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if !utf8.Valid(doc) {
 			t.Fatalf("CanonicalJSON accepted invalid UTF-8 %q", doc)
 		}
-		again, err := idemhttp.CanonicalJSON(c)
+		again, err := wire.CanonicalJSON(c)
 		if err != nil || string(again) != string(c) {
 			t.Fatalf("not idempotent: %q -> %q -> %q, %v", doc, c, again, err)
 		}
@@ -161,7 +161,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c2, err := idemhttp.CanonicalJSON(re); err != nil || string(c2) != string(c) {
+		if c2, err := wire.CanonicalJSON(re); err != nil || string(c2) != string(c) {
 			t.Fatalf("%q decodes to %s, whose form is %q (%v), not %q: a member was lost", doc, re, c2, err, c)
 		}
 		if names, ok := caseVariants(v); ok {

@@ -1,4 +1,4 @@
-package idemhttp
+package wire
 
 import (
 	"errors"
