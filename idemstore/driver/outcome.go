@@ -51,9 +51,11 @@ type ReplayedAcquire struct {
 }
 
 // CompletedReplay: the operation completed; Record.Response holds the
-// stored response, Record.Codec and Record.Policy how it was encoded, and
-// Record.TTL how long it stays. A replay reads only what it needs: the
-// Record holds State, Attempt, Rev, Codec, Policy, Response and TTL.
+// stored response, Record.Codec and Record.Policy how it was encoded. A
+// replay reads only what it needs: the Record holds State, Attempt, Rev,
+// Codec, Policy, CreatedAt (so Record.Fence is the record's) and
+// Response, and TTL (how long the record stays) only where the store read
+// it: zero otherwise (redisstore replays with one read that does not).
 type CompletedReplay struct{ Record Record }
 
 // InProgress: another owner holds a live lease. Record.LeaseRemaining() says

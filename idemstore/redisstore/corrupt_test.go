@@ -168,7 +168,7 @@ func requiredIn(field string, completed bool) bool {
 // replayReads reports whether claim.lua's replay path reads the field.
 func replayReads(field string) bool {
 	switch field {
-	case "state", "fp", "codec", "policy", "attempt", "rev", "sum", "resp":
+	case "state", "fp", "codec", "policy", "attempt", "rev", "createdAt", "sum", "resp":
 		return true
 	}
 	return false

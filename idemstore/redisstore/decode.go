@@ -293,7 +293,7 @@ func unpack(s string) (vals [schema.NumFields]string, present [schema.NumFields]
 
 // replayFields are the fields a replay reply carries (claim.lua's fast
 // path); the others are not read and not checked.
-var replayFields = [schema.NumFields]bool{schema.FState: true, schema.FAttempt: true, schema.FRev: true, schema.FCodec: true, schema.FPolicy: true, schema.FSum: true}
+var replayFields = [schema.NumFields]bool{schema.FState: true, schema.FAttempt: true, schema.FRev: true, schema.FCodec: true, schema.FPolicy: true, schema.FCreatedAt: true, schema.FSum: true}
 
 // renewFields are the fields a RENEWED reply carries (renew.lua).
 var renewFields = [schema.NumFields]bool{schema.FState: true, schema.FOwner: true, schema.FAttempt: true, schema.FRev: true, schema.FOp: true, schema.FLeaseUntil: true, schema.FNonce: true}

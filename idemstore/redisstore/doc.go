@@ -65,13 +65,31 @@
 //     breaks a rule is answered CORRUPT, naming the field: a
 //     *driver.CorruptRecordError, and the record is never changed. The
 //     scripts do not compare a response with its sum.
+//   - A replay is one read command, no script: Claim and ClaimStart first
+//     send one HMGET of state, fp, codec, policy, attempt, rev, createdAt,
+//     sum and the first four response chunks (one more HMGET of the rest
+//     for a response over 256 bytes), and check them in Go by the rules
+//     the scripts use: a COMPLETED record with the caller's fingerprint,
+//     codec and policy, attempt, rev, createdAt and sum valid, chunks whole
+//     but the last with none after a missing one, and the response
+//     matching its CRC-32C sum. Only such a record is replayed from the
+//     read; on any doubt (another state, no record, an empty response,
+//     a field that breaks its rule) the claim script runs and decides, so
+//     a corrupt record is refused by it as before. A read writes nothing.
+//     The reply carries no TTL (driver.CompletedReplay's Record.TTL is
+//     zero). The read goes to the key's slot under Cluster, and go-redis
+//     answers it from its client-side cache when the client has one
+//     (Protocol 3 and ClientSideCacheConfig): a COMPLETED record does not
+//     change until it expires, and a cached reply is replayed only when it
+//     passes the same checks, so only a record that was COMPLETED when
+//     cached is ever served from the cache.
 //   - The replay fast path of claim.lua (a COMPLETED record with the
 //     caller's fingerprint, codec and policy) reads only what it replays:
 //     state, fp, codec and policy (compared with the caller's), attempt,
-//     rev and sum (checked by their rules), and the response joined from
-//     resp, resp2, … up to the first missing chunk. It ignores every other
-//     field, broken or not, and any chunk after a missing one; it writes
-//     nothing.
+//     rev, createdAt and sum (checked by their rules), and the response
+//     joined from resp, resp2, … up to the first missing chunk, refusing a
+//     chunk after a missing or short one among the first four. It ignores
+//     every other field, broken or not; it writes nothing.
 //   - The decoder checks the record of every reply by the same field rules
 //     and the cross-field rules a reply shows (leaseUntil, nonce, sum; a
 //     replay's and a renewal's reply carry, and are checked for, only

@@ -53,6 +53,19 @@ type Config struct {
 	// (which `cmd/worker -dev` falls back to). The scripts are otherwise
 	// the same.
 	OmitShebang bool
+	// ReplayCache lets go-redis answer a replay's read from its
+	// server-assisted client-side cache: Client must be a *redis.Client
+	// built with Protocol 3 and a ClientSideCacheConfig (or
+	// ClientSideCache), or New refuses the setting. A COMPLETED record does
+	// not change until it expires, and a cached reply is replayed only when
+	// it is a COMPLETED match whose response matches its checksum, so a
+	// cache entry of a record that was not COMPLETED when cached is never
+	// served; any doubt goes to Redis. A cached reply may outlive the
+	// record by as long as its invalidation takes to arrive (go-redis
+	// bounds it by the cache's MaxStaleness): it is still the true result
+	// of the request. Default false: the store sends its replay read past
+	// any client-side cache the client has.
+	ReplayCache bool
 }
 
 func (c *Config) setDefaults() error {
@@ -80,7 +93,21 @@ func (c *Config) setDefaults() error {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.ReplayCache && !clientCaches(c.Client) {
+		return errors.New("redisstore: Config.ReplayCache needs a *redis.Client with a client-side cache (Protocol 3 and ClientSideCacheConfig)")
+	}
 	return nil
+}
+
+// clientCaches reports whether go-redis may answer the client's reads from
+// a client-side cache.
+func clientCaches(c redis.UniversalClient) bool {
+	rc, ok := c.(*redis.Client)
+	if !ok {
+		return false
+	}
+	o := rc.Options()
+	return o.ClientSideCacheConfig != nil || o.ClientSideCache != nil
 }
 
 // Store is the Redis implementation of driver.Store. It is safe for
@@ -92,12 +119,18 @@ type Store struct {
 	maxResp int
 	logger  *slog.Logger
 	reloads atomic.Int64
-	scripts *scriptSet
+	// plainReplays counts the replays served by the replay read, without
+	// a script (replay.go).
+	plainReplays atomic.Int64
+	scripts      *scriptSet
 	// guarded is set when the client does not bound its reads by the
 	// context: each call then runs in a goroutine the store stops waiting
 	// for at the deadline.
 	guarded bool
 	args    argCache
+	// bypassCache is set when the client has a client-side cache the
+	// store must not read replays from (Config.ReplayCache is off).
+	bypassCache bool
 	// noReadOnlyEval is set once a server answered that it does not know
 	// EVALSHA_RO (see run).
 	noReadOnlyEval atomic.Bool
@@ -119,6 +152,7 @@ func New(cfg Config) (*Store, error) {
 		scripts: redis7Scripts,
 		guarded: !contextTimeoutEnabled(cfg.Client),
 	}
+	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
@@ -176,7 +210,15 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce driver
 	if nonce != "" {
 		op = opClaimStart
 	}
-	raw, err := s.call(ctx, op, req.Ref, s.scripts.claim,
+	key := s.Key(req.Ref)
+	if rd, err := s.replay(ctx, op, req, key); err != nil || rd.ok {
+		if err != nil {
+			return nil, err
+		}
+		s.plainReplays.Add(1)
+		return driver.CompletedReplay{Record: rd.rec}, nil
+	}
+	raw, err := s.callKey(ctx, op, req.Ref, key, s.scripts.claim,
 		string(req.Owner), string(req.Operation), string(req.Fingerprint), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
 		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), string(nonce))
 	if err != nil {
@@ -302,39 +344,73 @@ func (s *Store) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.
 // for the script's decoder. A transport error is classified: Indeterminate
 // for a script that may write, Unavailable for INSPECT.
 func (s *Store) call(ctx context.Context, op string, ref driver.Ref, sc script, args ...any) (any, error) {
+	return s.callKey(ctx, op, ref, s.Key(ref), sc, args...)
+}
+
+// callKey is call for a key already built.
+func (s *Store) callKey(ctx context.Context, op string, ref driver.Ref, key string, sc script, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	var v any
 	var err error
 	if s.guarded {
-		v, err = s.runGuarded(ctx, sc, s.Key(ref), args...)
+		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return s.run(ctx, sc, key, args...) })
 	} else {
-		v, err = s.run(ctx, sc, s.Key(ref), args...)
+		v, err = s.run(ctx, sc, key, args...)
 	}
 	if err != nil {
-		if redis.HasErrorPrefix(err, "WRONGTYPE") {
-			return nil, &driver.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
-		}
-		certainty := driver.Indeterminate
-		if op == opInspect {
-			certainty = driver.Unavailable
-		}
-		return nil, &driver.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
+		return nil, classify(op, ref, err)
 	}
 	return v, nil
+}
+
+// replay sends the replay read (replay.go) under the command timeout. Its
+// transport error is classified as the claim's would be: Indeterminate,
+// although a read changes nothing, so that a caller handles a failed
+// claim one way whichever command failed.
+func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, key string) (replayRead, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	var rd replayRead
+	var err error
+	if s.guarded {
+		var v any
+		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
+		rd, _ = v.(replayRead)
+	} else {
+		rd, err = s.readReplay(ctx, key, req)
+	}
+	if err != nil {
+		return replayRead{}, classify(op, req.Ref, err)
+	}
+	return rd, nil
+}
+
+// classify turns a command's error into what it proves: a key that is no
+// hash is a corrupt record; anything else is Indeterminate for a script
+// that may write, Unavailable for INSPECT.
+func classify(op string, ref driver.Ref, err error) error {
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return &driver.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
+	}
+	certainty := driver.Indeterminate
+	if op == opInspect {
+		certainty = driver.Unavailable
+	}
+	return &driver.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
 }
 
 // runGuarded is run for a client that does not stop at the context's
 // deadline: the call goes on in its own goroutine, and the store stops
 // waiting for it at the deadline.
-func (s *Store) runGuarded(ctx context.Context, sc script, key string, args ...any) (any, error) {
+func runGuarded(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
 	type result struct {
 		v   any
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		v, err := s.run(ctx, sc, key, args...)
+		v, err := call(ctx)
 		done <- result{v, err}
 	}()
 	select {

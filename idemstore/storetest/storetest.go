@@ -292,7 +292,11 @@ func testCompletedReplay(t *testing.T, h Harness) {
 		if string(rep.Record.Response) != `{"charge":"ch_1"}` || rep.Record.Codec != f.Codec || rep.Record.Policy != f.Policy {
 			t.Fatalf("replay = %+v", rep.Record)
 		}
-		if rep.Record.TTL <= 0 || rep.Record.TTL > f.TTL {
+		if got, want := rep.Record.Fence(), inspect(t, s, f.Ref).Record.Fence(); got != want {
+			t.Fatalf("replay fence = %+v, want the record's %+v", got, want)
+		}
+		// A store may replay without reading the key's TTL (zero then).
+		if rep.Record.TTL < 0 || rep.Record.TTL > f.TTL {
 			t.Fatalf("replay TTL = %v", rep.Record.TTL)
 		}
 	}

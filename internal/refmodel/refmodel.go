@@ -59,7 +59,7 @@ func (r *rec) snapshot(now time.Time, withResp bool) driver.Record {
 // response; not the clock.
 func (r *rec) replay() driver.Record {
 	return driver.Record{State: r.state, Attempt: r.attempt, Rev: r.rev, Codec: r.codec, Policy: r.policy,
-		Response: append([]byte{}, r.resp...)}
+		CreatedAt: time.UnixMilli(r.createdAt), Response: append([]byte{}, r.resp...)}
 }
 
 func own(ref driver.Ref, r *rec) driver.Ownership {

@@ -13,7 +13,7 @@
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
---                             rev, codec, policy, sum)
+--                             rev, codec, policy, createdAt, sum)
 --   CORRUPT                   the stored record breaks the schema; nothing changed
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
@@ -37,20 +37,30 @@ local key = KEYS[1]
 local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- The replay fast path runs before the helpers are defined and reads only
--- what a replay needs.
-local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'sum',
+-- what a replay needs. (The store replays a clean COMPLETED match with one
+-- HMGET and no script; it sends the claim when that read had a doubt.)
+local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'createdAt', 'sum',
   'resp', 'resp2', 'resp3', 'resp4')
 if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
-  local attempt, rev, sum, bad = v[5], v[6], v[7], nil
-  -- A response of up to 4 chunks is in hand; a longer one has more.
-  local resp = v[8]
-  if resp and v[9] then
-    if not v[10] then
-      resp = resp .. v[9]
-    elseif not v[11] then
-      resp = resp .. v[9] .. v[10]
+  local attempt, rev, created, sum, bad = v[5], v[6], v[7], v[8], nil
+  -- The chunks in hand (up to 4) are whole but the last, with none after
+  -- a missing one; a longer response has more.
+  local resp, chunk = v[9], nil
+  if resp then
+    for i = 10, 12 do
+      if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
+        chunk = 'resp' .. (i - 8)
+        break
+      end
+    end
+  end
+  if resp and v[10] and not chunk then
+    if not v[11] then
+      resp = resp .. v[10]
+    elseif not v[12] then
+      resp = resp .. v[10] .. v[11]
     else
-      local out = {resp, v[9], v[10], v[11]}
+      local out = {resp, v[10], v[11], v[12]}
       for _, c in ipairs(@restchunks(key, 5)) do
         if not c then break end
         out[#out + 1] = c
@@ -62,15 +72,19 @@ if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
     bad = 'attempt'
   elseif not rev or @invalid(rev, rev) then
     bad = 'rev'
+  elseif not created or @invalid(createdAt, created) then
+    bad = 'createdAt'
   elseif not sum or @invalid(sum, sum) then
     bad = 'sum'
   elseif not resp then
     bad = 'resp'
+  elseif chunk then
+    bad = chunk
   end
   local pttl = redis.call('PTTL', key)
   if bad then return R.CORRUPT .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
   return R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
-    @pack(state = v[1], attempt = attempt, rev = rev, codec = v[3], policy = v[4], sum = sum) .. '\0' .. resp
+    @pack(state = v[1], attempt = attempt, rev = rev, codec = v[3], policy = v[4], createdAt = created, sum = sum) .. '\0' .. resp
 end
 --@prelude
 local lease, retention, nonce = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]

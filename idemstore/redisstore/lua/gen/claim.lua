@@ -17,7 +17,7 @@
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
---                             rev, codec, policy, sum)
+--                             rev, codec, policy, createdAt, sum)
 --   CORRUPT                   the stored record breaks the schema; nothing changed
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
@@ -48,20 +48,30 @@ local key = KEYS[1]
 local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- The replay fast path runs before the helpers are defined and reads only
--- what a replay needs.
-local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'sum',
+-- what a replay needs. (The store replays a clean COMPLETED match with one
+-- HMGET and no script; it sends the claim when that read had a doubt.)
+local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'createdAt', 'sum',
   'resp', 'resp2', 'resp3', 'resp4')
 if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
-  local attempt, rev, sum, bad = v[5], v[6], v[7], nil
-  -- A response of up to 4 chunks is in hand; a longer one has more.
-  local resp = v[8]
-  if resp and v[9] then
-    if not v[10] then
-      resp = resp .. v[9]
-    elseif not v[11] then
-      resp = resp .. v[9] .. v[10]
+  local attempt, rev, created, sum, bad = v[5], v[6], v[7], v[8], nil
+  -- The chunks in hand (up to 4) are whole but the last, with none after
+  -- a missing one; a longer response has more.
+  local resp, chunk = v[9], nil
+  if resp then
+    for i = 10, 12 do
+      if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
+        chunk = 'resp' .. (i - 8)
+        break
+      end
+    end
+  end
+  if resp and v[10] and not chunk then
+    if not v[11] then
+      resp = resp .. v[10]
+    elseif not v[12] then
+      resp = resp .. v[10] .. v[11]
     else
-      local out = {resp, v[9], v[10], v[11]}
+      local out = {resp, v[10], v[11], v[12]}
       for _, c in ipairs(redis.call('HMGET', key, 'resp5', 'resp6', 'resp7', 'resp8', 'resp9', 'resp10', 'resp11', 'resp12', 'resp13', 'resp14', 'resp15', 'resp16', 'resp17', 'resp18', 'resp19', 'resp20', 'resp21', 'resp22', 'resp23', 'resp24', 'resp25', 'resp26', 'resp27', 'resp28', 'resp29', 'resp30', 'resp31', 'resp32')) do
         if not c then break end
         out[#out + 1] = c
@@ -73,15 +83,19 @@ if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
     bad = 'attempt'
   elseif not rev or (#rev > 15 or not find(rev, '^[1-9]%d*$')) then
     bad = 'rev'
+  elseif not created or (#created > 15 or not (created == '0' or find(created, '^[1-9]%d*$'))) then
+    bad = 'createdAt'
   elseif not sum or (#sum ~= 8 or find(sum, '[^0-9a-f]')) then
     bad = 'sum'
   elseif not resp then
     bad = 'resp'
+  elseif chunk then
+    bad = chunk
   end
   local pttl = redis.call('PTTL', key)
   if bad then return 23 --[[CORRUPT]] .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
   return 4 --[[COMPLETED_REPLAY]] .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
-    (v[1] or '') .. '\0' .. '' .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (v[3] or '') .. '\0' .. (v[4] or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (sum or '') .. '\0' .. resp
+    (v[1] or '') .. '\0' .. '' .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (v[3] or '') .. '\0' .. (v[4] or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. '' .. '\0' .. (sum or '') .. '\0' .. resp
 end
 -- ---- The shared helpers: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.

@@ -1,0 +1,178 @@
+package redisstore
+
+import (
+	"context"
+	"hash/crc32"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
+)
+
+// A replay is one read command, no script: HMGET of the fields a replay
+// needs, checked in Go by the rules the scripts check them by. Only a
+// clean COMPLETED match is replayed from it; anything else (no record,
+// another state, another fingerprint, codec or policy, a field that breaks
+// its rule, a response that does not match its checksum, a chunk after a
+// missing one) is left to claim.lua, which decides, and refuses a corrupt
+// record, as it always did. A read writes nothing, so the rule that a
+// corrupt record is refused before any write holds without a script.
+
+// The fields the replay read asks for, in the order of the reply.
+const (
+	rdState = iota
+	rdFp
+	rdCodec
+	rdPolicy
+	rdAttempt
+	rdRev
+	rdCreatedAt
+	rdSum
+	rdResp // the first chunk; replayChunks chunks follow it
+)
+
+// replayChunks is how many response chunks the replay read asks for: a
+// response of up to replayChunks × schema.ChunkSize bytes is replayed with
+// one command; a longer one needs a second read of the rest.
+const replayChunks = 4
+
+// replayArgs is the replay read, with the key left out (index 1). The
+// values are boxed once, here: each read copies the slice and sets the key.
+var replayArgs = func() []any {
+	args := []any{"hmget", nil, "state", "fp", "codec", "policy", "attempt", "rev", "createdAt", "sum"}
+	for i := 1; i <= replayChunks; i++ {
+		args = append(args, schema.ChunkField(i))
+	}
+	return args
+}()
+
+// restArgs reads the chunks after the first replayChunks.
+var restArgs = func() []any {
+	args := []any{"hmget", nil}
+	for i := replayChunks + 1; i <= schema.MaxChunks; i++ {
+		args = append(args, schema.ChunkField(i))
+	}
+	return args
+}()
+
+// replayRead is what the replay read found: a replay, or nothing to
+// replay (then claim.lua decides).
+type replayRead struct {
+	rec driver.Record
+	ok  bool
+}
+
+// readReplay sends the replay read and checks it. A transport error is
+// returned as it is (the caller classifies it); any other doubt is
+// ok == false.
+func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
+	args := make([]any, len(replayArgs))
+	copy(args, replayArgs)
+	args[1] = key
+	cmd := redis.NewStringSliceCmd(ctx, args...)
+	if err := s.read(ctx, cmd); err != nil {
+		return replayRead{}, err
+	}
+	v := cmd.Val()
+	if len(v) != len(replayArgs)-2 || !replayMatch(v, req) {
+		return replayRead{}, nil
+	}
+	chunks := v[rdResp:]
+	var rest []string
+	if last := chunks[len(chunks)-1]; len(last) == schema.ChunkSize {
+		// The response may go on: read the rest.
+		args := make([]any, len(restArgs))
+		copy(args, restArgs)
+		args[1] = key
+		cmd := redis.NewStringSliceCmd(ctx, args...)
+		if err := s.read(ctx, cmd); err != nil {
+			return replayRead{}, err
+		}
+		rest = cmd.Val()
+		if len(rest) != len(restArgs)-2 {
+			return replayRead{}, nil
+		}
+	}
+	resp, ok := joinReplayChunks(chunks, rest)
+	if !ok {
+		return replayRead{}, nil
+	}
+	sum, _ := schema.ParseChecksum(v[rdSum])
+	if crc32.Checksum(resp, castagnoli) != sum {
+		return replayRead{}, nil // claim.lua replays it, and the decoder refuses it
+	}
+	attempt, _ := schema.ParseInteger(v[rdAttempt])
+	rev, _ := schema.ParseInteger(v[rdRev])
+	created, _ := schema.ParseInteger(v[rdCreatedAt])
+	return replayRead{ok: true, rec: driver.Record{
+		State: driver.StateCompleted, Attempt: attempt, Rev: rev, Codec: v[rdCodec], Policy: req.Policy,
+		CreatedAt: time.UnixMilli(created), Response: resp,
+	}}, nil
+}
+
+// read sends a replay read: by itself (go-redis may answer it from its
+// client-side cache, which Config.ReplayCache allows), or, when the client
+// has a cache the store must not use, as a pipeline of one, which go-redis
+// always sends to the server.
+func (s *Store) read(ctx context.Context, cmd *redis.StringSliceCmd) error {
+	if !s.bypassCache {
+		return s.client.Process(ctx, cmd)
+	}
+	pipe := s.client.Pipeline()
+	if err := pipe.Process(ctx, cmd); err != nil {
+		return err
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// replayMatch reports whether the fields read (go-redis gives "" for a
+// missing one, and no field of a record is empty but a response) are a
+// COMPLETED record with the caller's fingerprint, codec and policy whose
+// attempt, rev, createdAt and sum keep their rules, with a first response
+// chunk. An empty first chunk (an empty response, or none) is left to the
+// script, which tells the two apart.
+func replayMatch(v []string, req driver.ClaimRequest) bool {
+	if v[rdState] != string(driver.StateCompleted) || v[rdFp] != string(req.Fingerprint) || v[rdCodec] != req.Codec {
+		return false
+	}
+	if p, ok := schema.ParseInteger(v[rdPolicy]); !ok || p != int64(req.Policy) {
+		return false
+	}
+	return schema.KindCount.Valid(v[rdAttempt]) && schema.KindCount.Valid(v[rdRev]) &&
+		schema.KindMillis.Valid(v[rdCreatedAt]) && schema.KindChecksum.Valid(v[rdSum]) && v[rdResp] != ""
+}
+
+// joinReplayChunks joins a response's chunks as write_resp stored them:
+// every chunk but the last schema.ChunkSize bytes, none present after a
+// missing one. Anything else is not ok (the script names what is wrong).
+func joinReplayChunks(first, rest []string) ([]byte, bool) {
+	parts := [2][]string{first, rest}
+	n, chunks, last, ended := 0, 0, 0, false
+	for _, part := range parts {
+		for _, c := range part {
+			switch {
+			case c == "":
+				ended = true
+			case ended:
+				return nil, false // a chunk after a missing one: stray
+			case chunks > 0 && last != schema.ChunkSize:
+				return nil, false // a chunk after one shorter than a whole chunk
+			default:
+				n, chunks, last = n+len(c), chunks+1, len(c)
+			}
+		}
+	}
+	resp := make([]byte, 0, n)
+	for _, part := range parts {
+		for _, c := range part {
+			if c == "" {
+				return resp, true
+			}
+			resp = append(resp, c...)
+		}
+	}
+	return resp, true
+}
