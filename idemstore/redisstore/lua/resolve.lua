@@ -39,19 +39,23 @@ if r.state ~= 'ABANDONED' and not (r.state == 'FAILED' and target == 'FAILED_RET
 end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
-redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt)
 if r.uncertain or r.leaseUntil or r.reason then
   redis.call('HDEL', key, 'uncertain', 'leaseUntil', 'reason')
 end
 r.uncertain, r.leaseUntil, r.reason = false, false, false
+-- One HSET of every field set (with the response's chunks).
+local set = {'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt}
 if ARGV[8] ~= '' then
   r.reason = ARGV[8]
-  redis.call('HSET', key, 'reason', r.reason)
+  set[#set + 1], set[#set + 2] = 'reason', r.reason
 end
 if target == 'COMPLETED' then
   r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]
-  redis.call('HSET', key, 'sum', r.sum, 'codec', r.codec, 'policy', r.policy)
-  write_resp(key, ARGV[4])
+  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'sum', r.sum, 'codec', r.codec
+  set[#set + 1], set[#set + 2] = 'policy', r.policy
+  write_resp(key, ARGV[4], set)
+else
+  redis.call('HSET', key, unpack(set))
 end
 redis.call('PEXPIRE', key, ttl)
 return reply(R.RESOLVED, key, now, r, ttl)

@@ -47,18 +47,18 @@ end
 if r.state == 'EXECUTING' and r.nonce ~= nonce then return reply(R.NONCE_MISMATCH, key, now, r) end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
+-- One HSET of every field set (with the response's chunks).
+local set = {'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt}
+if ARGV[12] ~= '' then
+  r.reason = ARGV[12]
+  set[#set + 1], set[#set + 2] = 'reason', r.reason
+end
 if target == 'EXECUTING' then
   r.nonce, r.leaseUntil = nonce, int(now + tonumber(lease))
   ttl = tonumber(lease) + ttl
-  redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt, 'nonce', nonce, 'leaseUntil', r.leaseUntil)
+  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'nonce', nonce, 'leaseUntil', r.leaseUntil
+  redis.call('HSET', key, unpack(set))
 else
-  if ARGV[9] == '1' then
-    r.sum = ARGV[11]
-    redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt, 'sum', r.sum)
-    write_resp(key, ARGV[10])
-  else
-    redis.call('HSET', key, 'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt)
-  end
   -- The terminal states keep no lease; COMPLETED and FAILED_RETRYABLE
   -- settle any uncertainty.
   local settles = target == 'COMPLETED' or target == 'FAILED_RETRYABLE'
@@ -71,10 +71,13 @@ else
   end
   r.leaseUntil = false
   if settles then r.uncertain = false end
-end
-if ARGV[12] ~= '' then
-  r.reason = ARGV[12]
-  redis.call('HSET', key, 'reason', r.reason)
+  if ARGV[9] == '1' then
+    r.sum = ARGV[11]
+    set[#set + 1], set[#set + 2] = 'sum', r.sum
+    write_resp(key, ARGV[10], set)
+  else
+    redis.call('HSET', key, unpack(set))
+  end
 end
 redis.call('PEXPIRE', key, ttl)
 return reply(R.TRANSITIONED, key, now, r, ttl)

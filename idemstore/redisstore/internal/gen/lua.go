@@ -69,8 +69,9 @@ func generate(src fs.FS) ([]file, error) {
 func script(name, body, helpers string) (string, error) {
 	shebang, rest := splitShebang(body)
 	header, code := splitHeader(rest)
-	prelude := "-- ---- The shared helpers: generated from the record schema, then lua/record.lua ----\n" +
-		luaSchema() + strings.TrimSuffix(helpers, "\n") + "\n-- ---- End of the shared helpers ----\n"
+	shared := usedHelpers(luaSchema()+strings.TrimSuffix(helpers, "\n")+"\n", code)
+	prelude := "-- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----\n" +
+		shared + "-- ---- End of the shared helpers ----\n"
 	src := "local find = string.find\n"
 	if head, tail, ok := strings.Cut(code, "\n--@prelude\n"); ok {
 		src += head + "\n" + prelude + tail
@@ -99,6 +100,55 @@ func script(name, body, helpers string) (string, error) {
 		b.WriteString("\n")
 	}
 	return b.String(), nil
+}
+
+// helperName finds the function a block of the shared helpers defines.
+var helperName = regexp.MustCompile(`(?m)^local function ([a-z_]+)\(`)
+
+// usedHelpers keeps, of the shared helpers (blocks separated by a blank
+// line, each defining at most one function), the blocks that define no
+// function and those that define a function the body calls, directly or
+// through another kept helper: Redis runs a script's top level on every
+// call, and every function defined there is a closure made anew each time.
+func usedHelpers(helpers, body string) string {
+	blocks := strings.SplitAfter(helpers, "\n\n")
+	keep := make([]bool, len(blocks))
+	names := make([]string, len(blocks))
+	for i, b := range blocks {
+		if m := helperName.FindStringSubmatch(b); m != nil {
+			names[i] = m[1]
+		} else {
+			keep[i] = true
+		}
+	}
+	calls := func(src, name string) bool {
+		return regexp.MustCompile(`(^|[^a-zA-Z0-9_.])` + name + `\(`).MatchString(src)
+	}
+	for changed := true; changed; {
+		changed = false
+		for i, name := range names {
+			if keep[i] || name == "" {
+				continue
+			}
+			users := body
+			for j, b := range blocks {
+				if keep[j] && j != i {
+					users += b
+				}
+			}
+			// A block's own text (the definition) is not a use.
+			if calls(users, name) {
+				keep[i], changed = true, true
+			}
+		}
+	}
+	var out strings.Builder
+	for i, b := range blocks {
+		if keep[i] {
+			out.WriteString(b)
+		}
+	}
+	return out.String()
 }
 
 // splitShebang returns a script's "#!lua…" first line and the rest.
@@ -196,21 +246,25 @@ local function stray_chunk(key, chunks)
   return nil
 end
 
--- write_resp stores a response: in chunks of %[1]d bytes when it fits in
--- %[2]d of them, so the hash stays a compact listpack; whole otherwise.
-local function write_resp(key, resp)
+-- write_resp stores a response, with the fields set (a table of names and
+-- values) in the same HSET: in chunks of %[1]d bytes when it fits in %[2]d
+-- of them, so the hash stays a compact listpack; whole otherwise.
+local function write_resp(key, resp, set)
   local n = #resp
   if n <= %[1]d or n > %[1]d * %[2]d then
-    redis.call('HSET', key, 'resp', resp)
-    return
+    set[#set + 1] = 'resp'
+    set[#set + 1] = resp
+  else
+    set[#set + 1] = 'resp'
+    set[#set + 1] = string.sub(resp, 1, %[1]d)
+    local i = 2
+    for at = %[1]d + 1, n, %[1]d do
+      set[#set + 1] = 'resp' .. i
+      set[#set + 1] = string.sub(resp, at, at + %[1]d - 1)
+      i = i + 1
+    end
   end
-  local args, i = {'resp', string.sub(resp, 1, %[1]d)}, 2
-  for at = %[1]d + 1, n, %[1]d do
-    args[#args + 1] = 'resp' .. i
-    args[#args + 1] = string.sub(resp, at, at + %[1]d - 1)
-    i = i + 1
-  end
-  redis.call('HSET', key, unpack(args))
+  redis.call('HSET', key, unpack(set))
 end
 
 `, schema.ChunkSize, schema.MaxChunks)

@@ -41,7 +41,7 @@
 -- Reply codes named in this script: 1 ACQUIRED, 2 TAKEN_OVER,
 --   3 REPLAYED_ACQUIRE, 4 COMPLETED_REPLAY, 5 IN_PROGRESS,
 --   6 FINGERPRINT_MISMATCH, 7 RECOVERY_REQUIRED,
---   8 OWNER_OPERATION_CONFLICT, 9 CODEC_MISMATCH, 12 NOT_FOUND, 23 CORRUPT,
+--   8 OWNER_OPERATION_CONFLICT, 9 CODEC_MISMATCH, 23 CORRUPT,
 --   24 OPERATION_FAILED
 local find = string.find
 local key = KEYS[1]
@@ -97,7 +97,7 @@ if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
   return 4 --[[COMPLETED_REPLAY]] .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
     (v[1] or '') .. '\0' .. '' .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (v[3] or '') .. '\0' .. (v[4] or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. '' .. '\0' .. (sum or '') .. '\0' .. resp
 end
--- ---- The shared helpers: generated from the record schema, then lua/record.lua ----
+-- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.
 -- (find is string.find, defined above.)
 
@@ -130,23 +130,6 @@ local function stray_chunk(key, chunks)
   end
   if low then return 'resp' .. low end
   return nil
-end
-
--- write_resp stores a response: in chunks of 64 bytes when it fits in
--- 32 of them, so the hash stays a compact listpack; whole otherwise.
-local function write_resp(key, resp)
-  local n = #resp
-  if n <= 64 or n > 64 * 32 then
-    redis.call('HSET', key, 'resp', resp)
-    return
-  end
-  local args, i = {'resp', string.sub(resp, 1, 64)}, 2
-  for at = 64 + 1, n, 64 do
-    args[#args + 1] = 'resp' .. i
-    args[#args + 1] = string.sub(resp, at, at + 64 - 1)
-    i = i + 1
-  end
-  redis.call('HSET', key, unpack(args))
 end
 
 -- load reads the whole record and checks every field against the schema
@@ -232,47 +215,6 @@ local function pack(r)
   return (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. (r.fp or '') .. '\0' .. (r.codec or '') .. '\0' .. (r.policy or '') .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. (r.uncertain or '') .. '\0' .. (r.reason or '') .. '\0' .. (r.createdAt or '') .. '\0' .. (r.updatedAt or '') .. '\0' .. (r.sum or '')
 end
 
--- valid reports whether x is a valid value of field f (false when absent).
-local function valid(f, x)
-  if not x then return false end
-  if f == 'state' then return not (not (x == 'CLAIMED' or x == 'EXECUTING' or x == 'COMPLETED' or x == 'FAILED_RETRYABLE' or x == 'ABANDONED' or x == 'FAILED')) end
-  if f == 'owner' then return not (#x ~= 64 or find(x, '[^0-9a-f]')) end
-  if f == 'attempt' then return not (#x > 15 or not find(x, '^[1-9]%d*$')) end
-  if f == 'rev' then return not (#x > 15 or not find(x, '^[1-9]%d*$')) end
-  if f == 'op' then return not (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) end
-  if f == 'fp' then return not (#x ~= 64 or find(x, '[^0-9a-f]')) end
-  if f == 'codec' then return not (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) end
-  if f == 'policy' then return not (#x > 15 or not find(x, '^[1-9]%d*$')) end
-  if f == 'leaseUntil' then return not (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) end
-  if f == 'nonce' then return not (#x ~= 32 or find(x, '[^0-9a-f]')) end
-  if f == 'uncertain' then return not (x ~= '0' and x ~= '1') end
-  if f == 'reason' then return not (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) end
-  if f == 'createdAt' then return not (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) end
-  if f == 'updatedAt' then return not (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) end
-  if f == 'sum' then return not (#x ~= 8 or find(x, '[^0-9a-f]')) end
-  return false
-end
--- record.lua: helpers shared by every onceflow script; it is not a script
--- of its own. go generate (internal/gen) puts the code generated from the
--- record schema (internal/schema: load, pack and valid, the one list of
--- field rules) and this file into each script body, replaces every
--- R.<NAME> with its reply code and writes the scripts Redis runs to
--- lua/gen/.
---
--- Reply of every script (decoded in Go by decode.go): one string,
---   "<code>\0<nowMs>\0<pttlMs>\0<extra>[\0<record>[\0<resp>]]"
---   code    the reply code (R.<NAME>)
---   nowMs   the server's TIME in ms, 0 where the script did not need it
---   pttlMs  the key's PTTL after the script ran, -2 when there is none
---   extra   TAKEN_OVER: the state taken over; CORRUPT: the field; else empty
---   record  the record as the script left it, packed by pack (its fields in
---           schema order, NUL-separated, empty when absent), when the reply
---           carries one
---   resp    the stored response, last (it may hold NUL bytes), where the
---           script's header says so
--- One string rather than an array: the client parses and allocates one
--- value, not one per element.
-
 -- Redis server time in epoch milliseconds: the only clock leases use.
 local function now_ms()
   local t = redis.call('TIME')
@@ -300,10 +242,6 @@ end
 
 local function corrupt(key, now, field)
   return 23 --[[CORRUPT]] .. '\0' .. now .. '\0' .. redis.call('PTTL', key) .. '\0' .. field
-end
-
-local function not_found(now)
-  return 12 --[[NOT_FOUND]] .. '\0' .. now .. '\0-2\0'
 end
 
 -- in_flight_ttl is the key TTL of a CLAIMED or EXECUTING record: the lease

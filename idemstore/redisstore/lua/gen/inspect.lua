@@ -17,7 +17,7 @@
 --
 -- Reply codes named in this script: 12 NOT_FOUND, 21 FOUND, 23 CORRUPT
 local find = string.find
--- ---- The shared helpers: generated from the record schema, then lua/record.lua ----
+-- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.
 -- (find is string.find, defined above.)
 
@@ -50,23 +50,6 @@ local function stray_chunk(key, chunks)
   end
   if low then return 'resp' .. low end
   return nil
-end
-
--- write_resp stores a response: in chunks of 64 bytes when it fits in
--- 32 of them, so the hash stays a compact listpack; whole otherwise.
-local function write_resp(key, resp)
-  local n = #resp
-  if n <= 64 or n > 64 * 32 then
-    redis.call('HSET', key, 'resp', resp)
-    return
-  end
-  local args, i = {'resp', string.sub(resp, 1, 64)}, 2
-  for at = 64 + 1, n, 64 do
-    args[#args + 1] = 'resp' .. i
-    args[#args + 1] = string.sub(resp, at, at + 64 - 1)
-    i = i + 1
-  end
-  redis.call('HSET', key, unpack(args))
 end
 
 -- load reads the whole record and checks every field against the schema
@@ -152,58 +135,10 @@ local function pack(r)
   return (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. (r.fp or '') .. '\0' .. (r.codec or '') .. '\0' .. (r.policy or '') .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. (r.uncertain or '') .. '\0' .. (r.reason or '') .. '\0' .. (r.createdAt or '') .. '\0' .. (r.updatedAt or '') .. '\0' .. (r.sum or '')
 end
 
--- valid reports whether x is a valid value of field f (false when absent).
-local function valid(f, x)
-  if not x then return false end
-  if f == 'state' then return not (not (x == 'CLAIMED' or x == 'EXECUTING' or x == 'COMPLETED' or x == 'FAILED_RETRYABLE' or x == 'ABANDONED' or x == 'FAILED')) end
-  if f == 'owner' then return not (#x ~= 64 or find(x, '[^0-9a-f]')) end
-  if f == 'attempt' then return not (#x > 15 or not find(x, '^[1-9]%d*$')) end
-  if f == 'rev' then return not (#x > 15 or not find(x, '^[1-9]%d*$')) end
-  if f == 'op' then return not (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) end
-  if f == 'fp' then return not (#x ~= 64 or find(x, '[^0-9a-f]')) end
-  if f == 'codec' then return not (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) end
-  if f == 'policy' then return not (#x > 15 or not find(x, '^[1-9]%d*$')) end
-  if f == 'leaseUntil' then return not (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) end
-  if f == 'nonce' then return not (#x ~= 32 or find(x, '[^0-9a-f]')) end
-  if f == 'uncertain' then return not (x ~= '0' and x ~= '1') end
-  if f == 'reason' then return not (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) end
-  if f == 'createdAt' then return not (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) end
-  if f == 'updatedAt' then return not (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) end
-  if f == 'sum' then return not (#x ~= 8 or find(x, '[^0-9a-f]')) end
-  return false
-end
--- record.lua: helpers shared by every onceflow script; it is not a script
--- of its own. go generate (internal/gen) puts the code generated from the
--- record schema (internal/schema: load, pack and valid, the one list of
--- field rules) and this file into each script body, replaces every
--- R.<NAME> with its reply code and writes the scripts Redis runs to
--- lua/gen/.
---
--- Reply of every script (decoded in Go by decode.go): one string,
---   "<code>\0<nowMs>\0<pttlMs>\0<extra>[\0<record>[\0<resp>]]"
---   code    the reply code (R.<NAME>)
---   nowMs   the server's TIME in ms, 0 where the script did not need it
---   pttlMs  the key's PTTL after the script ran, -2 when there is none
---   extra   TAKEN_OVER: the state taken over; CORRUPT: the field; else empty
---   record  the record as the script left it, packed by pack (its fields in
---           schema order, NUL-separated, empty when absent), when the reply
---           carries one
---   resp    the stored response, last (it may hold NUL bytes), where the
---           script's header says so
--- One string rather than an array: the client parses and allocates one
--- value, not one per element.
-
 -- Redis server time in epoch milliseconds: the only clock leases use.
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
--- int renders an integer the way fields store it (tostring is exact below
--- 1e14, which every epoch millisecond until the year 5138 is).
-local function int(n)
-  if n < 1e14 then return tostring(n) end
-  return string.format('%d', n)
 end
 
 -- reply builds a reply from the record as the script left it. pttl may be
@@ -226,14 +161,6 @@ local function not_found(now)
   return 12 --[[NOT_FOUND]] .. '\0' .. now .. '\0-2\0'
 end
 
--- in_flight_ttl is the key TTL of a CLAIMED or EXECUTING record: the lease
--- left plus the failure retention, so the evidence of an attempt always
--- outlives its lease.
-local function in_flight_ttl(lease_until, now, retention)
-  local left = lease_until - now
-  if left < 0 then left = 0 end
-  return left + retention
-end
 -- ---- End of the shared helpers ----
 local key = KEYS[1]
 local now = now_ms()
