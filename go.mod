@@ -18,6 +18,7 @@ require (
 	go.temporal.io/sdk v1.50.0
 	go.temporal.io/sdk/contrib/opentelemetry v0.8.1
 	go.uber.org/goleak v1.3.0
+	golang.org/x/mod v0.38.0
 	golang.org/x/net v0.58.0
 	modernc.org/sqlite v1.51.0
 )
