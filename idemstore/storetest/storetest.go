@@ -364,7 +364,10 @@ func testSameOwnerTakeover(t *testing.T, h Harness) {
 		for _, from := range []driver.State{driver.StateClaimed, driver.StateExecuting} {
 			t.Run(fmt.Sprintf("%s/fused=%v", from, fused), func(t *testing.T) {
 				f := NewFixture()
-				f.Lease = 20 * time.Millisecond
+				// Live for the next call, then waited out: long enough for a
+				// store on a loaded machine (miniredis under -race) to answer
+				// that call within it.
+				f.Lease = 300 * time.Millisecond
 				owner := driver.NewOwner()
 				var before driver.Ownership
 				if from == driver.StateExecuting {
@@ -505,12 +508,14 @@ func testUncertaintyPersists(t *testing.T, h Harness) {
 	}
 	WaitLeaseExpired(t, s, f.Ref)
 	owner := driver.NewOwner()
-	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	g := f
+	g.Lease = time.Minute // live for the re-sent claim below, however slow the store
+	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
 	if to.From != driver.StateClaimed || !to.EffectMayHaveHappened {
 		t.Fatalf("second takeover from CLAIMED of an unsettled record: %+v; the effect may still have happened", to)
 	}
 	// The same owner re-sending its claim is told too.
-	ra := as[driver.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
+	ra := as[driver.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
 	if !ra.Record.Uncertain {
 		t.Fatalf("replayed acquire lost the uncertainty: %+v", ra.Record)
 	}
