@@ -77,7 +77,10 @@
 //     a field that breaks its rule) the claim script runs and decides, so
 //     a corrupt record is refused by it as before. A read writes nothing.
 //     The reply carries no TTL (driver.CompletedReplay's Record.TTL is
-//     zero). The read goes to the key's slot under Cluster, and go-redis
+//     zero). A fresh operation pays for the read with a round trip that
+//     finds nothing, so after 64 reads in a row found nothing to replay a
+//     store reads first on every 16th claim only, until a read finds a
+//     replay again; claim.lua replays in between, so no outcome changes. The read goes to the key's slot under Cluster, and go-redis
 //     answers it from its client-side cache when the client has one
 //     (Protocol 3 and ClientSideCacheConfig): a COMPLETED record does not
 //     change until it expires, and a cached reply is replayed only when it

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"hash/crc32"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -56,6 +57,42 @@ var restArgs = func() []any {
 	}
 	return args
 }()
+
+// A fresh operation pays for the replay read with a round trip that finds
+// nothing to replay. So the store reads first only while reads find
+// replays: after missLimit reads in a row found nothing, only every
+// probeEvery-th claim reads first, and the first replay a read finds turns
+// the reads back on (a run of duplicates does so within probeEvery
+// claims). Skipping the read changes no outcome: claim.lua replays a
+// COMPLETED record itself, as it did before the read existed.
+const (
+	missLimit  = 64
+	probeEvery = 16
+)
+
+// replayGate decides whether a claim reads first.
+type replayGate struct {
+	misses  atomic.Int64 // reads in a row that found nothing, up to missLimit
+	skipped atomic.Int64 // claims since the reads stopped
+}
+
+// read reports whether this claim should send the replay read first.
+func (g *replayGate) read() bool {
+	if g.misses.Load() < missLimit {
+		return true
+	}
+	return g.skipped.Add(1)%probeEvery == 0
+}
+
+// found records whether a read found a replay.
+func (g *replayGate) found(replay bool) {
+	switch n := g.misses.Load(); {
+	case replay && n != 0:
+		g.misses.Store(0)
+	case !replay && n < missLimit:
+		g.misses.Add(1)
+	}
+}
 
 // replayRead is what the replay read found: a replay, or nothing to
 // replay (then claim.lua decides).

@@ -368,3 +368,46 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayReadStopsWhileClaimsFindNothing: after missLimit claims of new
+// records (each read found nothing), claims go straight to the script,
+// which still replays a COMPLETED record; within probeEvery claims a read
+// finds that replay, and from then on replays are reads again.
+func TestReplayReadStopsWhileClaimsFindNothing(t *testing.T) {
+	t.Parallel()
+	s, err := New(Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	done, _ := completedRecord(t, s, []byte("done")) // one miss, one replay-free complete
+	for range missLimit {
+		f := storetest.NewFixture()
+		if out, err := s.Claim(ctx, f.Claim(driver.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.Acquired" {
+			t.Fatalf("claim = %T %v", out, err)
+		}
+	}
+	if s.gate.read() && s.gate.read() {
+		t.Fatal("the store still reads first after a run of claims that found nothing")
+	}
+	replay := func() {
+		t.Helper()
+		out, err := s.Claim(ctx, done.Claim(driver.NewOwner()))
+		if rep, ok := out.(driver.CompletedReplay); !ok || err != nil || string(rep.Record.Response) != "done" {
+			t.Fatalf("replay = %T %v", out, err)
+		}
+	}
+	for i := 0; s.plainReplays.Load() == 0; i++ {
+		if i > probeEvery {
+			t.Fatalf("no read within %d claims of a COMPLETED record", i)
+		}
+		replay()
+	}
+	served := s.plainReplays.Load()
+	for range 5 {
+		replay()
+	}
+	if got := s.plainReplays.Load() - served; got != 5 {
+		t.Fatalf("%d of 5 replays were reads after the reads turned back on", got)
+	}
+}

@@ -122,7 +122,9 @@ type Store struct {
 	// plainReplays counts the replays served by the replay read, without
 	// a script (replay.go).
 	plainReplays atomic.Int64
-	scripts      *scriptSet
+	// gate decides whether a claim sends the replay read first (replay.go).
+	gate    replayGate
+	scripts *scriptSet
 	// guarded is set when the client does not bound its reads by the
 	// context: each call then runs in a goroutine the store stops waiting
 	// for at the deadline.
@@ -211,12 +213,16 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce driver
 		op = opClaimStart
 	}
 	key := s.Key(req.Ref)
-	if rd, err := s.replay(ctx, op, req, key); err != nil || rd.ok {
+	if s.gate.read() {
+		rd, err := s.replay(ctx, op, req, key)
 		if err != nil {
 			return nil, err
 		}
-		s.plainReplays.Add(1)
-		return driver.CompletedReplay{Record: rd.rec}, nil
+		s.gate.found(rd.ok)
+		if rd.ok {
+			s.plainReplays.Add(1)
+			return driver.CompletedReplay{Record: rd.rec}, nil
+		}
 	}
 	raw, err := s.callKey(ctx, op, req.Ref, key, s.scripts.claim,
 		string(req.Owner), string(req.Operation), string(req.Fingerprint), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
