@@ -66,9 +66,12 @@ func parseFlags(args []string) (config, error) {
 
 // bench is one run: one Redis, one client for every workload.
 type bench struct {
-	cfg     config
-	srv     *redisproc.Server
-	rdb     *redis.Client
+	cfg config
+	srv *redisproc.Server
+	rdb *redis.Client
+	// cached is a second client of the same server with go-redis'
+	// server-assisted client-side cache (RESP3), for the cached replay.
+	cached  *redis.Client
 	digest  *idemstore.Digester
 	trivial *redis.Script
 	resp    []byte
@@ -97,7 +100,11 @@ func newBench(ctx context.Context, cfg config) (*bench, error) {
 	// The client as the README configures it.
 	opt.ContextTimeoutEnabled = true
 	opt.PoolSize = 128
+	copt := *opt // before NewClient fills opt in
 	b.rdb = redis.NewClient(opt)
+	copt.Protocol = 3
+	copt.ClientSideCacheConfig = &redis.ClientSideCacheConfig{MaxEntries: 1 << 16}
+	b.cached = redis.NewClient(&copt)
 	if err := b.rdb.Ping(ctx).Err(); err != nil {
 		b.close()
 		return nil, fmt.Errorf("redis at %s: %w", url, err)
@@ -118,6 +125,9 @@ func (b *bench) close() {
 	if b.rdb != nil {
 		_ = b.rdb.Close()
 	}
+	if b.cached != nil {
+		_ = b.cached.Close()
+	}
 	if b.srv != nil {
 		b.srv.Close()
 	}
@@ -135,6 +145,20 @@ func (b *bench) executor(cfg idemstore.ExecutorConfig) (*redisstore.Store, *idem
 	cfg.Store = s
 	e, err := idemstore.NewExecutor(cfg)
 	return s, e, err
+}
+
+// cachedExecutor returns an executor of the records of s whose store reads
+// replays through the client-side cache (redisstore.Config.ReplayCache).
+func (b *bench) cachedExecutor(s *redisstore.Store) (*idemstore.Executor, error) {
+	ns, _, _ := strings.Cut(s.Key(idemstore.Ref{}), ":idem:")
+	cs, err := redisstore.New(redisstore.Config{Client: b.cached, Namespace: ns, ReplayCache: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := cs.LoadScripts(context.Background()); err != nil {
+		return nil, err
+	}
+	return idemstore.NewExecutor(idemstore.ExecutorConfig{Store: cs})
 }
 
 func randomHex(n int) string {

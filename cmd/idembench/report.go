@@ -90,7 +90,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 				if w.name != naiveFresh {
 					vsNaive = ratio(s.opsPerSec, results[naiveFresh][g].opsPerSec)
 				}
-			case replayHot, replaySpread, naiveReplay:
+			case replayHot, replaySpread, replayCached, naiveReplay:
 				vsFloor = ratio(s.opsPerSec, results[floor1][g].opsPerSec)
 				if w.name != naiveReplay {
 					vsNaive = ratio(s.opsPerSec, results[naiveReplay][g].opsPerSec)
@@ -132,7 +132,13 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		p("| activity | activities/s |\n|---|---:|\n| bare | %.0f |\n| idempotent (`onceactivity.Wrap`) | %.0f |\n| ratio | %s |\n", tc.bare, tc.wrapped, ratio(tc.wrapped, tc.bare))
 	}
 
-	// The targets of the performance issue, from this run.
+	p("\n## Peers\n\n")
+	p("The closest Go peer, `github.com/faustbrian/go-idempotency` with its Redis store, is not measured: " +
+		"the Go module proxy refuses it (`go list -m github.com/faustbrian/go-idempotency@latest`: 403 Forbidden, " +
+		"\"This module version is not available\"), so it cannot be a dependency of this module. " +
+		"The naive code above (`SET NX PX` marker, `SET` of the response, `GET` on duplicates) runs on the same server, through the same client, with the same payload.\n")
+
+	// The targets of the performance issue (round two), from this run.
 	p("\n## Targets\n\n| figure | target | measured | |\n|---|---|---|---|\n")
 	row := func(name, target string, got float64, format string, ok bool) {
 		mark := "met"
@@ -143,25 +149,28 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	}
 	last := b.cfg.goroutines[len(b.cfg.goroutines)-1]
 	first := b.cfg.goroutines[0]
-	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
-	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.2×", replayP50, "%.2f×", replayP50 <= 1.2)
 	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
-	row(fmt.Sprintf("replay throughput ÷ floor, %d goroutines (the lower of hot and spread)", last), "≥ 0.85", replayTput, "%.2f", replayTput >= 0.85)
+	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 0.9", replayTput, "%.2f", replayTput >= 0.9)
+	cachedTput := results[replayCached][last].opsPerSec / results[floor1][last].opsPerSec
+	row(fmt.Sprintf("the same, client-side cache on, hot key, %d goroutines", last), "≥ 1.5", cachedTput, "%.2f", cachedTput >= 1.5)
+	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
+	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.05", replayP50, "%.2f", replayP50 <= 1.05)
 	freshFloor := results[fresh][last].opsPerSec / results[floor2][last].opsPerSec
-	row(fmt.Sprintf("fresh throughput ÷ two-EVALSHA floor, %d goroutines", last), "≥ 0.6", freshFloor, "%.2f", freshFloor >= 0.6)
+	row(fmt.Sprintf("fresh ÷ two trivial EVALSHAs, throughput at %d goroutines", last), "≥ 0.7", freshFloor, "%.2f", freshFloor >= 0.7)
 	freshNaive := results[fresh][last].opsPerSec / results[naiveFresh][last].opsPerSec
-	row(fmt.Sprintf("fresh throughput ÷ naive, %d goroutines", last), "≥ 0.6", freshNaive, "%.2f", freshNaive >= 0.6)
+	row(fmt.Sprintf("fresh ÷ naive `SET NX` + `SET`, throughput at %d goroutines", last), "≥ 0.7", freshNaive, "%.2f", freshNaive >= 0.7)
+	row(fmt.Sprintf("Redis µs per renewal (%d in flight)", b.cfg.inFlight), "≤ 6", rc.redisUsPerOp, "%.1f", rc.redisUsPerOp <= 6)
+	ex := float64(memOf["EXECUTING"])
+	row("`MEMORY USAGE`, EXECUTING", "≤ 400 B", ex, "%.0f B", ex <= 400)
+	c100 := float64(memOf["COMPLETED, 100 B response"])
+	row("`MEMORY USAGE`, COMPLETED with a 100 B response", "≤ 450 B", c100, "%.0f B", c100 <= 450)
 	if s := results[replayHot][1]; s.hasAllocations {
-		row("allocations per replay", "≤ 25", s.allocs, "%.0f", s.allocs <= 25)
+		row("allocations per replay (this harness, with the key; `go test -bench` gives the executor's own)", "≤ 15", s.allocs, "%.0f", s.allocs <= 15)
 	}
 	if s := results[fresh][1]; s.hasAllocations {
-		row("allocations per fresh operation", "≤ 60", s.allocs, "%.0f", s.allocs <= 60)
+		row("allocations per fresh operation (this harness, with the key)", "≤ 40", s.allocs, "%.0f", s.allocs <= 40)
 	}
-	row("Redis µs per renew", "≤ 10", rc.redisUsPerOp, "%.1f", rc.redisUsPerOp <= 10)
-	c100 := float64(memOf["COMPLETED, 100 B response"])
-	row("`MEMORY USAGE`, COMPLETED with 100-byte response", "≤ 600 B", c100, "%.0f B", c100 <= 600)
-	ex := float64(memOf["EXECUTING"])
-	row("`MEMORY USAGE`, EXECUTING", "≤ 450 B", ex, "%.0f B", ex <= 450)
+	p("| the closest peer, same server | onceflow faster on replay and fresh | not measured (the module proxy refuses it) | **missed** |\n")
 	if b.cfg.temporal {
 		r := tc.wrapped / tc.bare
 		row("idempotent Temporal activity ÷ bare activity, throughput", "≥ 0.95", r, "%.2f", r >= 0.95)

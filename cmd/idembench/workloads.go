@@ -14,6 +14,10 @@ import (
 
 var scriptCmds = []string{"evalsha", "eval"}
 
+// storeCmds are the commands the store sends: its scripts, and the HMGET a
+// claim reads a replay with first.
+var storeCmds = []string{"evalsha", "eval", "hmget"}
+
 // The workloads, in report order.
 const (
 	floor1       = "floor: 1 EVALSHA"
@@ -22,6 +26,7 @@ const (
 	twoStep      = "executor: fresh, BeforeStart"
 	replayHot    = "executor: replay, hot key"
 	replaySpread = "executor: replay, 10k keys"
+	replayCached = "executor: replay, hot key, client-side cache"
 	naiveFresh   = "naive: fresh (SET NX, SET)"
 	naiveReplay  = "naive: replay (SET NX, GET)"
 )
@@ -52,7 +57,12 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 	}
 
 	// The replayed records are written once and replayed by every cell.
-	_, replayExec, err := b.executor(idemstore.ExecutorConfig{})
+	replayStore, replayExec, err := b.executor(idemstore.ExecutorConfig{})
+	if err != nil {
+		return nil, err
+	}
+	// The same records, replayed through go-redis' client-side cache.
+	cachedExec, err := b.cachedExecutor(replayStore)
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +142,17 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 			}
 			return trivial(ctx, g)
 		}), scriptCmds},
-		{fresh, freshWith(nil), scriptCmds},
-		{twoStep, freshWith(func(context.Context, idemstore.Ownership) error { return nil }), scriptCmds},
+		{fresh, freshWith(nil), storeCmds},
+		{twoStep, freshWith(func(context.Context, idemstore.Ownership) error { return nil }), storeCmds},
 		{replayHot, static(func(ctx context.Context, _, _ int) error {
 			return expect(ctx, replayExec, request(-1, 0), idemstore.Replayed)
-		}), scriptCmds},
+		}), storeCmds},
 		{replaySpread, static(func(ctx context.Context, g, i int) error {
 			return expect(ctx, replayExec, request(-2, (g*7919+i)%spreadKeys), idemstore.Replayed)
-		}), scriptCmds},
+		}), storeCmds},
+		{replayCached, static(func(ctx context.Context, _, _ int) error {
+			return expect(ctx, cachedExec, request(-1, 0), idemstore.Replayed)
+		}), storeCmds},
 		{naiveFresh, naive(false), []string{"set", "get"}},
 		{naiveReplay, naive(true), []string{"set", "get"}},
 	}, nil
