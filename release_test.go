@@ -90,6 +90,7 @@ func main() {
 		"GOWORK=off",
 		"GOFLAGS=-mod=mod",
 		"GOPROXY=file://"+filepath.ToSlash(proxy)+","+strings.TrimSpace(string(defaultProxy)),
+		"GONOPROXY=none",        // even under a GOPRIVATE that names the module: the file proxy serves it
 		"GONOSUMDB="+modulePath, // a pseudo-version the checksum database has never seen
 		"GONOSUMCHECK=1",
 	)
