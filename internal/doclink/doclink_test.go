@@ -117,3 +117,27 @@ func TestCheckFindsBrokenLinks(t *testing.T) {
 		t.Fatalf("a missing document: %v", p)
 	}
 }
+
+// TestEveryDocIsLinkedFromTheREADME: a page in docs/ that the README does
+// not link is a page a newcomer never finds.
+func TestEveryDocIsLinkedFromTheREADME(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := map[string]bool{}
+	for _, l := range Links(string(readme)) {
+		path, _, _ := strings.Cut(l.Target, "#")
+		linked[path] = true
+	}
+	for _, d := range docs {
+		if name := "docs/" + filepath.Base(d); !linked[name] {
+			t.Errorf("README.md does not link %s", name)
+		}
+	}
+}
