@@ -17,6 +17,11 @@ import (
 
 const modulePath = "github.com/onceflow/onceflow"
 
+// buildFlags are the scratch module's build flags: -race when this test
+// runs under -race (release_race_test.go), so that it reuses the
+// dependencies the test run has already compiled.
+var buildFlags []string
+
 // TestReleaseBuildsOutsideTheWorkspace proves the release procedure
 // (docs/releasing.md) without publishing: it serves this checkout's HEAD
 // as a pseudo-version from a file GOPROXY, as the Go proxy would serve a
@@ -84,7 +89,7 @@ func main() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "./...")
+	cmd := exec.Command("go", append(append([]string{"build"}, buildFlags...), "./...")...)
 	cmd.Dir = user
 	cmd.Env = append(os.Environ(),
 		"GOWORK=off",

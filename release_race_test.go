@@ -1,0 +1,5 @@
+//go:build race
+
+package onceflow_test
+
+func init() { buildFlags = append(buildFlags, "-race") }
