@@ -1,7 +1,9 @@
 // Package redisproc runs redis-server as a child process on a free
-// loopback port, keeping nothing on disk. Tests use it through
-// internal/redistest; `cmd/worker -dev` uses it when redis-server is on
-// PATH.
+// loopback port: keeping nothing on disk (Start: the tests, through
+// internal/redistest), or its data in a directory with an append-only file
+// (StartIn: `cmd/worker -dev`, whose records outlive a restart). The child
+// dies with its parent (package childproc): a parent killed with SIGKILL
+// leaves no redis-server behind on Linux.
 package redisproc
 
 import (
@@ -13,9 +15,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow/internal/childproc"
 )
 
 // ErrNotInstalled: there is no redis-server on PATH.
@@ -23,25 +28,47 @@ var ErrNotInstalled = errors.New("redisproc: redis-server is not on PATH (instal
 
 // Server is a redis-server child process.
 type Server struct {
-	bin  string
-	port int
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	bin     string
+	port    int
+	dir     string
+	durable bool // dir is the caller's and holds an AOF
+	spawn   *childproc.Spawner
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
 // Start starts redis-server on a free loopback port in a new temporary
-// directory and waits until it answers PING.
+// directory, keeping nothing on disk, and waits until it answers PING.
 func Start() (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		return nil, ErrNotInstalled
-	}
 	dir, err := os.MkdirTemp("", "onceflow-redis-")
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{bin: bin, dir: dir}
+	s, err := start(dir, false)
+	if err != nil {
+		_ = os.RemoveAll(dir)
+	}
+	return s, err
+}
+
+// StartIn starts redis-server on a free loopback port with its data in
+// dir (created if missing): an append-only file fsynced on every write
+// (appendfsync always), loaded again by the next StartIn on the same
+// directory. It waits until the server answers PING, so after loading.
+// Close stops it gracefully and keeps dir.
+func StartIn(dir string) (*Server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("redisproc: create %s: %w", dir, err)
+	}
+	return start(dir, true)
+}
+
+func start(dir string, durable bool) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	s := &Server{bin: bin, dir: dir, durable: durable, spawn: childproc.New()}
 	for try := 0; try < 5; try++ {
 		if s.port, err = freePort(); err != nil {
 			break
@@ -50,18 +77,33 @@ func Start() (*Server, error) {
 			return s, nil
 		}
 	}
-	_ = os.RemoveAll(dir)
+	s.spawn.Close()
 	return nil, err
+}
+
+// Dir is the directory of the server's data and log (redis.log).
+func (s *Server) Dir() string { return s.dir }
+
+// PID is the server process' ID, 0 when it is not running.
+func (s *Server) PID() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Addr is the server's "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 func (s *Server) launch() error {
-	cmd := exec.Command(s.bin,
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--logfile", "redis.log", "--protected-mode", "no")
-	if err := cmd.Start(); err != nil {
+	appendonly := []string{"--appendonly", "no"}
+	if s.durable {
+		appendonly = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	cmd := exec.Command(s.bin, append([]string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "",
+		"--dir", s.dir, "--logfile", "redis.log", "--protected-mode", "no"}, appendonly...)...)
+	if err := s.spawn.Start(cmd); err != nil {
 		return fmt.Errorf("redisproc: start redis-server: %w", err)
 	}
 	s.cmd, s.done = cmd, make(chan struct{})
@@ -102,16 +144,30 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Restart starts the server again on the same port, empty.
+// Restart starts the server again on the same port: empty, or for a
+// StartIn server with what its append-only file holds.
 func (s *Server) Restart() error {
 	s.Kill()
 	return s.launch()
 }
 
-// Close kills the server and removes its directory.
+// Close stops the server. A StartIn server gets SIGTERM, so it fsyncs its
+// append-only file and exits (SIGKILL after 10 s), and its directory is
+// kept; a Start server is killed and its directory removed.
 func (s *Server) Close() {
+	if s.durable && s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-s.done:
+			s.cmd = nil
+		case <-time.After(10 * time.Second):
+		}
+	}
 	s.Kill()
-	_ = os.RemoveAll(s.dir)
+	s.spawn.Close()
+	if !s.durable {
+		_ = os.RemoveAll(s.dir)
+	}
 }
 
 func freePort() (int, error) {
