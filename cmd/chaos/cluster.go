@@ -27,8 +27,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/server/temporaltest"
 
+	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 )
 
@@ -94,8 +94,8 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	}
 	c.closers = append(c.closers, c.redis.kill)
 
-	log.Info("chaos: starting the in-process Temporal server")
-	addr, namespace, stopTemporal, err := startTemporal()
+	log.Info("chaos: starting the dev Temporal server")
+	addr, namespace, stopTemporal, err := startTemporal(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +103,7 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	c.temporalAddr, c.namespace = addr, namespace
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	if c.tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: quiet}); err != nil {
-		return nil, fmt.Errorf("connect to the in-process Temporal server at %s: %w", addr, err)
+		return nil, fmt.Errorf("connect to the dev Temporal server at %s: %w", addr, err)
 	}
 	c.closers = append(c.closers, c.tc.Close)
 
@@ -220,24 +220,15 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// startTemporal starts the in-process Temporal dev server (temporaltest,
-// as cmd/worker -dev does), on 127.0.0.1. temporaltest panics instead of
-// failing; that becomes an error.
-func startTemporal() (addr, namespace string, stop func(), err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("start the in-process Temporal server: %v", p)
-		}
-	}()
-	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	ts := temporaltest.NewServer(temporaltest.WithBaseClientOptions(client.Options{Logger: quiet}))
-	stop = func() {
-		// Stop reports a shutdown error through its *testing.T, which is
-		// nil outside a test.
-		defer func() { _ = recover() }()
-		ts.Stop()
+// startTemporal starts the dev Temporal server as a process of its own
+// (package temporalproc), so this binary, race-instrumented under test,
+// does not link the server.
+func startTemporal(ctx context.Context) (addr, namespace string, stop func(), err error) {
+	ts, err := temporalproc.Start(ctx)
+	if err != nil {
+		return "", "", nil, err
 	}
-	return ts.GetFrontendHostPort(), ts.GetDefaultNamespace(), stop, nil
+	return ts.Address(), ts.Namespace(), ts.Stop, nil
 }
 
 // spawner starts child processes from one goroutine locked to its OS

@@ -13,9 +13,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
-	"go.temporal.io/server/temporaltest"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/idemstore"
 )
 
@@ -46,14 +46,17 @@ func benchWorkflow(ctx workflow.Context, activity string, n int) error {
 	return nil
 }
 
-// measureTemporal runs the same workflows on an in-process Temporal server,
+// measureTemporal runs the same workflows on the dev Temporal server,
 // once with the bare activity and once with it wrapped, reps times each,
 // alternating, and reports activities per second.
 func (b *bench) measureTemporal(ctx context.Context) (temporalCost, error) {
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	ts := temporaltest.NewServer(temporaltest.WithBaseClientOptions(client.Options{Logger: quiet}))
+	ts, err := temporalproc.Start(ctx)
+	if err != nil {
+		return temporalCost{}, err
+	}
 	defer ts.Stop()
-	c, err := client.Dial(client.Options{HostPort: ts.GetFrontendHostPort(), Namespace: ts.GetDefaultNamespace(), Logger: quiet})
+	c, err := client.Dial(client.Options{HostPort: ts.Address(), Namespace: ts.Namespace(), Logger: quiet})
 	if err != nil {
 		return temporalCost{}, err
 	}

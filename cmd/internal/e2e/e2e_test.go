@@ -28,9 +28,9 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
-	"go.temporal.io/server/temporaltest"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -52,7 +52,10 @@ const (
 	envStop      = "ONCEFLOW_E2E_STOP_TIMEOUT"
 )
 
-var temporalServer *temporaltest.TestServer
+// temporalServer is the dev Temporal server these tests share, a process
+// of its own (package temporalproc), so this race-instrumented binary does
+// not link the server.
+var temporalServer *temporalproc.Server
 
 // e2eSecret is the workers' secret in these tests.
 const e2eSecret = "e2e secret e2e secret e2e secret"
@@ -62,7 +65,11 @@ func TestMain(m *testing.M) {
 		os.Exit(runChild())
 	}
 	os.Exit(redistest.With(func() int {
-		temporalServer = temporaltest.NewServer()
+		var err error
+		if temporalServer, err = temporalproc.Start(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			return 1
+		}
 		defer temporalServer.Stop()
 		return m.Run()
 	}))
@@ -91,7 +98,7 @@ func newHarness(t *testing.T, lease time.Duration) *harness {
 	// Not temporalServer.NewClientWithOptions: it is not safe for
 	// concurrent use, and these tests run in parallel.
 	tc, err := client.Dial(client.Options{
-		HostPort: temporalServer.GetFrontendHostPort(), Namespace: temporalServer.GetDefaultNamespace(), Logger: quietLogger(),
+		HostPort: temporalServer.Address(), Namespace: temporalServer.Namespace(), Logger: quietLogger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +132,7 @@ func (h *harness) startWorker(register func(worker.Registry) error) *worker.Work
 // the test ends.
 func (h *harness) startStoppableWorker(register func(worker.Registry) error) (w *worker.Worker, stop func()) {
 	h.t.Helper()
-	cfg := workerConfig(temporalServer.GetFrontendHostPort(), temporalServer.GetDefaultNamespace(), h.queue, h.redis, h.keys, h.lease)
+	cfg := workerConfig(temporalServer.Address(), temporalServer.Namespace(), h.queue, h.redis, h.keys, h.lease)
 	cfg.Register = register
 	if h.configure != nil {
 		h.configure(&cfg)
@@ -394,7 +401,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 			h := newHarness(t, lease)
 			child := exec.Command(os.Args[0], "-test.run=^$")
 			child.Env = append(os.Environ(), envChild+"=1",
-				envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
+				envTemporal+"="+temporalServer.Address(), envNamespace+"="+temporalServer.Namespace(),
 				envQueue+"="+h.queue, envRedis+"="+redistest.Addr(t), envKeys+"="+h.keys, envLease+"="+lease.String())
 			child.Stderr = os.Stderr
 			if err := child.Start(); err != nil {
@@ -478,7 +485,9 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 // it in progress throughout, waits, and then gets the replay.
 func TestLongActivityKeepsOwnershipThroughHeartbeats(t *testing.T) {
 	t.Parallel()
-	const lease = time.Second
+	// 2 s, not less: the renewal must be confirmed within the lease less
+	// its 250 ms margin while the suite loads both cores.
+	const lease = 2 * time.Second
 	h := newHarness(t, lease)
 	h.startWorker(func(r worker.Registry) error { return registerEffect(r, h.rdb, h.keys) })
 	in := effectIn{Key: h.keys + "/long", Mode: "sleep:" + (3 * lease).String()}

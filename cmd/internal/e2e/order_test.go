@@ -268,7 +268,7 @@ func (s *shop) crashAfterCharge() (order.PlaceOrderInput, client.WorkflowRun) {
 	t.Helper()
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), envChild+"=order", envLedger+"="+s.dsn,
-		envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
+		envTemporal+"="+temporalServer.Address(), envNamespace+"="+temporalServer.Namespace(),
 		envQueue+"="+s.queue, envRedis+"="+s.redis, envKeys+"="+s.keys, envLease+"="+s.lease.String())
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
@@ -310,7 +310,7 @@ func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	src := trail.Sources{Store: store, Client: s.tc, Ledger: s.l, Digester: dig, Namespace: temporalServer.GetDefaultNamespace()}
+	src := trail.Sources{Store: store, Client: s.tc, Ledger: s.l, Digester: dig, Namespace: temporalServer.Namespace()}
 	tr, err := trail.Build(context.Background(), src, trail.Query{OrderID: orderID})
 	if err != nil {
 		s.t.Fatal(err)
@@ -626,7 +626,7 @@ func (s *shop) chargeKey(orderID string) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return idemstore.Ref{Code: order.ChargeCode, Digest: dig.Digest("business", temporalServer.GetDefaultNamespace(), orderID+"/charge")}.String()
+	return idemstore.Ref{Code: order.ChargeCode, Digest: dig.Digest("business", temporalServer.Namespace(), orderID+"/charge")}.String()
 }
 
 // money is what the gateway kept of an order: its charges less its

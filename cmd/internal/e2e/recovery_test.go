@@ -81,7 +81,7 @@ func unknownThen(r worker.Registry, name string, n int32, calls map[string]*atom
 
 // operator runs an operator command against the test server.
 func (h *harness) operator(command string, args ...string) (string, error) {
-	all := append([]string{"-temporal-address", temporalServer.GetFrontendHostPort(), "-namespace", temporalServer.GetDefaultNamespace()}, args...)
+	all := append([]string{"-temporal-address", temporalServer.Address(), "-namespace", temporalServer.Namespace()}, args...)
 	if command == "reopen" {
 		all = append(args, "-redis-url", "redis://"+redistest.Addr(h.t)+"/0", "-key-namespace", h.keys)
 	}
@@ -261,7 +261,7 @@ func TestSIGTERMRecordsTheOutcome(t *testing.T) {
 	h := newHarness(t, lease)
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), envChild+"=1",
-		envTemporal+"="+temporalServer.GetFrontendHostPort(), envNamespace+"="+temporalServer.GetDefaultNamespace(),
+		envTemporal+"="+temporalServer.Address(), envNamespace+"="+temporalServer.Namespace(),
 		envQueue+"="+h.queue, envRedis+"="+redistest.Addr(t), envKeys+"="+h.keys, envLease+"="+lease.String(), envStop+"=500ms")
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
@@ -284,7 +284,7 @@ func TestSIGTERMRecordsTheOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	dig, _ := idemstore.NewDigester([]byte("e2e secret e2e secret e2e secret"), 1)
-	ref := idemstore.Ref{Code: "effect-blind", Digest: dig.Digest("business", temporalServer.GetDefaultNamespace(), in.Key)}
+	ref := idemstore.Ref{Code: "effect-blind", Digest: dig.Digest("business", temporalServer.Namespace(), in.Key)}
 	obs, err := store.Inspect(context.Background(), ref)
 	if err != nil || obs.Record.State != idemstore.StateAbandoned {
 		t.Fatalf("record after the stop: %+v, %v; want ABANDONED, written before the worker exited", obs.Record, err)

@@ -1,0 +1,298 @@
+// Package devtemporal runs a single-process Temporal server on SQLite:
+// the one `worker -dev` embeds, persisted to a file (as the Temporal CLI's
+// `temporal server start-dev --db-filename` does), and the one the
+// end-to-end tests and cmd/chaos run in memory, as a process of their own
+// (cmd/internal/devtemporal/temporald), so that their race-instrumented
+// test binaries never link the server.
+//
+// It configures the server's public packages the way the server's own
+// temporaltest does; it is for development and tests, not production.
+package devtemporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/log/tag"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	sqliteschema "go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+)
+
+// DefaultAddress is where the server listens unless told otherwise: the
+// Temporal CLI's and the SDK's default.
+const DefaultAddress = "127.0.0.1:7233"
+
+// DefaultNamespace is the namespace it registers unless told otherwise.
+const DefaultNamespace = "default"
+
+// ErrAddressInUse: something already listens on the server's address.
+var ErrAddressInUse = errors.New("devtemporal: the address is in use")
+
+// Config says how to run the server.
+type Config struct {
+	// Address is the frontend's host:port. Default DefaultAddress; port 0
+	// picks a free one (Server.Address says which).
+	Address string
+	// DBFile is the SQLite file the server persists to, created with its
+	// schema if missing. Empty: in memory, gone when the server stops.
+	DBFile string
+	// Namespaces are registered at start, if missing. Default
+	// [DefaultNamespace].
+	Namespaces []string
+	// SearchAttributes are the custom search attributes of the namespaces
+	// it creates.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// Logger receives the server's errors (its warnings at Debug). Default:
+	// discarded.
+	Logger *slog.Logger
+}
+
+// Server is a running server.
+type Server struct {
+	srv  temporal.Server
+	addr string
+}
+
+// Start starts the server and returns once its frontend accepts
+// connections.
+func Start(cfg Config) (_ *Server, err error) {
+	if cfg.Address == "" {
+		cfg.Address = DefaultAddress
+	}
+	if len(cfg.Namespaces) == 0 {
+		cfg.Namespaces = []string{DefaultNamespace}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	host, port, err := listenable(cfg.Address)
+	if err != nil {
+		return nil, err
+	}
+	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName, ConnectAttributes: map[string]string{}}
+	if cfg.DBFile == "" {
+		sqlCfg.ConnectAttributes["mode"] = "memory"
+		sqlCfg.ConnectAttributes["cache"] = "shared"
+		sqlCfg.DatabaseName = "onceflow-dev-" + strconv.FormatUint(rand.Uint64(), 36)
+	} else {
+		sqlCfg.ConnectAttributes["mode"] = "rwc"
+		sqlCfg.ConnectAttributes["journal_mode"] = "wal"
+		sqlCfg.DatabaseName = cfg.DBFile
+		if _, err := os.Stat(cfg.DBFile); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(cfg.DBFile), 0o700); err != nil {
+				return nil, fmt.Errorf("devtemporal: %w", err)
+			}
+			if err := sqliteschema.SetupSchema(sqlCfg); err != nil {
+				return nil, fmt.Errorf("devtemporal: create the Temporal schema in %s: %w", cfg.DBFile, err)
+			}
+		}
+	}
+	const clusterName = "active"
+	var namespaces []*sqliteschema.NamespaceConfig
+	for _, ns := range cfg.Namespaces {
+		nc, err := sqliteschema.NewNamespaceConfig(clusterName, ns, false, cfg.SearchAttributes)
+		if err != nil {
+			return nil, fmt.Errorf("devtemporal: namespace %s: %w", ns, err)
+		}
+		namespaces = append(namespaces, nc)
+	}
+	if err := sqliteschema.CreateNamespaces(sqlCfg, namespaces...); err != nil {
+		return nil, fmt.Errorf("devtemporal: register the namespaces: %w", err)
+	}
+
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	service := func(grpcPort int) (config.Service, error) {
+		if grpcPort == 0 {
+			if grpcPort, err = freePort(host); err != nil {
+				return config.Service{}, err
+			}
+		}
+		membership, err := freePort(host)
+		if err != nil {
+			return config.Service{}, err
+		}
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: membership, BindOnIP: host}}, nil
+	}
+	services := map[string]config.Service{}
+	for i, name := range []string{"frontend", "history", "matching", "worker"} {
+		p := 0
+		if i == 0 {
+			p = port
+		}
+		if services[name], err = service(p); err != nil {
+			return nil, fmt.Errorf("devtemporal: %w", err)
+		}
+	}
+	sc := &config.Config{
+		Global: config.Global{Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host}},
+		Persistence: config.Persistence{
+			DefaultStore: sqliteplugin.PluginName, VisibilityStore: sqliteplugin.PluginName, NumHistoryShards: 1,
+			DataStores: map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			FailoverVersionIncrement: 10, MasterClusterName: clusterName, CurrentClusterName: clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: addr}},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            services,
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
+			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+		}},
+		PublicClient: config.PublicClient{HostPort: addr},
+	}
+	logger := &slogLogger{l: cfg.Logger}
+	authorizer, err := authorization.GetAuthorizerFromConfig(&sc.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("devtemporal: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&sc.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("devtemporal: %w", err)
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(sc),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{
+			// Search attributes registered at start are seen at once.
+			dynamicconfig.ForceSearchAttributesCacheRefreshOnRead.Key(): []dynamicconfig.ConstrainedValue{{Value: true}},
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("devtemporal: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devtemporal: start the server: %w", err)
+	}
+	s := &Server{srv: srv, addr: addr}
+	if err := s.waitReady(30 * time.Second); err != nil {
+		_ = srv.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Address is the frontend's host:port.
+func (s *Server) Address() string { return s.addr }
+
+// Stop stops the server.
+func (s *Server) Stop() error { return s.srv.Stop() }
+
+// waitReady waits until the frontend accepts TCP connections.
+func (s *Server) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("devtemporal: the frontend at %s did not come up in %v: %w", s.addr, timeout, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listenable checks that addr can be listened on, and returns its host
+// and port (a free one for port 0).
+func listenable(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("devtemporal: address %q: want host:port such as %s: %w", addr, DefaultAddress, err)
+	}
+	if host == "" || host == "localhost" {
+		host = "127.0.0.1"
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("devtemporal: address %q: the port must be a number from 0 to 65535", addr)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return "", 0, fmt.Errorf("%w: %s (another Temporal server, or another -dev worker?)", ErrAddressInUse, addr)
+	}
+	if err != nil {
+		return "", 0, fmt.Errorf("devtemporal: listen on %s: %w", addr, err)
+	}
+	port = l.Addr().(*net.TCPAddr).Port
+	return host, port, l.Close()
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// slogLogger is the server's log.Logger on a *slog.Logger: its errors as
+// errors, its (many, benign) warnings and the rest at Debug.
+type slogLogger struct {
+	l    *slog.Logger
+	tags []tag.Tag
+}
+
+var _ log.WithLogger = (*slogLogger)(nil)
+
+func (s *slogLogger) log(level slog.Level, msg string, tags []tag.Tag) {
+	ctx := context.Background()
+	if !s.l.Enabled(ctx, level) {
+		return
+	}
+	attrs := make([]slog.Attr, 0, len(s.tags)+len(tags)+1)
+	attrs = append(attrs, slog.String("component", "temporal-server"))
+	for _, ts := range [][]tag.Tag{s.tags, tags} {
+		for _, t := range ts {
+			attrs = append(attrs, slog.Any(t.Key(), t.Value()))
+		}
+	}
+	s.l.LogAttrs(ctx, level, msg, attrs...)
+}
+
+func (s *slogLogger) Debug(msg string, tags ...tag.Tag) { s.log(slog.LevelDebug, msg, tags) }
+func (s *slogLogger) Info(msg string, tags ...tag.Tag)  { s.log(slog.LevelDebug, msg, tags) }
+func (s *slogLogger) Warn(msg string, tags ...tag.Tag)  { s.log(slog.LevelDebug, msg, tags) }
+func (s *slogLogger) Error(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
+
+func (s *slogLogger) DPanic(msg string, tags ...tag.Tag) { s.log(slog.LevelError, msg, tags) }
+
+func (s *slogLogger) Panic(msg string, tags ...tag.Tag) {
+	s.log(slog.LevelError, msg, tags)
+	panic(msg)
+}
+
+// Fatal logs and exits, as the server's own zap logger does: the server
+// calls it where it cannot go on (a listener it cannot open).
+func (s *slogLogger) Fatal(msg string, tags ...tag.Tag) {
+	s.log(slog.LevelError, msg, tags)
+	os.Exit(1)
+}
+
+func (s *slogLogger) With(tags ...tag.Tag) log.Logger {
+	return &slogLogger{l: s.l, tags: append(append([]tag.Tag(nil), s.tags...), tags...)}
+}

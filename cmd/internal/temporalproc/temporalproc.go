@@ -1,0 +1,148 @@
+// Package temporalproc runs the dev Temporal server (cmd/internal/devtemporal
+// /temporald) as a child process, in memory, on a free loopback port: the
+// end-to-end tests, cmd/chaos and cmd/idembench use it, so their
+// race-instrumented binaries do not link the Temporal server, and CI
+// compiles the server once, without the race detector.
+//
+// The binary is $ONCEFLOW_TEMPORALD when set (scripts/test builds it once
+// for every test binary), else it is built into a temporary directory
+// with `go build`. The child dies with its parent (package childproc,
+// and its stdin closing).
+package temporalproc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/onceflow/onceflow/internal/childproc"
+)
+
+// EnvBinary names a prebuilt temporald binary.
+const EnvBinary = "ONCEFLOW_TEMPORALD"
+
+const (
+	pkg       = "github.com/onceflow/onceflow/cmd/internal/devtemporal/temporald"
+	cmdModule = "github.com/onceflow/onceflow/cmd"
+)
+
+// Server is a running temporald.
+type Server struct {
+	addr, namespace string
+	cmd             *exec.Cmd
+	stdin           io.Closer
+	spawn           *childproc.Spawner
+	exited          chan struct{}
+	tmp             string
+}
+
+// Start builds temporald if needed and starts it with one namespace of a
+// random name (so that nothing passes by assuming "default").
+func Start(ctx context.Context) (*Server, error) {
+	s := &Server{namespace: "onceflow-test-" + strconv.FormatUint(rand.Uint64()%1e6, 10)}
+	bin := os.Getenv(EnvBinary)
+	if bin == "" {
+		var err error
+		if s.tmp, err = os.MkdirTemp("", "onceflow-temporald-"); err != nil {
+			return nil, err
+		}
+		if bin, err = Build(ctx, s.tmp); err != nil {
+			_ = os.RemoveAll(s.tmp)
+			return nil, err
+		}
+	}
+	s.cmd = exec.Command(bin, "-namespace", s.namespace)
+	s.cmd.Stderr = os.Stderr
+	stdout, err := s.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdin, err := s.cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	s.stdin = stdin
+	s.spawn = childproc.New()
+	if err := s.spawn.Start(s.cmd); err != nil {
+		s.spawn.Close()
+		return nil, fmt.Errorf("temporalproc: start %s: %w", bin, err)
+	}
+	s.exited = make(chan struct{})
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	select {
+	case l := <-lines:
+		addr, ok := strings.CutPrefix(l, "listening ")
+		if !ok {
+			s.Stop()
+			return nil, fmt.Errorf("temporalproc: temporald said %q, want \"listening ADDRESS\"", l)
+		}
+		s.addr = addr
+		return s, nil
+	case <-s.exited:
+		s.Stop()
+		return nil, fmt.Errorf("temporalproc: temporald exited at start (its errors are above)")
+	case <-time.After(2 * time.Minute):
+		s.Stop()
+		return nil, errors.New("temporalproc: temporald did not come up in 2 minutes")
+	case <-ctx.Done():
+		s.Stop()
+		return nil, ctx.Err()
+	}
+}
+
+// Build builds temporald into dir (without the race detector: it is the
+// server, not the code under test) and returns its path.
+func Build(ctx context.Context, dir string) (string, error) {
+	modDir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", cmdModule).Output()
+	if err != nil {
+		return "", fmt.Errorf("temporalproc: find the module %s (run from the repository, or set %s): %w", cmdModule, EnvBinary, err)
+	}
+	bin := filepath.Join(dir, "temporald")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	build.Dir = strings.TrimSpace(string(modDir))
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("temporalproc: go build %s: %w\n%s", pkg, err, out)
+	}
+	return bin, nil
+}
+
+// Address is the frontend's host:port.
+func (s *Server) Address() string { return s.addr }
+
+// Namespace is the namespace it registered.
+func (s *Server) Namespace() string { return s.namespace }
+
+// Stop stops the server (closing its stdin; SIGKILL after 10 s) and
+// removes the binary it built.
+func (s *Server) Stop() {
+	_ = s.stdin.Close()
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.spawn.Close()
+	if s.tmp != "" {
+		_ = os.RemoveAll(s.tmp)
+	}
+}
