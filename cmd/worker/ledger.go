@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 )
 
@@ -20,7 +20,7 @@ import (
 func openLedgerToRead(ctx context.Context, command string, dsn *string, dev bool) (*ledger.Ledger, error) {
 	if *dsn == "" && dev {
 		var err error
-		if *dsn, err = devserver.ReadLedgerDSN(); err != nil {
+		if *dsn, err = devstate.ReadLedgerDSN(); err != nil {
 			return nil, fmt.Errorf("%s: %w", command, err)
 		}
 	}

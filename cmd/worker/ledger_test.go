@@ -37,8 +37,13 @@ func TestReadingCommandsCreateNoLedger(t *testing.T) {
 	if err := showLedger(ctx, []string{"-order-id", "o-1", "-dev"}, noEnv, &out); err == nil || !strings.Contains(err.Error(), "ONCEFLOW_DEV_STATE_DIR") {
 		t.Errorf("-dev before the dev worker ran: %v", err)
 	}
-	if err := trace(ctx, []string{"-order-id", "o-1", "-dev"}, noEnv, &out); err == nil || !strings.Contains(err.Error(), "no ledger at") {
+	if err := trace(ctx, []string{"-order-id", "o-1", "-dev"}, noEnv, &out); err == nil || !strings.Contains(err.Error(), "no -dev worker is running") {
 		t.Errorf("trace -dev before the dev worker ran: %v", err)
+	}
+	// Given the servers, trace -dev reads the dev ledger, which is missing.
+	addrs := []string{"-temporal-address", "127.0.0.1:1", "-namespace", "default", "-redis-url", "redis://127.0.0.1:1/0"}
+	if err := trace(ctx, append([]string{"-order-id", "o-1", "-dev"}, addrs...), noEnv, &out); err == nil || !strings.Contains(err.Error(), "no ledger at") {
+		t.Errorf("trace -dev with the servers given, before the dev worker ran: %v", err)
 	}
 	if entries, err := os.ReadDir(cwd); err != nil || len(entries) != 0 {
 		t.Errorf("the working directory has %v (%v), want nothing", entries, err)

@@ -2,7 +2,8 @@
 // the PlaceOrder saga over a SQL ledger and a gateway simulator, and the
 // quick start's ChargeOrder, with /healthz and /readyz.
 //
-//	go run ./cmd/worker -dev     # embedded Temporal and Redis, a SQLite ledger: nothing to install
+//	go run ./cmd/worker -dev     # embedded Temporal (127.0.0.1:7233) and Redis, a SQLite ledger, all kept across restarts: nothing to install
+//	go run ./cmd/worker -dev -dev-reset                 # the same, starting from nothing
 //	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0 -ledger-dsn postgres://…
 //	go run ./cmd/worker order -customer c-1 -item A-1:2 -amount-cents 1999   # place an order
 //	go run ./cmd/worker ledger -dev -order-id ID        # its rows: order, payments, gateway calls (-ledger-dsn outside -dev)
@@ -11,8 +12,12 @@
 //	go run ./cmd/worker pending                         # every workflow waiting on a recovery decision
 //	go run ./cmd/worker resolve -workflow-id ID -record KEY -attempt N -rev N -decision retry
 //	go run ./cmd/worker reopen -record KEY               # a record a fail decision left FAILED
+//	go run ./cmd/worker version                         # the version it was built at
 //
-// Every flag falls back to an environment variable; -h lists them.
+// Every flag falls back to an environment variable; -h lists them. Given
+// -dev, the commands find the running -dev worker's Temporal and Redis in
+// the endpoints file it writes to the dev state directory, so nothing has
+// to be exported: go run ./cmd/worker order -dev, pending -dev, trace -dev.
 //
 // Outside -dev the worker needs -ledger-dsn (LEDGER_DSN); ledger and
 // trace only read it (-ledger-dsn, or -dev for the dev ledger) and create
@@ -66,6 +71,8 @@ func run() error {
 			return showLedger(ctx, args[1:], os.Getenv, os.Stdout)
 		case cmd == "trace":
 			return trace(ctx, args[1:], os.Getenv, os.Stdout)
+		case cmd == "version":
+			return version(os.Stdout)
 		}
 	}
 	return serve(ctx, args, os.Getenv)

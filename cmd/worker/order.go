@@ -12,6 +12,7 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow/cmd/internal/cli"
@@ -54,11 +55,17 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 	fs.BoolVar(&in.SkipChargeReconcile, "skip-reconcile", false,
 		"leave a charge whose effect is unknown to an operator's decision, instead of asking the gateway first")
 	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the order to end; 0 returns at once")
+	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "place it with the running -dev worker (its Temporal, from its endpoints file) unless -temporal-address is given (ONCEFLOW_DEV=true)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("order: unexpected arguments %q", fs.Args())
+	}
+	if *dev {
+		if err := cli.UseDevEndpoints(&c, cli.Needs{Temporal: true}, "order"); err != nil {
+			return err
+		}
 	}
 	if in.OrderID == "" {
 		in.OrderID = order.NewOrderID()
@@ -84,11 +91,21 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 		// never starts a second run of a finished one.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// A finished one is an error, so it is told apart below.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
 	}, order.PlaceOrder, in)
-	if err != nil {
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &started):
+		// The order's workflow ran to its end before: its result is the
+		// order's, and nothing runs again.
+		run = tc.GetWorkflow(ctx, *wfID, "")
+		fmt.Fprintf(out, "order %s: workflow %s already ran; its result:\n", in.OrderID, *wfID)
+	case err != nil:
 		return fmt.Errorf("order: start the workflow: %w", err)
+	default:
+		fmt.Fprintf(out, "order %s: workflow %s\n", in.OrderID, run.GetID())
 	}
-	fmt.Fprintf(out, "order %s: workflow %s\n", in.OrderID, run.GetID())
 	if *wait <= 0 {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/console"
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/cmd/internal/telemetry"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
@@ -26,6 +27,8 @@ type appFlags struct {
 	gateway   order.GatewayConfig
 	orderWait time.Duration
 	console   string
+	devReset  bool
+	devAddr   string
 	errs      []error
 }
 
@@ -37,6 +40,10 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	a.orderWait = order.DefaultAPIWait
 	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
 		"how long POST /orders waits for the order to end before it answers 202")
+	fs.BoolVar(&a.devReset, "dev-reset", a.getenv("ONCEFLOW_DEV_RESET") == "true",
+		"with -dev: delete the dev state (Temporal's workflows, Redis' records, the ledger) before starting (ONCEFLOW_DEV_RESET=true)")
+	fs.StringVar(&a.devAddr, "dev-temporal-address", a.getenv("ONCEFLOW_DEV_TEMPORAL_ADDRESS"),
+		"with -dev: where the embedded Temporal server listens (ONCEFLOW_DEV_TEMPORAL_ADDRESS; default "+devserver.DefaultTemporalAddress+")")
 	a.registerGatewayKnobs(fs) // none in a production build (simulate_off.go)
 }
 
@@ -69,19 +76,23 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 	if app.ledgerDSN == "" && !cfg.Dev {
 		return errNoServeLedger
 	}
+	if !cfg.Dev && (app.devReset || app.devAddr != "") {
+		return errors.New("worker: -dev-reset and -dev-temporal-address go with -dev")
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Dev {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-		if app.ledgerDSN == "" {
-			if app.ledgerDSN, err = devserver.LedgerDSN(); err != nil {
-				return err
-			}
-		}
-		stop, err := devserver.Start(&cfg, log, "ledger", ledger.RedactDSN(app.ledgerDSN))
+		dev, err := devserver.Start(&cfg, devserver.Options{TemporalAddress: app.devAddr, Reset: app.devReset}, log)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer dev.Stop()
+		if app.ledgerDSN == "" {
+			if app.ledgerDSN, err = devstate.LedgerDSN(); err != nil {
+				return err
+			}
+		}
+		log.Info("onceflow example: order ledger", "ledger", ledger.RedactDSN(app.ledgerDSN))
 	}
 	cfg.Logger = log
 	tel, err := telemetry.Setup(ctx, getenv)

@@ -22,10 +22,10 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	fs.SetOutput(out)
 	var c worker.Config
 	cli.TemporalFlags(fs, &c, getenv)
-	fs.StringVar(&c.RedisURL, "redis-url", envDefault(getenv, "REDIS_URL", worker.DefaultRedisURL), "Redis URL (REDIS_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", getenv("REDIS_URL"), "Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", envDefault(getenv, "ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger to read (LEDGER_DSN); required, except with -dev: the dev ledger")
-	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "a -dev worker's records: its secret (when ONCEFLOW_SECRET is unset) and ledger")
+	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "a -dev worker's records: its servers (from its endpoints file, where no address is given), secret (when ONCEFLOW_SECRET is unset) and ledger")
 	var q trail.Query
 	fs.StringVar(&q.IdempotencyKey, "idempotency-key", "", "the Idempotency-Key of a POST /orders")
 	fs.StringVar(&q.Authorization, "authorization", "", "the Authorization header the key was sent with (none: anonymous)")
@@ -44,6 +44,12 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	if n != 1 || fs.NArg() > 0 {
 		return errors.New("trace: give one of -idempotency-key, -order-id or -workflow-id")
 	}
+	if *dev {
+		if err := cli.UseDevEndpoints(&c, cli.Needs{Temporal: true, Redis: true}, "trace"); err != nil {
+			return err
+		}
+	}
+	cli.Defaults(&c)
 	dig, err := cli.Digester(getenv, *dev)
 	if err != nil {
 		return fmt.Errorf("trace: %w", err)

@@ -49,7 +49,8 @@ var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
 //
 // pending and resolve take the Temporal connection flags of the worker
 // (-temporal-address, -namespace, the TLS files and the API key), each
-// falling back to the same environment variable.
+// falling back to the same environment variable. With -dev, what is not
+// given comes from the running -dev worker's endpoints file.
 func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet(command, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -68,20 +69,25 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
 	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
 	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
-	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", worker.DefaultRedisURL), "reopen, inspect: Redis URL (REDIS_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "reopen, inspect: Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "reopen, inspect: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	code := fs.String("code", "", "inspect: the operation code of the record")
 	key := fs.String("key", "", "inspect: the business key of the record (with -code)")
-	dev := fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true", "inspect: digest keys with the -dev secret when ONCEFLOW_SECRET is unset")
+	dev := fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true",
+		"talk to the running -dev worker's servers (from its endpoints file) where no address is given; inspect: digest keys with the -dev secret when ONCEFLOW_SECRET is unset (ONCEFLOW_DEV=true)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%s: unexpected arguments %q", command, fs.Args())
 	}
-	if c.Namespace == "" {
-		c.Namespace = worker.DefaultNamespace
+	if *dev {
+		need := Needs{Temporal: command == "pending" || command == "resolve", Redis: command == "reopen" || command == "inspect"}
+		if err := UseDevEndpoints(&c, need, command); err != nil {
+			return err
+		}
 	}
+	Defaults(&c)
 	switch command {
 	case "pending":
 		if *wfID == "" {

@@ -1,7 +1,11 @@
-// Package devserver starts what `cmd/worker -dev` embeds: an in-process
-// Temporal server and a Redis (a redis-server child process when the binary
-// is on PATH, otherwise miniredis, an in-process Redis that runs the same
-// scripts).
+// Package devserver starts what `cmd/worker -dev` embeds, durable across
+// restarts in the state directory (package devstate): a Temporal server
+// on SQLite (temporal.db, as `temporal server start-dev --db-filename`,
+// on 127.0.0.1:7233, namespace default), and a redis-server child with an
+// append-only file (redis/; when redis-server is not on PATH an in-process
+// miniredis, which runs the same scripts and keeps nothing). It holds the
+// directory's lock while it runs and writes the endpoints file every
+// command given -dev reads.
 //
 // A build with the nodev tag (go build -tags nodev) leaves the Temporal
 // server out: the production binary does not carry a server it never
@@ -14,114 +18,141 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/internal/redisproc"
 	"github.com/onceflow/onceflow/worker"
 )
 
-// StateDir is the directory -dev keeps what outlives a run in (the
-// example's SQLite ledger): $ONCEFLOW_DEV_STATE_DIR, else
-// $XDG_STATE_HOME/onceflow/dev, else ~/.local/state/onceflow/dev. It is
-// created if missing.
-func StateDir() (string, error) {
-	dir, err := stateDirPath()
+// DefaultTemporalAddress is where the embedded Temporal server listens
+// unless Options.TemporalAddress says otherwise.
+const DefaultTemporalAddress = "127.0.0.1:7233"
+
+// DefaultNamespace is the namespace it registers when the worker names
+// none.
+const DefaultNamespace = "default"
+
+// Options say how -dev runs.
+type Options struct {
+	// TemporalAddress is where the embedded Temporal server listens.
+	// Default DefaultTemporalAddress.
+	TemporalAddress string
+	// Reset deletes the state (Temporal's database, Redis' data, the
+	// ledger) before anything starts.
+	Reset bool
+}
+
+// Dev is what Start started.
+type Dev struct {
+	dir    string
+	stops  []func()
+	ends   Endpoints
+	logger *slog.Logger
+}
+
+// Endpoints are the running servers' addresses (devstate.Endpoints).
+type Endpoints = devstate.Endpoints
+
+// Start takes the state directory's lock, fills in cfg's TemporalAddress,
+// Namespace and RedisURL when they are empty by starting embedded
+// servers, writes the endpoints file, and logs one line saying what it
+// started and where. Stop undoes it all but the state.
+func Start(cfg *worker.Config, opts Options, log *slog.Logger) (_ *Dev, err error) {
+	dir, err := devstate.Dir()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("devserver: create the state directory: %w", err)
-	}
-	return dir, nil
-}
-
-// stateDirPath is StateDir's path, not created.
-func stateDirPath() (string, error) {
-	dir := os.Getenv("ONCEFLOW_DEV_STATE_DIR")
-	if dir == "" {
-		base := os.Getenv("XDG_STATE_HOME")
-		if base == "" {
-			home, err := os.UserHomeDir()
-			if err != nil {
-				return "", fmt.Errorf("devserver: no state directory (set ONCEFLOW_DEV_STATE_DIR): %w", err)
-			}
-			base = filepath.Join(home, ".local", "state")
-		}
-		dir = filepath.Join(base, "onceflow", "dev")
-	}
-	return dir, nil
-}
-
-// LedgerDSN is the ledger -dev uses when none is given: a SQLite file in
-// StateDir, which it creates.
-func LedgerDSN() (string, error) {
-	dir, err := StateDir()
-	if err != nil {
-		return "", err
-	}
-	return "sqlite:" + filepath.Join(dir, "ledger.db"), nil
-}
-
-// ReadLedgerDSN is LedgerDSN for commands that only read: the same DSN,
-// without creating the state directory.
-func ReadLedgerDSN() (string, error) {
-	dir, err := stateDirPath()
-	if err != nil {
-		return "", err
-	}
-	return "sqlite:" + filepath.Join(dir, "ledger.db"), nil
-}
-
-// Start fills in cfg's TemporalAddress, Namespace and RedisURL when they
-// are empty by starting embedded servers, logs one line saying what it
-// started and where (with attrs, the caller's own, such as the ledger it
-// uses), and returns a function that stops them.
-func Start(cfg *worker.Config, log *slog.Logger, attrs ...any) (_ func(), err error) {
-	var stops []func()
-	stopAll := func() {
-		for i := len(stops) - 1; i >= 0; i-- {
-			stops[i]()
-		}
-	}
+	d := &Dev{dir: dir, logger: log}
 	defer func() {
 		if err != nil {
-			stopAll() // what started before the failure
+			d.Stop() // what started before the failure
 		}
 	}()
-	var started []any
+	unlock, err := devstate.Lock(dir)
+	if err != nil {
+		return nil, err
+	}
+	d.stops = append(d.stops, unlock)
+	if opts.Reset {
+		if err := devstate.Reset(dir); err != nil {
+			return nil, err
+		}
+		log.Info("onceflow: -dev-reset deleted the dev state", "dir", dir)
+	}
+	started := []any{"state", dir}
 	if cfg.TemporalAddress == "" {
-		addr, namespace, stopTemporal, err := startTemporal()
+		if opts.TemporalAddress == "" {
+			opts.TemporalAddress = DefaultTemporalAddress
+		}
+		if cfg.Namespace == "" {
+			cfg.Namespace = DefaultNamespace
+		}
+		// The server's own log (noisy at start) goes to a file beside its
+		// database.
+		logPath := filepath.Join(dir, devstate.TemporalLog)
+		logFile, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("devserver: %w", err)
+		}
+		d.stops = append(d.stops, func() { _ = logFile.Close() })
+		serverLog := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		addr, stop, err := startTemporal(opts.TemporalAddress, filepath.Join(dir, devstate.TemporalDB), cfg.Namespace, serverLog)
 		if err != nil {
 			return nil, err
 		}
-		stops = append(stops, stopTemporal)
+		d.stops = append(d.stops, stop)
 		cfg.TemporalAddress = addr
-		if cfg.Namespace == "" {
-			cfg.Namespace = namespace
-		}
-		started = append(started, "temporal", cfg.TemporalAddress, "namespace", cfg.Namespace)
+		started = append(started, "temporal", addr, "namespace", cfg.Namespace, "temporal_log", logPath)
 	}
 	if cfg.RedisURL == "" && cfg.RedisOptions == nil {
-		srv, err := redisproc.Start()
+		srv, err := redisproc.StartIn(filepath.Join(dir, devstate.RedisDir))
 		switch {
 		case err == nil:
-			stops = append(stops, srv.Close)
+			d.stops = append(d.stops, srv.Close)
 			cfg.RedisURL = "redis://" + srv.Addr() + "/0"
-			started = append(started, "redis", "redis-server child process at "+srv.Addr())
+			d.ends.RedisPID = srv.PID()
+			started = append(started, "redis", "redis-server child process at "+srv.Addr()+" (data in "+srv.Dir()+")")
 		case errors.Is(err, redisproc.ErrNotInstalled):
 			mr := miniredis.NewMiniRedis()
 			if err := mr.Start(); err != nil {
 				return nil, fmt.Errorf("devserver: start in-process Redis: %w", err)
 			}
-			stops = append(stops, mr.Close)
+			d.stops = append(d.stops, mr.Close)
 			cfg.RedisURL = "redis://" + mr.Addr() + "/0"
 			cfg.RedisOmitShebang = true
-			started = append(started, "redis", "in-process miniredis at "+mr.Addr()+" (no redis-server on PATH)")
+			started = append(started, "redis", "in-process miniredis at "+mr.Addr()+
+				" (no redis-server on PATH: records are lost when the worker stops; install redis-server for a durable -dev)")
 		default:
 			return nil, err
 		}
 	}
-	log.Info("onceflow: -dev started embedded servers", append(started, attrs...)...)
-	return stopAll, nil
+	d.ends = Endpoints{TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, RedisURL: cfg.RedisURL,
+		HTTPAddr: cfg.HTTPAddr, PID: os.Getpid(), RedisPID: d.ends.RedisPID, Started: time.Now().UTC()}
+	if d.ends.Namespace == "" {
+		d.ends.Namespace = worker.DefaultNamespace
+	}
+	if d.ends.HTTPAddr == "" {
+		d.ends.HTTPAddr = worker.DefaultHTTPAddr
+	}
+	if err := devstate.WriteEndpoints(dir, d.ends); err != nil {
+		return nil, err
+	}
+	d.stops = append(d.stops, func() { _ = devstate.RemoveEndpoints(dir) })
+	log.Info("onceflow: -dev started embedded servers", started...)
+	return d, nil
+}
+
+// Endpoints are the addresses Start wrote to the endpoints file.
+func (d *Dev) Endpoints() Endpoints { return d.ends }
+
+// Stop stops what Start started, in reverse order, removes the endpoints
+// file and releases the lock. The state stays for the next -dev.
+func (d *Dev) Stop() {
+	for i := len(d.stops) - 1; i >= 0; i-- {
+		d.stops[i]()
+	}
+	d.stops = nil
 }

@@ -3,19 +3,23 @@
 package devserver
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 
-	"go.temporal.io/server/temporaltest"
+	"github.com/onceflow/onceflow/cmd/internal/devtemporal"
 )
 
-// startTemporal starts the in-process Temporal dev server. temporaltest
-// panics instead of failing a test; that becomes an error.
-func startTemporal() (addr, namespace string, stop func(), err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("devserver: start the embedded Temporal server: %v", p)
-		}
-	}()
-	ts := temporaltest.NewServer()
-	return ts.GetFrontendHostPort(), ts.GetDefaultNamespace(), ts.Stop, nil
+// startTemporal starts the embedded Temporal server on addr, persisted to
+// dbFile, with namespace registered.
+func startTemporal(addr, dbFile, namespace string, log *slog.Logger) (string, func(), error) {
+	srv, err := devtemporal.Start(devtemporal.Config{Address: addr, DBFile: dbFile, Namespaces: []string{namespace}, Logger: log})
+	if errors.Is(err, devtemporal.ErrAddressInUse) {
+		return "", nil, fmt.Errorf("%w: choose another address for the embedded Temporal server with -dev-temporal-address (ONCEFLOW_DEV_TEMPORAL_ADDRESS), "+
+			"or use the running server with -temporal-address", err)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	return srv.Address(), func() { _ = srv.Stop() }, nil
 }
