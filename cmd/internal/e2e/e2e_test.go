@@ -1,8 +1,9 @@
 package e2e_test
 
-// End-to-end tests against a real in-process Temporal server and a real
-// redis-server. Every test that links the Temporal server lives in this
-// package, and they share one server (TestMain).
+// End-to-end tests against a real Temporal server (the dev server,
+// cmd/internal/devtemporal, run as a process of its own by package
+// temporalproc and shared by every test: TestMain) and a real
+// redis-server; TestDevMode runs the development build of cmd/worker.
 
 import (
 	"context"
