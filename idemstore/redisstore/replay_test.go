@@ -17,6 +17,16 @@ import (
 	"github.com/onceflow/onceflow/internal/redistest"
 )
 
+// testStore is New, for a test.
+func testStore(t *testing.T, cfg Config) *Store {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // completedRecord writes a COMPLETED record of resp and returns its
 // fixture and ownership.
 func completedRecord(t *testing.T, s *Store, resp []byte) (storetest.Fixture, driver.Ownership) {
@@ -42,10 +52,7 @@ func completedRecord(t *testing.T, s *Store, resp []byte) (storetest.Fixture, dr
 // one, is replayed by the script.
 func TestReplayIsOneReadWithoutAScript(t *testing.T) {
 	t.Parallel()
-	s, err := New(Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
 	ctx := context.Background()
 	for _, n := range []int{0, 1, 63, 64, 65, 100, 256, 257, 1000, schema.ChunkSize * schema.MaxChunks, 5000} {
 		resp := bytes.Repeat([]byte{'a', 0, 'z'}, n/3+1)[:n]
@@ -81,10 +88,7 @@ func TestReplayIsOneReadWithoutAScript(t *testing.T) {
 func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 	t.Parallel()
 	client := redistest.Client(t)
-	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testStore(t, Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
 	ctx := context.Background()
 	kinds := map[string]schema.Kind{}
 	for _, r := range schema.Fields {
@@ -114,6 +118,7 @@ func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 		t.Run(fmt.Sprintf("%s=%.12q", c.field, c.value), func(t *testing.T) {
 			f, _ := completedRecord(t, s, bytes.Repeat([]byte("0123456789"), 10)) // two chunks
 			key := s.Key(f.Ref)
+			var err error
 			if c.value == "(missing)" {
 				err = client.HDel(ctx, key, c.field).Err()
 			} else {
@@ -150,10 +155,7 @@ func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 // claim.lua (its own outcome), never by the replay read.
 func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 	t.Parallel()
-	s, err := New(Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
 	ctx := context.Background()
 	claimed := func(f storetest.Fixture) driver.Ownership {
 		out, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
@@ -232,19 +234,13 @@ func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 func TestReplayReadTouchesOneKey(t *testing.T) {
 	t.Parallel()
 	client := redistest.Client(t)
-	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testStore(t, Config{Client: client, Namespace: redistest.Namespace(t)})
 	f, _ := completedRecord(t, s, []byte("ok"))
 	var sent []string
 	hooked := redis.NewClient(client.Options())
 	t.Cleanup(func() { _ = hooked.Close() })
 	hooked.AddHook(recordHook{&sent})
-	s2, err := New(Config{Client: hooked, Namespace: s.ns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := testStore(t, Config{Client: hooked, Namespace: s.ns})
 	out, err := s2.ClaimStart(context.Background(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
 	if _, ok := out.(driver.CompletedReplay); !ok || err != nil {
 		t.Fatalf("claim = %T %v", out, err)
@@ -299,14 +295,8 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 	ctx := context.Background()
 	ns := redistest.Namespace(t)
 	cc := cachingClient(t)
-	cached, err := New(Config{Client: cc, Namespace: ns, ReplayCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	direct, err := New(Config{Client: redistest.Client(t), Namespace: ns})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cached := testStore(t, Config{Client: cc, Namespace: ns, ReplayCache: true})
+	direct := testStore(t, Config{Client: redistest.Client(t), Namespace: ns})
 	if _, err := New(Config{Client: redistest.Client(t), Namespace: ns, ReplayCache: true}); err == nil {
 		t.Fatal("ReplayCache accepted a client without a client-side cache")
 	}
@@ -353,10 +343,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 	})
 	t.Run("without ReplayCache the cache is not read", func(t *testing.T) {
 		cc := cachingClient(t)
-		s, err := New(Config{Client: cc, Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := testStore(t, Config{Client: cc, Namespace: ns})
 		f, _ := completedRecord(t, direct, []byte("ok"))
 		for range 3 {
 			if out, err := s.Claim(ctx, f.Claim(driver.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.CompletedReplay" {
@@ -375,10 +362,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 // finds that replay, and from then on replays are reads again.
 func TestReplayReadStopsWhileClaimsFindNothing(t *testing.T) {
 	t.Parallel()
-	s, err := New(Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
 	ctx := context.Background()
 	done, _ := completedRecord(t, s, []byte("done")) // one miss, one replay-free complete
 	for range missLimit {

@@ -380,9 +380,7 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 	var rd replayRead
 	var err error
 	if s.guarded {
-		var v any
-		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
-		rd, _ = v.(replayRead)
+		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
 		rd, err = s.readReplay(ctx, key, req)
 	}
@@ -390,6 +388,15 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 		return replayRead{}, classify(op, req.Ref, err)
 	}
 	return rd, nil
+}
+
+// replayGuarded is readReplay for a client that does not stop at the
+// context's deadline (a function of its own, so that only this path pays
+// for the closure's copy of the request).
+func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
+	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
+	rd, _ := v.(replayRead)
+	return rd, err
 }
 
 // classify turns a command's error into what it proves: a key that is no
