@@ -113,7 +113,10 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 	defer cancel()
 	var res order.OrderResult
 	if err := run.Get(wctx, &res); err != nil {
-		if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		// The wait ran out: the context's own error, or the server's answer
+		// to a long poll whose deadline came a moment before the context's.
+		var deadline *serviceerror.DeadlineExceeded
+		if ctx.Err() == nil && (wctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)) {
 			_, err := fmt.Fprintf(out, "still running after %v: see `worker pending` (a step may wait on a decision) and `worker ledger -order-id %s`\n", *wait, in.OrderID)
 			return err
 		}

@@ -29,7 +29,9 @@ import (
 	"go.temporal.io/server/common/dynamicconfig"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/common/log/tag"
+	"go.temporal.io/server/common/membership/static"
 	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
 )
@@ -123,11 +125,7 @@ func Start(cfg Config) (_ *Server, err error) {
 				return config.Service{}, err
 			}
 		}
-		membership, err := freePort(host)
-		if err != nil {
-			return config.Service{}, err
-		}
-		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: membership, BindOnIP: host}}, nil
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, BindOnIP: host}}, nil
 	}
 	services := map[string]config.Service{}
 	for i, name := range []string{"frontend", "history", "matching", "worker"} {
@@ -140,7 +138,7 @@ func Start(cfg Config) (_ *Server, err error) {
 		}
 	}
 	sc := &config.Config{
-		Global: config.Global{Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: host}},
+		Global: config.Global{Membership: config.Membership{BroadcastAddress: host}},
 		Persistence: config.Persistence{
 			DefaultStore: sqliteplugin.PluginName, VisibilityStore: sqliteplugin.PluginName, NumHistoryShards: 1,
 			DataStores: map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
@@ -170,9 +168,17 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devtemporal: %w", err)
 	}
+	// Static membership, as the Temporal CLI's dev server has it: no
+	// ringpop, so a restarted server does not wait on the members a
+	// previous run left in the database.
+	hosts := map[primitives.ServiceName]static.Hosts{}
+	for name, svc := range services {
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort)))
+	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(sc),
 		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(hosts),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
