@@ -13,6 +13,7 @@
 //	go run ./cmd/worker resolve -workflow-id ID -record KEY -attempt N -rev N -decision retry
 //	go run ./cmd/worker reopen -record KEY               # a record a fail decision left FAILED
 //	go run ./cmd/worker version                         # the version it was built at
+//	go run ./cmd/worker dev-server                      # only the embedded Temporal server (no Temporal CLI needed)
 //
 // Every flag falls back to an environment variable; -h lists them. Given
 // -dev, the commands find the running -dev worker's Temporal and Redis in
@@ -73,6 +74,8 @@ func run() error {
 			return trace(ctx, args[1:], os.Getenv, os.Stdout)
 		case cmd == "version":
 			return version(os.Stdout)
+		case cmd == "dev-server":
+			return devServer(ctx, args[1:], os.Stdout)
 		}
 	}
 	return serve(ctx, args, os.Getenv)

@@ -99,7 +99,7 @@ func Start(cfg *worker.Config, opts Options, log *slog.Logger) (_ *Dev, err erro
 		}
 		d.stops = append(d.stops, func() { _ = logFile.Close() })
 		serverLog := slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		addr, stop, err := startTemporal(opts.TemporalAddress, filepath.Join(dir, devstate.TemporalDB), cfg.Namespace, serverLog)
+		addr, stop, err := startTemporal(opts.TemporalAddress, filepath.Join(dir, devstate.TemporalDB), []string{cfg.Namespace}, serverLog)
 		if err != nil {
 			return nil, err
 		}
@@ -155,4 +155,12 @@ func (d *Dev) Stop() {
 		d.stops[i]()
 	}
 	d.stops = nil
+}
+
+// StartTemporal starts only the embedded Temporal server (`worker
+// dev-server`): on addr, persisted to dbFile or in memory when it is
+// empty, with namespaces registered; its own log goes to log. It returns
+// the address it listens on and the function that stops it.
+func StartTemporal(addr, dbFile string, namespaces []string, log *slog.Logger) (string, func(), error) {
+	return startTemporal(addr, dbFile, namespaces, log)
 }

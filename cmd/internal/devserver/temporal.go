@@ -11,9 +11,9 @@ import (
 )
 
 // startTemporal starts the embedded Temporal server on addr, persisted to
-// dbFile, with namespace registered.
-func startTemporal(addr, dbFile, namespace string, log *slog.Logger) (string, func(), error) {
-	srv, err := devtemporal.Start(devtemporal.Config{Address: addr, DBFile: dbFile, Namespaces: []string{namespace}, Logger: log})
+// dbFile (in memory when empty), with namespaces registered.
+func startTemporal(addr, dbFile string, namespaces []string, log *slog.Logger) (string, func(), error) {
+	srv, err := devtemporal.Start(devtemporal.Config{Address: addr, DBFile: dbFile, Namespaces: namespaces, Logger: log})
 	if errors.Is(err, devtemporal.ErrAddressInUse) {
 		return "", nil, fmt.Errorf("%w: choose another address for the embedded Temporal server with -dev-temporal-address (ONCEFLOW_DEV_TEMPORAL_ADDRESS), "+
 			"or use the running server with -temporal-address", err)

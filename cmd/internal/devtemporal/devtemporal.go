@@ -2,8 +2,8 @@
 // the one `worker -dev` embeds, persisted to a file (as the Temporal CLI's
 // `temporal server start-dev --db-filename` does), and the one the
 // end-to-end tests and cmd/chaos run in memory, as a process of their own
-// (cmd/internal/devtemporal/temporald), so that their race-instrumented
-// test binaries never link the server.
+// (`worker dev-server`, package temporalproc), so that their
+// race-instrumented test binaries never link the server.
 //
 // It configures the server's public packages the way the server's own
 // temporaltest does; it is for development and tests, not production.

@@ -17,14 +17,10 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/internal/childproc"
 )
-
-// envDevWorker names a prebuilt development build of cmd/worker (go build
-// ./cmd/worker, no tags: with the embedded Temporal server); scripts/test
-// builds one. Unset, TestDevMode builds it.
-const envDevWorker = "ONCEFLOW_DEV_WORKER"
 
 // devWorker is one `worker -dev` process on a state directory.
 type devWorker struct {
@@ -47,7 +43,7 @@ type devWorker struct {
 // Temporal address named with the flag that moves it.
 func TestDevMode(t *testing.T) {
 	t.Parallel()
-	bin := os.Getenv(envDevWorker)
+	bin := os.Getenv(temporalproc.EnvBinary)
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "worker")
 		build := exec.Command("go", "build", "-o", bin, "github.com/onceflow/onceflow/cmd/worker")

@@ -1,10 +1,10 @@
-// Package temporalproc runs the dev Temporal server (cmd/internal/devtemporal
-// /temporald) as a child process, in memory, on a free loopback port: the
-// end-to-end tests, cmd/chaos and cmd/idembench use it, so their
-// race-instrumented binaries do not link the Temporal server, and CI
-// compiles the server once, without the race detector.
+// Package temporalproc runs the dev Temporal server (`worker dev-server`,
+// the development build of cmd/worker) as a child process, in memory, on a
+// free loopback port: the end-to-end tests, cmd/chaos and cmd/idembench
+// use it, so their race-instrumented binaries do not link the Temporal
+// server, and CI compiles the server once, without the race detector.
 //
-// The binary is $ONCEFLOW_TEMPORALD when set (scripts/test builds it once
+// The binary is $ONCEFLOW_DEV_WORKER when set (scripts/test builds it once
 // for every test binary), else it is built into a temporary directory
 // with `go build`. The child dies with its parent (package childproc,
 // and its stdin closing).
@@ -27,15 +27,16 @@ import (
 	"github.com/onceflow/onceflow/internal/childproc"
 )
 
-// EnvBinary names a prebuilt temporald binary.
-const EnvBinary = "ONCEFLOW_TEMPORALD"
+// EnvBinary names a prebuilt development build of cmd/worker
+// (go build ./cmd/worker, no tags).
+const EnvBinary = "ONCEFLOW_DEV_WORKER"
 
 const (
-	pkg       = "github.com/onceflow/onceflow/cmd/internal/devtemporal/temporald"
+	pkg       = "github.com/onceflow/onceflow/cmd/worker"
 	cmdModule = "github.com/onceflow/onceflow/cmd"
 )
 
-// Server is a running temporald.
+// Server is a running `worker dev-server`.
 type Server struct {
 	addr, namespace string
 	cmd             *exec.Cmd
@@ -45,14 +46,15 @@ type Server struct {
 	tmp             string
 }
 
-// Start builds temporald if needed and starts it with one namespace of a
-// random name (so that nothing passes by assuming "default").
+// Start builds the development worker if needed and starts its
+// dev-server with one namespace of a random name (so that nothing passes
+// by assuming "default").
 func Start(ctx context.Context) (*Server, error) {
 	s := &Server{namespace: "onceflow-test-" + strconv.FormatUint(rand.Uint64()%1e6, 10)}
 	bin := os.Getenv(EnvBinary)
 	if bin == "" {
 		var err error
-		if s.tmp, err = os.MkdirTemp("", "onceflow-temporald-"); err != nil {
+		if s.tmp, err = os.MkdirTemp("", "onceflow-dev-worker-"); err != nil {
 			return nil, err
 		}
 		if bin, err = Build(ctx, s.tmp); err != nil {
@@ -60,7 +62,7 @@ func Start(ctx context.Context) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.cmd = exec.Command(bin, "-namespace", s.namespace)
+	s.cmd = exec.Command(bin, "dev-server", "-address", "127.0.0.1:0", "-namespace", s.namespace, "-exit-on-stdin-eof")
 	s.cmd.Stderr = os.Stderr
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -93,30 +95,31 @@ func Start(ctx context.Context) (*Server, error) {
 		addr, ok := strings.CutPrefix(l, "listening ")
 		if !ok {
 			s.Stop()
-			return nil, fmt.Errorf("temporalproc: temporald said %q, want \"listening ADDRESS\"", l)
+			return nil, fmt.Errorf("temporalproc: dev-server said %q, want \"listening ADDRESS\"", l)
 		}
 		s.addr = addr
 		return s, nil
 	case <-s.exited:
 		s.Stop()
-		return nil, fmt.Errorf("temporalproc: temporald exited at start (its errors are above)")
+		return nil, fmt.Errorf("temporalproc: worker dev-server exited at start (its errors are above)")
 	case <-time.After(2 * time.Minute):
 		s.Stop()
-		return nil, errors.New("temporalproc: temporald did not come up in 2 minutes")
+		return nil, errors.New("temporalproc: worker dev-server did not come up in 2 minutes")
 	case <-ctx.Done():
 		s.Stop()
 		return nil, ctx.Err()
 	}
 }
 
-// Build builds temporald into dir (without the race detector: it is the
-// server, not the code under test) and returns its path.
+// Build builds the development worker into dir (without the race
+// detector: here it is the server, not the code under test) and returns
+// its path.
 func Build(ctx context.Context, dir string) (string, error) {
 	modDir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", cmdModule).Output()
 	if err != nil {
 		return "", fmt.Errorf("temporalproc: find the module %s (run from the repository, or set %s): %w", cmdModule, EnvBinary, err)
 	}
-	bin := filepath.Join(dir, "temporald")
+	bin := filepath.Join(dir, "worker")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	build.Dir = strings.TrimSpace(string(modDir))
 	if out, err := build.CombinedOutput(); err != nil {
@@ -132,7 +135,7 @@ func (s *Server) Address() string { return s.addr }
 func (s *Server) Namespace() string { return s.namespace }
 
 // Stop stops the server (closing its stdin; SIGKILL after 10 s) and
-// removes the binary it built.
+// removes the binary Start built.
 func (s *Server) Stop() {
 	_ = s.stdin.Close()
 	select {

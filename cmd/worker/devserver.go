@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/onceflow/onceflow/cmd/internal/devserver"
+)
+
+// devServer runs only the embedded Temporal dev server, as `temporal
+// server start-dev` does, without installing the Temporal CLI:
+//
+//	worker dev-server [-address 127.0.0.1:7233] [-db-file PATH] [-namespace NS,...] [-v] [-exit-on-stdin-eof]
+//
+// It prints "listening ADDRESS" once the frontend accepts connections and
+// runs until ctx is done (SIGINT, SIGTERM). The end-to-end tests, cmd/chaos
+// and cmd/idembench start it as a process of their own (package
+// temporalproc), with -exit-on-stdin-eof.
+func devServer(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("dev-server", flag.ContinueOnError)
+	fs.SetOutput(out)
+	addr := fs.String("address", devserver.DefaultTemporalAddress, "the frontend's host:port; port 0 picks a free one")
+	db := fs.String("db-file", "", "the SQLite file to keep the server's state in; empty: in memory, gone when it stops")
+	ns := fs.String("namespace", devserver.DefaultNamespace, "the namespaces to register, comma-separated")
+	verbose := fs.Bool("v", false, "print the server's warnings and errors on stderr (it reports many while it starts)")
+	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "stop when stdin closes: the parent that started it went away")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("dev-server: unexpected arguments %q", fs.Args())
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if *verbose {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	listening, stop, err := devserver.StartTemporal(*addr, *db, strings.Split(*ns, ","), logger)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if _, err := fmt.Fprintf(out, "listening %s\n", listening); err != nil {
+		return err
+	}
+	eof := make(chan struct{})
+	if *stdinEOF {
+		go func() { _, _ = io.Copy(io.Discard, os.Stdin); close(eof) }()
+	}
+	select {
+	case <-ctx.Done():
+	case <-eof:
+	}
+	return nil
+}
