@@ -77,7 +77,12 @@
 //     a field that breaks its rule) the claim script runs and decides, so
 //     a corrupt record is refused by it as before. A read writes nothing.
 //     The reply carries no TTL (driver.CompletedReplay's Record.TTL is
-//     zero). A fresh operation pays for the read with a round trip that
+//     zero). A client that routes read-only commands to replicas
+//     (ClusterOptions.ReadOnly, RouteByLatency, RouteRandomly) may have the
+//     read answered by one: a lagging replica shows an older state, which
+//     sends the claim to the primary's script, or a COMPLETED record the
+//     primary wrote, which does not change until it expires. A fresh
+//     operation pays for the read with a round trip that
 //     finds nothing, so after 64 reads in a row found nothing to replay a
 //     store reads first on every 16th claim only, until a read finds a
 //     replay again; claim.lua replays in between, so no outcome changes. The read goes to the key's slot under Cluster, and go-redis
