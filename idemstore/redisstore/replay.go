@@ -105,31 +105,16 @@ type replayRead struct {
 // returned as it is (the caller classifies it); any other doubt is
 // ok == false.
 func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
-	args := make([]any, len(replayArgs))
-	copy(args, replayArgs)
-	args[1] = key
-	cmd := redis.NewStringSliceCmd(ctx, args...)
-	if err := s.read(ctx, cmd); err != nil {
+	v, err := s.hmget(ctx, replayArgs, key)
+	if err != nil || v == nil || !replayMatch(v, req) {
 		return replayRead{}, err
-	}
-	v := cmd.Val()
-	if len(v) != len(replayArgs)-2 || !replayMatch(v, req) {
-		return replayRead{}, nil
 	}
 	chunks := v[rdResp:]
 	var rest []string
 	if last := chunks[len(chunks)-1]; len(last) == schema.ChunkSize {
 		// The response may go on: read the rest.
-		args := make([]any, len(restArgs))
-		copy(args, restArgs)
-		args[1] = key
-		cmd := redis.NewStringSliceCmd(ctx, args...)
-		if err := s.read(ctx, cmd); err != nil {
+		if rest, err = s.hmget(ctx, restArgs, key); err != nil || rest == nil {
 			return replayRead{}, err
-		}
-		rest = cmd.Val()
-		if len(rest) != len(restArgs)-2 {
-			return replayRead{}, nil
 		}
 	}
 	resp, ok := joinReplayChunks(chunks, rest)
@@ -147,6 +132,22 @@ func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequ
 		State: driver.StateCompleted, Attempt: attempt, Rev: rev, Codec: v[rdCodec], Policy: req.Policy,
 		CreatedAt: time.UnixMilli(created), Response: resp,
 	}}, nil
+}
+
+// hmget sends one of the replay reads (args, with the key at index 1) and
+// returns its values, or nil when the reply does not hold one a field.
+func (s *Store) hmget(ctx context.Context, args []any, key string) ([]string, error) {
+	a := make([]any, len(args))
+	copy(a, args)
+	a[1] = key
+	cmd := redis.NewStringSliceCmd(ctx, a...)
+	if err := s.read(ctx, cmd); err != nil {
+		return nil, err
+	}
+	if v := cmd.Val(); len(v) == len(args)-2 {
+		return v, nil
+	}
+	return nil, nil
 }
 
 // read sends a replay read: by itself (go-redis may answer it from its
