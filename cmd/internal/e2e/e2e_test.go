@@ -8,6 +8,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,6 +67,13 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envChild) != "" {
 		os.Exit(runChild())
 	}
+	// These tests mostly wait (on Temporal, leases, child processes), so
+	// more of them run at once than the default -parallel (GOMAXPROCS,
+	// 2 here) unless -parallel is given: the package takes half the time.
+	flag.Parse()
+	if !parallelGiven() {
+		_ = flag.Set("test.parallel", strconv.Itoa(max(6, runtime.GOMAXPROCS(0))))
+	}
 	os.Exit(redistest.With(func() int {
 		var err error
 		if temporalServer, err = temporalproc.Start(context.Background()); err != nil {
@@ -74,6 +83,13 @@ func TestMain(m *testing.M) {
 		defer temporalServer.Stop()
 		return m.Run()
 	}))
+}
+
+// parallelGiven: -test.parallel is on the command line.
+func parallelGiven() bool {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	return given
 }
 
 // harness is one test's world: its own task queue and key namespace.

@@ -1,8 +1,8 @@
 // Package temporalproc runs the dev Temporal server (`worker dev-server`,
 // the development build of cmd/worker) as a child process, in memory, on a
 // free loopback port: the end-to-end tests, cmd/chaos and cmd/idembench
-// use it, so their own binaries do not link the Temporal server (it is
-// one process, shared, and each test binary links much less).
+// use it, so their race-instrumented binaries do not link the Temporal
+// server, and CI compiles the server once, without the race detector.
 //
 // The binary is $ONCEFLOW_DEV_WORKER when set (scripts/test builds it once
 // for every test binary), else it is built into a temporary directory
@@ -111,20 +111,16 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 }
 
-// Build builds the development worker into dir, with -race when this
-// binary has it (so it reuses the packages the test build compiled), and
-// returns its path.
+// Build builds the development worker into dir (without the race
+// detector: here it is the server, not the code under test) and returns
+// its path.
 func Build(ctx context.Context, dir string) (string, error) {
 	modDir, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", cmdModule).Output()
 	if err != nil {
 		return "", fmt.Errorf("temporalproc: find the module %s (run from the repository, or set %s): %w", cmdModule, EnvBinary, err)
 	}
 	bin := filepath.Join(dir, "worker")
-	args := []string{"build", "-o", bin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.CommandContext(ctx, "go", append(args, pkg)...)
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	build.Dir = strings.TrimSpace(string(modDir))
 	if out, err := build.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("temporalproc: go build %s: %w\n%s", pkg, err, out)
