@@ -1,3 +1,5 @@
+//go:build !nodev
+
 // Package devtemporal runs a single-process Temporal server on SQLite:
 // the one `worker -dev` embeds, persisted to a file (as the Temporal CLI's
 // `temporal server start-dev --db-filename` does), and the one the

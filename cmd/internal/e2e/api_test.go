@@ -295,10 +295,12 @@ func TestOrderAPIPreferWaitGetsTheStoredAnswer(t *testing.T) {
 	if busy.header.Get("Retry-After") == "" {
 		t.Fatalf("409 without Retry-After: %v", busy)
 	}
-	waited := a.post("k-wait", body, "Prefer", "wait=5")
+	// The longest wait the API grants (idemhttp.DefaultMaxWait): the
+	// order's four steps take several seconds on a loaded 2-core machine.
+	waited := a.post("k-wait", body, "Prefer", "wait=10")
 	first := <-firstc
 	if first.status != http.StatusCreated || waited.status != http.StatusCreated || !bytes.Equal(waited.body, first.body) ||
-		waited.header.Get("Idempotency-Replayed") != "true" || waited.header.Get("Preference-Applied") != "wait=5" {
+		waited.header.Get("Idempotency-Replayed") != "true" || waited.header.Get("Preference-Applied") != "wait=10" {
 		t.Fatalf("first %v; waited %v", first, waited)
 	}
 	a.oneOrderOnce(first.order(t).OrderID)
