@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/internal/childproc"
 )
 
 // workerPackage is the worker's import path; cmdModule is the module it
@@ -48,7 +48,7 @@ type cluster struct {
 	work  string // removed on close unless -keep
 	out   string
 	bin   string
-	spawn *spawner
+	spawn *childproc.Spawner
 
 	temporalAddr, namespace string
 	tc                      client.Client
@@ -65,8 +65,8 @@ type cluster struct {
 // startCluster starts Temporal, Redis and the workers, and waits until
 // every worker is ready. On an error it stops what it started.
 func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timeline, out string) (_ *cluster, err error) {
-	c := &cluster{cfg: cfg, log: log, tl: tl, out: out, spawn: newSpawner()}
-	c.closers = append(c.closers, c.spawn.close)
+	c := &cluster{cfg: cfg, log: log, tl: tl, out: out, spawn: childproc.New()}
+	c.closers = append(c.closers, c.spawn.Close)
 	defer func() {
 		if err != nil {
 			c.close()
@@ -231,56 +231,12 @@ func startTemporal(ctx context.Context) (addr, namespace string, stop func(), er
 	return ts.Address(), ts.Namespace(), ts.Stop, nil
 }
 
-// spawner starts child processes from one goroutine locked to its OS
-// thread: Linux sends a child its parent-death signal when the thread that
-// forked it exits, and the Go runtime may retire threads. close ends the
-// goroutine without unlocking, so its thread exits, which kills whatever
-// it started.
-type spawner struct {
-	reqs chan spawnRequest
-	done chan struct{}
-}
-
-type spawnRequest struct {
-	cmd *exec.Cmd
-	err chan error
-}
-
-func newSpawner() *spawner {
-	s := &spawner{reqs: make(chan spawnRequest), done: make(chan struct{})}
-	go func() {
-		runtime.LockOSThread()
-		defer close(s.done)
-		for r := range s.reqs {
-			r.err <- r.cmd.Start()
-		}
-	}()
-	return s
-}
-
-// start starts cmd with childAttr.
-func (s *spawner) start(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = childAttr()
-	r := spawnRequest{cmd: cmd, err: make(chan error, 1)}
-	select {
-	case s.reqs <- r:
-	case <-s.done:
-		return errors.New("chaos is stopping: no new processes")
-	}
-	return <-r.err
-}
-
-func (s *spawner) close() {
-	close(s.reqs)
-	<-s.done
-}
-
 // redisServer is the redis-server child process, with its data (AOF,
 // appendfsync always) in dir, on one port for its whole life.
 type redisServer struct {
 	bin, dir, logPath string
 	port              int
-	spawn             *spawner
+	spawn             *childproc.Spawner
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -288,7 +244,7 @@ type redisServer struct {
 }
 
 // startRedis starts redis-server on a free loopback port.
-func startRedis(ctx context.Context, spawn *spawner, dir, logPath string) (*redisServer, error) {
+func startRedis(ctx context.Context, spawn *childproc.Spawner, dir, logPath string) (*redisServer, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New("redis-server is not on PATH: install it (Debian: apt-get install redis-server)")
@@ -322,7 +278,7 @@ func (r *redisServer) start(ctx context.Context) error {
 	}
 	cmd := exec.Command(r.bin, "--port", strconv.Itoa(r.port), "--bind", "127.0.0.1", "--protected-mode", "no",
 		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r.dir, "--logfile", r.logPath)
-	if err := r.spawn.start(cmd); err != nil {
+	if err := r.spawn.Start(cmd); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}
 	exited := make(chan struct{})
@@ -478,7 +434,7 @@ func (w *workerProc) launch() (*exec.Cmd, chan struct{}, error) {
 	cmd := exec.Command(w.c.bin, args...)
 	cmd.Env = w.c.workerEnv()
 	cmd.Stdout, cmd.Stderr = w.logf, w.logf
-	if err := w.c.spawn.start(cmd); err != nil {
+	if err := w.c.spawn.Start(cmd); err != nil {
 		return nil, nil, err
 	}
 	exited := make(chan struct{})
