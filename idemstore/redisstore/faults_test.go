@@ -294,8 +294,9 @@ func TestKeyLayout(t *testing.T) {
 	for k := range fields {
 		names = append(names, k)
 	}
-	// uncertain, reason, resp and sum are there only when they say something.
-	wantFields := "attempt codec createdAt fp leaseUntil nonce op owner policy rev state updatedAt"
+	// reason and resp are there only when they say something; m packs
+	// attempt, rev, policy, createdAt, updatedAt, uncertain, sum and codec.
+	wantFields := "fp leaseUntil m nonce op owner state"
 	if got := strings.Join(sorted(names), " "); got != wantFields {
 		t.Fatalf("fields = %s\nwant     %s", got, wantFields)
 	}
@@ -328,8 +329,8 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 	}{
 		{"state", func(k string) error { return client.HDel(t.Context(), k, "state").Err() }},
 		{"state", func(k string) error { return client.HSet(t.Context(), k, "state", "RUNNING").Err() }},
-		{"rev", func(k string) error { return client.HSet(t.Context(), k, "rev", "abc").Err() }},
-		{"attempt", func(k string) error { return client.HSet(t.Context(), k, "attempt", "-1").Err() }},
+		{"rev", func(k string) error { return redisstore.SetField(t.Context(), client, k, "rev", "abc") }},
+		{"attempt", func(k string) error { return redisstore.SetField(t.Context(), client, k, "attempt", "-1") }},
 		{"owner", func(k string) error { return client.HSet(t.Context(), k, "owner", "short").Err() }},
 		{"leaseUntil", func(k string) error { return client.HDel(t.Context(), k, "leaseUntil").Err() }},
 		{"(key)", func(k string) error {

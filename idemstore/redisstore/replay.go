@@ -21,16 +21,13 @@ import (
 // record, as it always did. A read writes nothing, so the rule that a
 // corrupt record is refused before any write holds without a script.
 
-// The fields the replay read asks for, in the order of the reply.
+// The fields the replay read asks for, in the order of the reply: the
+// state and fingerprint, the packed fields (schema.MetaField: codec,
+// policy, attempt, rev, createdAt, sum among them) and the first chunks.
 const (
 	rdState = iota
 	rdFp
-	rdCodec
-	rdPolicy
-	rdAttempt
-	rdRev
-	rdCreatedAt
-	rdSum
+	rdMeta
 	rdResp // the first chunk; replayChunks chunks follow it
 )
 
@@ -42,7 +39,7 @@ const replayChunks = 4
 // replayArgs is the replay read, with the key left out (index 1). The
 // values are boxed once, here: each read copies the slice and sets the key.
 var replayArgs = func() []any {
-	args := []any{"hmget", nil, "state", "fp", "codec", "policy", "attempt", "rev", "createdAt", "sum"}
+	args := []any{"hmget", nil, "state", "fp", schema.MetaField}
 	for i := 1; i <= replayChunks; i++ {
 		args = append(args, schema.ChunkField(i))
 	}
@@ -106,8 +103,12 @@ type replayRead struct {
 // ok == false.
 func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
 	v, err := s.hmget(ctx, replayArgs, key)
-	if err != nil || v == nil || !replayMatch(v, req) {
+	if err != nil || v == nil {
 		return replayRead{}, err
+	}
+	meta, ok := replayMatch(v, req)
+	if !ok {
+		return replayRead{}, nil
 	}
 	chunks := v[rdResp:]
 	var rest []string
@@ -121,15 +122,15 @@ func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequ
 	if !ok {
 		return replayRead{}, nil
 	}
-	sum, _ := schema.ParseChecksum(v[rdSum])
+	sum, _ := schema.ParseChecksum(meta[schema.FSum])
 	if crc32.Checksum(resp, castagnoli) != sum {
 		return replayRead{}, nil // claim.lua replays it, and the decoder refuses it
 	}
-	attempt, _ := schema.ParseInteger(v[rdAttempt])
-	rev, _ := schema.ParseInteger(v[rdRev])
-	created, _ := schema.ParseInteger(v[rdCreatedAt])
+	attempt, _ := schema.ParseInteger(meta[schema.FAttempt])
+	rev, _ := schema.ParseInteger(meta[schema.FRev])
+	created, _ := schema.ParseInteger(meta[schema.FCreatedAt])
 	return replayRead{ok: true, rec: driver.Record{
-		State: driver.StateCompleted, Attempt: attempt, Rev: rev, Codec: v[rdCodec], Policy: req.Policy,
+		State: driver.StateCompleted, Attempt: attempt, Rev: rev, Codec: req.Codec, Policy: req.Policy,
 		CreatedAt: time.UnixMilli(created), Response: resp,
 	}}, nil
 }
@@ -168,19 +169,24 @@ func (s *Store) read(ctx context.Context, cmd *redis.StringSliceCmd) error {
 
 // replayMatch reports whether the fields read (go-redis gives "" for a
 // missing one, and no field of a record is empty but a response) are a
-// COMPLETED record with the caller's fingerprint, codec and policy whose
-// attempt, rev, createdAt and sum keep their rules, with a first response
-// chunk. An empty first chunk (an empty response, or none) is left to the
-// script, which tells the two apart.
-func replayMatch(v []string, req driver.ClaimRequest) bool {
-	if v[rdState] != string(driver.StateCompleted) || v[rdFp] != string(req.Fingerprint) || v[rdCodec] != req.Codec {
-		return false
+// COMPLETED record with the caller's fingerprint whose packed fields pass
+// schema.ParseMeta (the scripts' rules) with the caller's codec and
+// policy and a sum, with a first response chunk, and returns the packed
+// fields. A record without the packed field (the layout before it) and an
+// empty first chunk (an empty response, or none) are left to the script,
+// which reads the old layout and tells the two apart.
+func replayMatch(v []string, req driver.ClaimRequest) ([schema.NumFields]string, bool) {
+	if v[rdState] != string(driver.StateCompleted) || v[rdFp] != string(req.Fingerprint) || v[rdResp] == "" {
+		return [schema.NumFields]string{}, false
 	}
-	if p, ok := schema.ParseInteger(v[rdPolicy]); !ok || p != int64(req.Policy) {
-		return false
+	meta, bad := schema.ParseMeta(v[rdMeta])
+	if bad != "" || meta[schema.FCodec] != req.Codec || meta[schema.FSum] == "" {
+		return meta, false
 	}
-	return schema.KindCount.Valid(v[rdAttempt]) && schema.KindCount.Valid(v[rdRev]) &&
-		schema.KindMillis.Valid(v[rdCreatedAt]) && schema.KindChecksum.Valid(v[rdSum]) && v[rdResp] != ""
+	if p, _ := schema.ParseInteger(meta[schema.FPolicy]); p != int64(req.Policy) {
+		return meta, false
+	}
+	return meta, true
 }
 
 // joinReplayChunks joins a response's chunks as write_resp stored them:

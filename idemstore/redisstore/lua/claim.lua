@@ -13,7 +13,8 @@
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
---                             rev, codec, policy, createdAt, sum)
+--                             rev, codec, policy, createdAt, sum); the whole
+--                             record for one of the layout before m
 --   CORRUPT                   the stored record breaks the schema; nothing changed
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
@@ -38,53 +39,46 @@ local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- The replay fast path runs before the helpers are defined and reads only
 -- what a replay needs. (The store replays a clean COMPLETED match with one
--- HMGET and no script; it sends the claim when that read had a doubt.)
-local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'createdAt', 'sum',
-  'resp', 'resp2', 'resp3', 'resp4')
-if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
-  local attempt, rev, created, sum, bad = v[5], v[6], v[7], v[8], nil
-  -- The chunks in hand (up to 4) are whole but the last, with none after
-  -- a missing one; a longer response has more.
-  local resp, chunk = v[9], nil
-  if resp then
-    for i = 10, 12 do
-      if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
-        chunk = 'resp' .. (i - 8)
-        break
+-- HMGET and no script; it sends the claim when that read had a doubt.) A
+-- record whose m is not clean, or that has none (the layout before m),
+-- goes on to load, which names what is wrong or reads the old layout.
+local v = redis.call('HMGET', key, 'state', 'fp', 'm', 'resp', 'resp2', 'resp3', 'resp4')
+if v[1] == 'COMPLETED' and v[2] == fp and v[3] then
+  local attempt, rev, pol, created, updated, unc, sum, cod = @metamatch(v[3])
+  if attempt and cod == codec and pol == policy and sum ~= '' and
+      @metaclean(attempt, rev, pol, created, updated, unc, sum, cod) then
+    -- The chunks in hand (up to 4) are whole but the last, with none after
+    -- a missing one; a longer response has more.
+    local resp, bad = v[4], nil
+    if resp then
+      for i = 5, 7 do
+        if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
+          bad = 'resp' .. (i - 3)
+          break
+        end
       end
-    end
-  end
-  if resp and v[10] and not chunk then
-    if not v[11] then
-      resp = resp .. v[10]
-    elseif not v[12] then
-      resp = resp .. v[10] .. v[11]
     else
-      local out = {resp, v[10], v[11], v[12]}
-      for _, c in ipairs(@restchunks(key, 5)) do
-        if not c then break end
-        out[#out + 1] = c
-      end
-      resp = table.concat(out)
+      bad = 'resp'
     end
+    if resp and v[5] and not bad then
+      if not v[6] then
+        resp = resp .. v[5]
+      elseif not v[7] then
+        resp = resp .. v[5] .. v[6]
+      else
+        local out = {resp, v[5], v[6], v[7]}
+        for _, c in ipairs(@restchunks(key, 5)) do
+          if not c then break end
+          out[#out + 1] = c
+        end
+        resp = table.concat(out)
+      end
+    end
+    local pttl = redis.call('PTTL', key)
+    if bad then return R.CORRUPT .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
+    return R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
+      @pack(state = v[1], attempt = attempt, rev = rev, codec = cod, policy = pol, createdAt = created, sum = sum) .. '\0' .. resp
   end
-  if not attempt or @invalid(attempt, attempt) then
-    bad = 'attempt'
-  elseif not rev or @invalid(rev, rev) then
-    bad = 'rev'
-  elseif not created or @invalid(createdAt, created) then
-    bad = 'createdAt'
-  elseif not sum or @invalid(sum, sum) then
-    bad = 'sum'
-  elseif not resp then
-    bad = 'resp'
-  elseif chunk then
-    bad = chunk
-  end
-  local pttl = redis.call('PTTL', key)
-  if bad then return R.CORRUPT .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
-  return R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
-    @pack(state = v[1], attempt = attempt, rev = rev, codec = v[3], policy = v[4], createdAt = created, sum = sum) .. '\0' .. resp
 end
 --@prelude
 local lease, retention, nonce = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8]
@@ -100,16 +94,12 @@ if not v[1] then
   if redis.call('EXISTS', key) == 1 then return corrupt(key, now, 'state') end
   local r = {state = target, owner = owner, attempt = '1', rev = '1', op = op, fp = fp,
     codec = codec, policy = policy, leaseUntil = lease_until, createdAt = int(now), updatedAt = int(now)}
+  local set = {'state', target, 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until}
   if nonce ~= '' then
     r.nonce = nonce
-    redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', '1', 'rev', '1', 'op', op, 'fp', fp,
-      'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'createdAt', r.createdAt,
-      'updatedAt', r.updatedAt, 'nonce', nonce)
-  else
-    redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', '1', 'rev', '1', 'op', op, 'fp', fp,
-      'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'createdAt', r.createdAt,
-      'updatedAt', r.updatedAt)
+    set[#set + 1], set[#set + 2] = 'nonce', nonce
   end
+  save(key, r, set)
   redis.call('PEXPIRE', key, ttl)
   return reply(R.ACQUIRED, key, now, r, ttl)
 end
@@ -119,7 +109,9 @@ if bad then return corrupt(key, now, bad) end
 
 if r.fp ~= fp then return reply(R.FINGERPRINT_MISMATCH, key, now, r) end
 if r.state == 'COMPLETED' then
-  -- Our fingerprint, so another codec or policy (the fast path replays ours).
+  -- Our fingerprint. The fast path replays ours from a record with m; a
+  -- record of the layout before m is replayed here.
+  if r.codec == codec and r.policy == policy then return reply(R.COMPLETED_REPLAY, key, now, r, nil, resp) end
   return reply(R.CODEC_MISMATCH, key, now, r)
 end
 if r.state == 'ABANDONED' then return reply(R.RECOVERY_REQUIRED, key, now, r) end
@@ -136,7 +128,7 @@ if same then
     if tonumber(r.leaseUntil) < now + lease then r.leaseUntil = lease_until end
     r.updatedAt = int(now)
     local t = in_flight_ttl(tonumber(r.leaseUntil), now, retention)
-    redis.call('HSET', key, 'leaseUntil', r.leaseUntil, 'updatedAt', r.updatedAt)
+    save(key, r, {'leaseUntil', r.leaseUntil})
     redis.call('PEXPIRE', key, t)
     return reply(R.REPLAYED_ACQUIRE, key, now, r, t)
   end
@@ -149,20 +141,22 @@ if expired then
   if not same then r.attempt = int(tonumber(r.attempt) + 1) end
   r.state, r.owner, r.rev, r.op = target, owner, int(tonumber(r.rev) + 1), op
   r.codec, r.policy, r.leaseUntil, r.updatedAt = codec, policy, lease_until, int(now)
-  redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', r.attempt, 'rev', r.rev, 'op', op,
-    'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'updatedAt', r.updatedAt)
-  if r.uncertain then redis.call('HSET', key, 'uncertain', r.uncertain) end
+  local set = {'state', target, 'owner', owner, 'op', op, 'leaseUntil', lease_until}
+  local drop = {}
   if nonce ~= '' then
     r.nonce = nonce
-    redis.call('HSET', key, 'nonce', nonce)
+    set[#set + 1], set[#set + 2] = 'nonce', nonce
   elseif r.nonce then
     r.nonce = false
-    redis.call('HDEL', key, 'nonce')
+    drop[#drop + 1] = 'nonce'
   end
-  if r.reason or r.sum then
-    r.reason, r.sum = false, false
-    redis.call('HDEL', key, 'reason', 'sum')
+  if r.reason then
+    r.reason = false
+    drop[#drop + 1] = 'reason'
   end
+  r.sum = false
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+  save(key, r, set)
   redis.call('PEXPIRE', key, ttl)
   return reply(R.TAKEN_OVER, key, now, r, ttl, nil, from)
 end

@@ -23,6 +23,9 @@ local key = KEYS[1]
 local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
 local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 
+-- It reads the whole record (one HMGET of the fields stored by name and m,
+-- one pattern match for m, HLEN), so a corrupt record is refused, and
+-- writes only leaseUntil: m (updatedAt) does not change.
 local now = now_ms()
 local r, resp, bad = load(key, owner, op, nil, nonce)
 if bad then return corrupt(key, now, bad) end

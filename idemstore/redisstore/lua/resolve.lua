@@ -39,23 +39,19 @@ if r.state ~= 'ABANDONED' and not (r.state == 'FAILED' and target == 'FAILED_RET
 end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
-if r.uncertain or r.leaseUntil or r.reason then
-  redis.call('HDEL', key, 'uncertain', 'leaseUntil', 'reason')
-end
+if r.leaseUntil or r.reason then redis.call('HDEL', key, 'leaseUntil', 'reason') end
 r.uncertain, r.leaseUntil, r.reason = false, false, false
--- One HSET of every field set (with the response's chunks).
-local set = {'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt}
+-- One HSET of every field set (m, and the response's chunks).
+local set = {'state', target}
 if ARGV[8] ~= '' then
   r.reason = ARGV[8]
   set[#set + 1], set[#set + 2] = 'reason', r.reason
 end
 if target == 'COMPLETED' then
   r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]
-  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'sum', r.sum, 'codec', r.codec
-  set[#set + 1], set[#set + 2] = 'policy', r.policy
-  write_resp(key, ARGV[4], set)
+  save(key, r, set, ARGV[4])
 else
-  redis.call('HSET', key, unpack(set))
+  save(key, r, set)
 end
 redis.call('PEXPIRE', key, ttl)
 return reply(R.RESOLVED, key, now, r, ttl)

@@ -47,8 +47,8 @@ end
 if r.state == 'EXECUTING' and r.nonce ~= nonce then return reply(R.NONCE_MISMATCH, key, now, r) end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
--- One HSET of every field set (with the response's chunks).
-local set = {'state', target, 'rev', r.rev, 'updatedAt', r.updatedAt}
+-- One HSET of every field set (m, and the response's chunks).
+local set = {'state', target}
 if ARGV[12] ~= '' then
   r.reason = ARGV[12]
   set[#set + 1], set[#set + 2] = 'reason', r.reason
@@ -57,26 +57,18 @@ if target == 'EXECUTING' then
   r.nonce, r.leaseUntil = nonce, int(now + tonumber(lease))
   ttl = tonumber(lease) + ttl
   set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'nonce', nonce, 'leaseUntil', r.leaseUntil
-  redis.call('HSET', key, unpack(set))
+  save(key, r, set)
 else
   -- The terminal states keep no lease; COMPLETED and FAILED_RETRYABLE
-  -- settle any uncertainty.
-  local settles = target == 'COMPLETED' or target == 'FAILED_RETRYABLE'
-  if r.leaseUntil and r.uncertain and settles then
-    redis.call('HDEL', key, 'leaseUntil', 'uncertain')
-  elseif r.leaseUntil then
-    redis.call('HDEL', key, 'leaseUntil')
-  elseif r.uncertain and settles then
-    redis.call('HDEL', key, 'uncertain')
-  end
+  -- settle any uncertainty (in m).
+  if r.leaseUntil then redis.call('HDEL', key, 'leaseUntil') end
   r.leaseUntil = false
-  if settles then r.uncertain = false end
+  if target == 'COMPLETED' or target == 'FAILED_RETRYABLE' then r.uncertain = false end
   if ARGV[9] == '1' then
     r.sum = ARGV[11]
-    set[#set + 1], set[#set + 2] = 'sum', r.sum
-    write_resp(key, ARGV[10], set)
+    save(key, r, set, ARGV[10])
   else
-    redis.call('HSET', key, unpack(set))
+    save(key, r, set)
   end
 end
 redis.call('PEXPIRE', key, ttl)

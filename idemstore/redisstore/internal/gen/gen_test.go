@@ -124,3 +124,50 @@ func TestLuaChecksMatchGo(t *testing.T) {
 		}
 	}
 }
+
+// TestLuaMetaMatchesGo runs the generated unpack_m, and the fast path's
+// @metamatch and @metaclean, on Redis and schema.ParseMeta on the same
+// values of m: all three accept the same values, and unpack_m names the
+// same bad part as ParseMeta.
+func TestLuaMetaMatchesGo(t *testing.T) {
+	t.Parallel()
+	sum := "0a1b2c3d"
+	values := []string{
+		"1:1:1:0:0:0::json", "1:2:3:1764460030000:1764460030001:1:" + sum + ":json-v2",
+		"999999999999999:1:1:0:0:0::a", "9999999999999999:1:1:0:0:0::a", "1:1:1:999999999999999:0:0::a",
+		"1:1:1:9999999999999999:0:0::a", "0:1:1:0:0:0::json", "01:1:1:0:0:0::json", "1:0:1:0:0:0::json",
+		"1:1:0:0:0:0::json", "1:1:1:01:0:0::json", "1:1:1:0:00:0::json", "1:1:1:-1:0:0::json",
+		"1:1:1:0:0:2::json", "1:1:1:0:0:::json", "1:1:1:0:0:0:0a1b2c3:json", "1:1:1:0:0:0:0A1B2C3D:json",
+		"1:1:1:0:0:0:0a1b2c3d0:json", "1:1:1:0:0:0::", "1:1:1:0:0:0::JSON", "1:1:1:0:0:0::" + strings.Repeat("c", 32),
+		"1:1:1:0:0:0::" + strings.Repeat("c", 33), "1:1:1:0:0:0::json:x", "1:1:1:0:0:0", "", ":::::::",
+		"1:1:1:0:0:0::a b", "1:1:1:0:0:0::a\x00b", " 1:1:1:0:0:0::json", "1e+20:1:1:0:0:0::json", "1.5:1:1:0:0:0::json",
+	}
+	vars := strings.Join(metaVars[:], ", ")
+	src, err := expandMacros("local find = string.find\n" + strings.ReplaceAll(luaMeta(), "\t", "  ") +
+		"local out = {}\nfor i = 1, #ARGV do\n" +
+		"  local " + vars + " = unpack_m(ARGV[i])\n" +
+		"  local name = m_attempt and '' or m_rev\n" +
+		"  local " + vars + " = @metamatch(ARGV[i])\n" +
+		"  local fast = m_attempt and @metaclean(" + vars + ") and 1 or 0\n" +
+		"  out[#out + 1] = name\n  out[#out + 1] = fast\nend\nreturn out\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := make([]any, len(values))
+	for i, v := range values {
+		args[i] = v
+	}
+	got, err := redistest.Client(t).Eval(t.Context(), src, nil, args...).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range values {
+		_, bad := schema.ParseMeta(v)
+		if name := got[2*i]; name != bad {
+			t.Errorf("m = %q: unpack_m names %q, ParseMeta %q", v, name, bad)
+		}
+		if fast := got[2*i+1] == int64(1); fast != (bad == "") {
+			t.Errorf("m = %q: the fast path's match says clean %v, ParseMeta names %q", v, fast, bad)
+		}
+	}
+}

@@ -218,7 +218,7 @@ func luaSchema() string {
 	fmt.Fprintf(&b, `-- join_chunks joins a response stored in chunks: the first two, and the
 -- rest as HMGET read them (up to the first missing one). It returns the
 -- response and the number of chunks joined; or nil, the number and the
--- name of a chunk that follows one shorter than %[1]d bytes (write_resp
+-- name of a chunk that follows one shorter than %[1]d bytes (save
 -- writes every chunk but the last whole, so that one is stray).
 local function join_chunks(first, second, rest)
   local out = {first, second}
@@ -246,67 +246,249 @@ local function stray_chunk(key, chunks)
   return nil
 end
 
--- write_resp stores a response, with the fields set (a table of names and
--- values) in the same HSET: in chunks of %[1]d bytes when it fits in %[2]d
--- of them, so the hash stays a compact listpack; whole otherwise.
-local function write_resp(key, resp, set)
-  local n = #resp
-  if n <= %[1]d or n > %[1]d * %[2]d then
-    set[#set + 1] = 'resp'
-    set[#set + 1] = resp
-  else
-    set[#set + 1] = 'resp'
-    set[#set + 1] = string.sub(resp, 1, %[1]d)
-    local i = 2
-    for at = %[1]d + 1, n, %[1]d do
-      set[#set + 1] = 'resp' .. i
-      set[#set + 1] = string.sub(resp, at, at + %[1]d - 1)
-      i = i + 1
+`, schema.ChunkSize, schema.MaxChunks)
+	b.WriteString(strings.ReplaceAll(luaMeta(), "\t", "  "))
+	b.WriteString(luaLoad())
+	fmt.Fprintf(&b, `-- save writes the record's packed fields (m, from r) and the fields set
+-- (a table of names and values) with one HSET, and the response resp when
+-- given: in chunks of %[1]d bytes when it fits in %[2]d of them, so the
+-- hash stays a compact listpack; whole otherwise. A record of the layout
+-- before m (r.legacy) loses its fields of that layout: it is in the packed
+-- layout from now on.
+local function save(key, r, set, resp)
+  set[#set + 1] = 'm'
+  set[#set + 1] = pack_m(r)
+  if resp then
+    local n = #resp
+    if n <= %[1]d or n > %[1]d * %[2]d then
+      set[#set + 1] = 'resp'
+      set[#set + 1] = resp
+    else
+      set[#set + 1] = 'resp'
+      set[#set + 1] = string.sub(resp, 1, %[1]d)
+      local i = 2
+      for at = %[1]d + 1, n, %[1]d do
+        set[#set + 1] = 'resp' .. i
+        set[#set + 1] = string.sub(resp, at, at + %[1]d - 1)
+        i = i + 1
+      end
     end
   end
   redis.call('HSET', key, unpack(set))
+  if r.legacy then
+    redis.call('HDEL', key, LEGACY)
+    r.legacy = false
+  end
 end
 
 `, schema.ChunkSize, schema.MaxChunks)
-	b.WriteString("-- load reads the whole record and checks every field against the schema\n")
-	b.WriteString("-- and the cross-field rules, and that no chunk field lies beyond the\n")
-	b.WriteString("-- response (HLEN; HKEYS only when that does not add up), before the\n")
-	b.WriteString("-- caller decides or writes anything.\n")
-	b.WriteString("-- It returns the record (field -> string, false when absent) and its\n")
-	b.WriteString("-- response (false unless COMPLETED); nil when there is none; or nil, nil\n")
-	b.WriteString("-- and the name of the first field that breaks a rule. The caller may pass\n")
-	b.WriteString("-- the values of its own request (already valid): a field equal to one is\n")
-	b.WriteString("-- valid without its pattern being matched.\n")
-	b.WriteString("local function load(key, " + strings.Join(expectParams, ", ") + ")\n  local v = redis.call('HMGET', key, 'resp', 'resp2'")
+	b.WriteString("-- valid reports whether x is a valid value of field f (false when absent).\n")
+	b.WriteString("local function valid(f, x)\n  if not x then return false end\n")
 	for _, f := range schema.Fields {
-		fmt.Fprintf(&b, ", '%s'", f.Name)
+		fmt.Fprintf(&b, "  if f == '%s' then return not (%s) end\n", f.Name, luaInvalid(f.Kind, "x"))
 	}
-	b.WriteString(")\n  if not (v[1] or v[2]")
-	for i := range schema.Fields {
-		fmt.Fprintf(&b, " or v[%d]", i+3)
+	b.WriteString("  return false\nend\n")
+	return strings.ReplaceAll(b.String(), "LEGACY", luaQuoted(schema.LegacyFields()))
+}
+
+// luaQuoted renders names as a Lua argument list of strings.
+func luaQuoted(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	return strings.Join(q, ", ")
+}
+
+// metaPattern is the Lua pattern a clean m matches, with one capture a
+// part; metaClean (over the captures) adds the rules a pattern cannot
+// say: lengths, no leading zero. Together they are the twin of
+// schema.ParseMeta's fast answer; TestLuaMetaMatchesGo runs both.
+func metaPattern() string {
+	var parts []string
+	for _, i := range schema.MetaParts {
+		switch i {
+		case schema.FSum:
+			parts = append(parts, "([0-9a-f]*)")
+		case schema.FUncertain:
+			parts = append(parts, "([01])")
+		case schema.FCodec:
+			parts = append(parts, "([a-z0-9.%-]+)")
+		default:
+			if schema.Fields[i].Kind == schema.KindCount {
+				parts = append(parts, "([1-9]%d*)")
+			} else {
+				parts = append(parts, "(%d+)")
+			}
+		}
+	}
+	return "'^" + strings.Join(parts, ":") + "$'"
+}
+
+// metaVars are the Lua names the macros and unpack_m give m's parts.
+var metaVars = [schema.NumMeta]string{"m_attempt", "m_rev", "m_policy", "m_created", "m_updated", "m_uncertain", "m_sum", "m_codec"}
+
+// metaClean is the Lua expression, over the captures of metaPattern, that
+// is true when they keep the rules the pattern does not check.
+func metaClean(vars []string) string {
+	var conds []string
+	for n, i := range schema.MetaParts {
+		x := vars[n]
+		switch {
+		case i == schema.FSum:
+			conds = append(conds, fmt.Sprintf("(#%[1]s == 0 or #%[1]s == 8)", x))
+		case i == schema.FUncertain:
+		case i == schema.FCodec:
+			conds = append(conds, fmt.Sprintf("#%s <= 32", x))
+		case schema.Fields[i].Kind == schema.KindCount:
+			conds = append(conds, fmt.Sprintf("#%s <= %d", x, schema.MaxIntegerDigits))
+		default: // millis: no leading zero but "0"
+			conds = append(conds, fmt.Sprintf("#%[1]s <= %[2]d and (#%[1]s == 1 or string.byte(%[1]s) ~= 48)", x, schema.MaxIntegerDigits))
+		}
+	}
+	return "(" + strings.Join(conds, " and ") + ")"
+}
+
+// luaMeta renders pack_m and unpack_m, which write and read m.
+func luaMeta() string {
+	var b strings.Builder
+	b.WriteString("-- pack_m packs the record's fields of m (schema.MetaParts), ':' between.\n")
+	b.WriteString("local function pack_m(r)\n\treturn ")
+	for n, i := range schema.MetaParts {
+		if n > 0 {
+			b.WriteString(" .. ':' .. ")
+		}
+		name := schema.Fields[i].Name
+		switch i {
+		case schema.FUncertain:
+			b.WriteString("(r.uncertain and '1' or '0')")
+		case schema.FSum:
+			b.WriteString("(r.sum or '')")
+		default:
+			b.WriteString("r." + name)
+		}
+	}
+	b.WriteString("\nend\n\n")
+	vars := strings.Join(metaVars[:], ", ")
+	b.WriteString("-- unpack_m checks m with one pattern match and returns its parts\n")
+	b.WriteString("-- (schema.MetaParts, in order; uncertain false unless '1', sum false when\n")
+	b.WriteString("-- empty); or nil and the name of the first part that breaks its rule\n")
+	b.WriteString("-- ('m' when it does not have " + strconv.Itoa(schema.NumMeta) + " parts).\n")
+	b.WriteString("local function unpack_m(m)\n")
+	fmt.Fprintf(&b, "\tlocal %s = string.match(m, %s)\n", vars, metaPattern())
+	fmt.Fprintf(&b, "\tif m_attempt and %s then\n", metaClean(metaVars[:]))
+	b.WriteString("\t\tif m_sum == '' then m_sum = false end\n")
+	b.WriteString("\t\treturn m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain == '1' and '1', m_sum, m_codec\n\tend\n")
+	b.WriteString("\t-- Not clean: name the part.\n\tlocal p = {}\n")
+	b.WriteString("\tfor x in string.gmatch(m .. ':', '([^:]*):') do p[#p + 1] = x end\n")
+	fmt.Fprintf(&b, "\tif #p ~= %d then return nil, 'm' end\n\tlocal x\n", schema.NumMeta)
+	for n, i := range schema.MetaParts {
+		f := schema.Fields[i]
+		fmt.Fprintf(&b, "\tx = p[%d]\n", n+1)
+		switch i {
+		case schema.FSum:
+			fmt.Fprintf(&b, "\tif x ~= '' and (%s) then return nil, '%s' end\n", luaInvalid(f.Kind, "x"), f.Name)
+		default:
+			fmt.Fprintf(&b, "\tif %s then return nil, '%s' end\n", luaInvalid(f.Kind, "x"), f.Name)
+		}
+	}
+	b.WriteString("\treturn nil, 'm'\nend\n\n")
+	return b.String()
+}
+
+// luaLoad renders load, which reads a record (either layout) with one
+// HMGET (two for the layout before m) and checks every field and the
+// cross-field rules in straight-line code, not a loop over tables: Redis
+// runs a script's top level on every call, and building tables and
+// closures there costs more than the checks themselves.
+func luaLoad() string {
+	var b strings.Builder
+	b.WriteString(`-- load reads the whole record and checks every field against the schema
+-- and the cross-field rules, and that no chunk field lies beyond the
+-- response (HLEN; HKEYS only when that does not add up), before the
+-- caller decides or writes anything. A record written before the packed
+-- layout (no m, its fields one by one) is read and checked the same, and
+-- marked r.legacy: save rewrites it in the packed layout.
+-- It returns the record (field -> string, false when absent) and its
+-- response (false unless COMPLETED); nil when there is none; or nil, nil
+-- and the name of the first field that breaks a rule. The caller may pass
+-- the values of its own request (already valid): a field equal to one is
+-- valid without its pattern being matched.
+`)
+	b.WriteString("local function load(key, " + strings.Join(expectParams, ", ") + ")\n  local v = redis.call('HMGET', key, 'resp', 'resp2'")
+	for _, i := range schema.StoredFields {
+		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Name)
+	}
+	fmt.Fprintf(&b, ", '%s')\n", schema.MetaField)
+	nv := len(schema.StoredFields) + 3 // the index of m in v
+	b.WriteString("  if not (v[1] or v[2]")
+	for i := 3; i <= nv; i++ {
+		fmt.Fprintf(&b, " or v[%d]", i)
 	}
 	b.WriteString(") then\n    if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end\n    return nil, nil, nil\n  end\n  local x\n")
-	for i, f := range schema.Fields {
-		fmt.Fprintf(&b, "  x = v[%d]\n", i+3)
+	check := func(b *strings.Builder, f schema.Field, expr string) {
+		fmt.Fprintf(b, "  x = %s\n", expr)
 		invalid := luaInvalid(f.Kind, "x")
 		if slices.Contains(expectParams, f.Name) {
 			invalid = fmt.Sprintf("x ~= %s and (%s)", f.Name, invalid)
 		}
 		if f.Required {
-			fmt.Fprintf(&b, "  if not x or %s then return nil, nil, '%s' end\n", invalid, f.Name)
+			fmt.Fprintf(b, "  if not x or %s then return nil, nil, '%s' end\n", invalid, f.Name)
 		} else {
-			fmt.Fprintf(&b, "  if x and (%s) then return nil, nil, '%s' end\n", invalid, f.Name)
+			fmt.Fprintf(b, "  if x and (%s) then return nil, nil, '%s' end\n", invalid, f.Name)
 		}
+	}
+	for n, i := range schema.StoredFields {
+		check(&b, schema.Fields[i], fmt.Sprintf("v[%d]", n+3))
 	}
 	b.WriteString("  local r = {")
-	for i, f := range schema.Fields {
-		if i > 0 {
+	for n, i := range schema.StoredFields {
+		if n > 0 {
 			b.WriteString(", ")
 		}
-		fmt.Fprintf(&b, "%s = v[%d]", f.Name, i+3)
+		fmt.Fprintf(&b, "%s = v[%d]", schema.Fields[i].Name, n+3)
 	}
-	fmt.Fprintf(&b, `}
-  local resp, chunks = v[1], 0
+	b.WriteString("}\n  local n = 0 -- the schema's fields the hash holds\n")
+	fmt.Fprintf(&b, "  for i = 3, %d do\n    if v[i] then n = n + 1 end\n  end\n", nv)
+	fmt.Fprintf(&b, "  if v[%d] then\n", nv)
+	fmt.Fprintf(&b, "    local %s = unpack_m(v[%d])\n", strings.Join(metaVars[:], ", "), nv)
+	b.WriteString("    if not m_attempt then return nil, nil, m_rev end\n    ")
+	for n, i := range schema.MetaParts {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("r." + schema.Fields[i].Name)
+	}
+	b.WriteString(" = " + strings.Join(metaVars[:], ", ") + "\n")
+	b.WriteString("  else\n    -- The layout before m: its fields one by one.\n    local w = redis.call('HMGET', key")
+	for _, i := range schema.MetaParts {
+		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Name)
+	}
+	b.WriteString(")\n")
+	var legacy strings.Builder
+	for n, i := range schema.MetaParts {
+		check(&legacy, schema.Fields[i], fmt.Sprintf("w[%d]", n+1))
+	}
+	legacyChecks := legacy.String()
+	b.WriteString(indent(legacyChecks))
+	b.WriteString("    ")
+	for n, i := range schema.MetaParts {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("r." + schema.Fields[i].Name)
+	}
+	b.WriteString(" = ")
+	for n := range schema.MetaParts {
+		if n > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "w[%d]", n+1)
+	}
+	b.WriteString("\n    if r.uncertain == '0' then r.uncertain = false end\n")
+	fmt.Fprintf(&b, "    for i = 1, %d do\n      if w[i] then n = n + 1 end\n    end\n", schema.NumMeta)
+	b.WriteString("    r.legacy = true\n  end\n")
+	b.WriteString(`  local resp, chunks = v[1], 0
   if resp then chunks = 1 end
   if v[2] then
     if not resp then return nil, nil, 'resp' end
@@ -317,15 +499,11 @@ end
   -- No chunk field beyond the response's last chunk: the hash holds the
   -- fields read above and the chunks joined, or the extra ones are no
   -- chunks.
-  local n = chunks
-  for i = 3, %d do
-    if v[i] then n = n + 1 end
-  end
-  if redis.call('HLEN', key) ~= n then
+  if redis.call('HLEN', key) ~= n + chunks then
     local stray = stray_chunk(key, chunks)
     if stray then return nil, nil, stray end
   end
-`, len(schema.Fields)+2)
+`)
 	b.WriteString(`  if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
   if r.state == 'EXECUTING' and not r.nonce then return nil, nil, 'nonce' end
   if r.state == 'COMPLETED' then
@@ -338,7 +516,8 @@ end
 end
 
 -- pack joins the record's fields, in schema order, with NUL bytes; an
--- absent field is empty (no present field is).
+-- absent field is empty (no present field is). (The replies' layout, not
+-- the stored one.)
 local function pack(r)
   return `)
 	for i, f := range schema.Fields {
@@ -348,12 +527,18 @@ local function pack(r)
 		fmt.Fprintf(&b, "(r.%s or '')", f.Name)
 	}
 	b.WriteString("\nend\n\n")
-	b.WriteString("-- valid reports whether x is a valid value of field f (false when absent).\n")
-	b.WriteString("local function valid(f, x)\n  if not x then return false end\n")
-	for _, f := range schema.Fields {
-		fmt.Fprintf(&b, "  if f == '%s' then return not (%s) end\n", f.Name, luaInvalid(f.Kind, "x"))
+	return b.String()
+}
+
+// indent indents every line of Lua code by two more spaces.
+func indent(code string) string {
+	lines := strings.SplitAfter(code, "\n")
+	var b strings.Builder
+	for _, l := range lines {
+		if l != "" {
+			b.WriteString("  " + l)
+		}
 	}
-	b.WriteString("  return false\nend\n")
 	return b.String()
 }
 
@@ -395,11 +580,17 @@ var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
 // expression that is true when expr is not a valid value of field,
 // @pack(field = expr, ...) packs the named fields (the others empty) as
 // pack does, and @restchunks(key, n) reads a response's chunks from the
-// n-th on.
+// n-th on. @metamatch(expr) is the string.match of the packed field m
+// (expr) against its pattern, one capture a part of schema.MetaParts, and
+// @metaclean(a, b, …) the Lua expression, over those captures, that is
+// true when they keep the rules the pattern cannot say (unpack_m is the
+// two together, and names the bad part).
 var (
 	invalidMacro = regexp.MustCompile(`@invalid\(([a-zA-Z]+), ([^)]+)\)`)
 	packMacro    = regexp.MustCompile(`@pack\(([^)]*)\)`)
 	chunksMacro  = regexp.MustCompile(`@restchunks\(([a-z]+), ([0-9]+)\)`)
+	matchMacro   = regexp.MustCompile(`@metamatch\(([^)]+)\)`)
+	cleanMacro   = regexp.MustCompile(`@metaclean\(([^)]+)\)`)
 	anyMacro     = regexp.MustCompile(`@[a-z]+\(`)
 )
 
@@ -422,6 +613,22 @@ func expandMacros(src string) (string, error) {
 		g := chunksMacro.FindStringSubmatch(m)
 		from, _ := strconv.Atoi(g[2])
 		return restChunksCall(g[1], from)
+	})
+	src = matchMacro.ReplaceAllStringFunc(src, func(m string) string {
+		return "string.match(" + strings.TrimSpace(matchMacro.FindStringSubmatch(m)[1]) + ", " + metaPattern() + ")"
+	})
+	src = cleanMacro.ReplaceAllStringFunc(src, func(m string) string {
+		vars := strings.Split(cleanMacro.FindStringSubmatch(m)[1], ",")
+		if len(vars) != schema.NumMeta {
+			if err == nil {
+				err = fmt.Errorf("@metaclean takes %d names, one a part of m", schema.NumMeta)
+			}
+			return m
+		}
+		for i := range vars {
+			vars[i] = strings.TrimSpace(vars[i])
+		}
+		return metaClean(vars)
 	})
 	src = invalidMacro.ReplaceAllStringFunc(src, func(m string) string {
 		g := invalidMacro.FindStringSubmatch(m)

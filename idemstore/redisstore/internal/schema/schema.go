@@ -25,6 +25,7 @@ package schema
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
@@ -74,6 +75,87 @@ const (
 	FSum
 	NumFields
 )
+
+// The stored layout. A record is one hash: the fields of StoredFields
+// under their own names, the fields of MetaParts packed into the one
+// field MetaField, and the response's chunks (ChunkField). Fewer fields
+// make a smaller listpack, which Redis searches linearly for every field
+// a command names: a script reads a record with one HMGET of 10 fields
+// instead of 17, and checks the packed ones with one pattern match.
+//
+// Records written before the packed layout (LegacyFields: every field of
+// Fields under its own name, no MetaField) are read as they are, and
+// rewritten in the packed layout by the first script that changes their
+// packed fields; see load in the generated scripts.
+const MetaField = "m"
+
+// NumMeta is how many fields MetaField packs.
+const NumMeta = 8
+
+// MetaParts are the fields MetaField packs, in order, separated by ':'
+// (no valid value of theirs holds one; codec is last all the same). In
+// MetaField, uncertain is always "0" or "1" and a missing sum is empty;
+// every other part is required.
+var MetaParts = [NumMeta]int{FAttempt, FRev, FPolicy, FCreatedAt, FUpdatedAt, FUncertain, FSum, FCodec}
+
+// StoredFields are the fields stored under their own names in the packed
+// layout.
+var StoredFields = [...]int{FState, FOwner, FOp, FFp, FNonce, FLeaseUntil, FReason}
+
+// MetaSep separates the parts of MetaField.
+const MetaSep = ':'
+
+// ParseMeta checks a MetaField value and splits it: the values of
+// MetaParts, at their indexes of Fields (the others empty), with
+// uncertain "0" given as empty (not uncertain) like an absent field. bad
+// names the first part that breaks its rule, or is MetaField when the
+// value does not have NumMeta parts.
+func ParseMeta(m string) (vals [NumFields]string, bad string) {
+	for n, i := range MetaParts {
+		part, rest, more := strings.Cut(m, string(MetaSep))
+		if more == (n == NumMeta-1) {
+			return vals, MetaField
+		}
+		m = rest
+		rule := &Fields[i]
+		switch {
+		case i == FSum && part == "":
+		case i == FUncertain && part == "0":
+		case !rule.Kind.Valid(part):
+			return vals, rule.Name
+		default:
+			vals[i] = part
+		}
+	}
+	return vals, ""
+}
+
+// FormatMeta packs the MetaParts of vals (indexed like Fields; an empty
+// uncertain is "0", an empty sum stays empty) into a MetaField value.
+func FormatMeta(vals [NumFields]string) string {
+	var b strings.Builder
+	for n, i := range MetaParts {
+		if n > 0 {
+			b.WriteByte(MetaSep)
+		}
+		v := vals[i]
+		if i == FUncertain && v == "" {
+			v = "0"
+		}
+		b.WriteString(v)
+	}
+	return b.String()
+}
+
+// LegacyFields are the fields a record written before the packed layout
+// stores under their own names in place of MetaField: MetaParts.
+func LegacyFields() []string {
+	out := make([]string, 0, NumMeta)
+	for _, i := range MetaParts {
+		out = append(out, Fields[i].Name)
+	}
+	return out
+}
 
 // Kind is what a field's value must look like.
 type Kind string

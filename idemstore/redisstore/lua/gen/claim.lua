@@ -17,7 +17,8 @@
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
---                             rev, codec, policy, createdAt, sum)
+--                             rev, codec, policy, createdAt, sum); the whole
+--                             record for one of the layout before m
 --   CORRUPT                   the stored record breaks the schema; nothing changed
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
@@ -49,53 +50,46 @@ local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
 -- The replay fast path runs before the helpers are defined and reads only
 -- what a replay needs. (The store replays a clean COMPLETED match with one
--- HMGET and no script; it sends the claim when that read had a doubt.)
-local v = redis.call('HMGET', key, 'state', 'fp', 'codec', 'policy', 'attempt', 'rev', 'createdAt', 'sum',
-  'resp', 'resp2', 'resp3', 'resp4')
-if v[1] == 'COMPLETED' and v[2] == fp and v[3] == codec and v[4] == policy then
-  local attempt, rev, created, sum, bad = v[5], v[6], v[7], v[8], nil
-  -- The chunks in hand (up to 4) are whole but the last, with none after
-  -- a missing one; a longer response has more.
-  local resp, chunk = v[9], nil
-  if resp then
-    for i = 10, 12 do
-      if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
-        chunk = 'resp' .. (i - 8)
-        break
+-- HMGET and no script; it sends the claim when that read had a doubt.) A
+-- record whose m is not clean, or that has none (the layout before m),
+-- goes on to load, which names what is wrong or reads the old layout.
+local v = redis.call('HMGET', key, 'state', 'fp', 'm', 'resp', 'resp2', 'resp3', 'resp4')
+if v[1] == 'COMPLETED' and v[2] == fp and v[3] then
+  local attempt, rev, pol, created, updated, unc, sum, cod = string.match(v[3], '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+  if attempt and cod == codec and pol == policy and sum ~= '' and
+      (#attempt <= 15 and #rev <= 15 and #pol <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #cod <= 32) then
+    -- The chunks in hand (up to 4) are whole but the last, with none after
+    -- a missing one; a longer response has more.
+    local resp, bad = v[4], nil
+    if resp then
+      for i = 5, 7 do
+        if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
+          bad = 'resp' .. (i - 3)
+          break
+        end
       end
-    end
-  end
-  if resp and v[10] and not chunk then
-    if not v[11] then
-      resp = resp .. v[10]
-    elseif not v[12] then
-      resp = resp .. v[10] .. v[11]
     else
-      local out = {resp, v[10], v[11], v[12]}
-      for _, c in ipairs(redis.call('HMGET', key, 'resp5', 'resp6', 'resp7', 'resp8', 'resp9', 'resp10', 'resp11', 'resp12', 'resp13', 'resp14', 'resp15', 'resp16', 'resp17', 'resp18', 'resp19', 'resp20', 'resp21', 'resp22', 'resp23', 'resp24', 'resp25', 'resp26', 'resp27', 'resp28', 'resp29', 'resp30', 'resp31', 'resp32')) do
-        if not c then break end
-        out[#out + 1] = c
-      end
-      resp = table.concat(out)
+      bad = 'resp'
     end
+    if resp and v[5] and not bad then
+      if not v[6] then
+        resp = resp .. v[5]
+      elseif not v[7] then
+        resp = resp .. v[5] .. v[6]
+      else
+        local out = {resp, v[5], v[6], v[7]}
+        for _, c in ipairs(redis.call('HMGET', key, 'resp5', 'resp6', 'resp7', 'resp8', 'resp9', 'resp10', 'resp11', 'resp12', 'resp13', 'resp14', 'resp15', 'resp16', 'resp17', 'resp18', 'resp19', 'resp20', 'resp21', 'resp22', 'resp23', 'resp24', 'resp25', 'resp26', 'resp27', 'resp28', 'resp29', 'resp30', 'resp31', 'resp32')) do
+          if not c then break end
+          out[#out + 1] = c
+        end
+        resp = table.concat(out)
+      end
+    end
+    local pttl = redis.call('PTTL', key)
+    if bad then return 23 --[[CORRUPT]] .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
+    return 4 --[[COMPLETED_REPLAY]] .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
+      (v[1] or '') .. '\0' .. '' .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (cod or '') .. '\0' .. (pol or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. '' .. '\0' .. (sum or '') .. '\0' .. resp
   end
-  if not attempt or (#attempt > 15 or not find(attempt, '^[1-9]%d*$')) then
-    bad = 'attempt'
-  elseif not rev or (#rev > 15 or not find(rev, '^[1-9]%d*$')) then
-    bad = 'rev'
-  elseif not created or (#created > 15 or not (created == '0' or find(created, '^[1-9]%d*$'))) then
-    bad = 'createdAt'
-  elseif not sum or (#sum ~= 8 or find(sum, '[^0-9a-f]')) then
-    bad = 'sum'
-  elseif not resp then
-    bad = 'resp'
-  elseif chunk then
-    bad = chunk
-  end
-  local pttl = redis.call('PTTL', key)
-  if bad then return 23 --[[CORRUPT]] .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
-  return 4 --[[COMPLETED_REPLAY]] .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
-    (v[1] or '') .. '\0' .. '' .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (v[3] or '') .. '\0' .. (v[4] or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. '' .. '\0' .. (sum or '') .. '\0' .. resp
 end
 -- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.
@@ -104,7 +98,7 @@ end
 -- join_chunks joins a response stored in chunks: the first two, and the
 -- rest as HMGET read them (up to the first missing one). It returns the
 -- response and the number of chunks joined; or nil, the number and the
--- name of a chunk that follows one shorter than 64 bytes (write_resp
+-- name of a chunk that follows one shorter than 64 bytes (save
 -- writes every chunk but the last whole, so that one is stray).
 local function join_chunks(first, second, rest)
   local out = {first, second}
@@ -132,18 +126,59 @@ local function stray_chunk(key, chunks)
   return nil
 end
 
+-- pack_m packs the record's fields of m (schema.MetaParts), ':' between.
+local function pack_m(r)
+  return r.attempt .. ':' .. r.rev .. ':' .. r.policy .. ':' .. r.createdAt .. ':' .. r.updatedAt .. ':' .. (r.uncertain and '1' or '0') .. ':' .. (r.sum or '') .. ':' .. r.codec
+end
+
+-- unpack_m checks m with one pattern match and returns its parts
+-- (schema.MetaParts, in order; uncertain false unless '1', sum false when
+-- empty); or nil and the name of the first part that breaks its rule
+-- ('m' when it does not have 8 parts).
+local function unpack_m(m)
+  local m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = string.match(m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+  if m_attempt and (#m_attempt <= 15 and #m_rev <= 15 and #m_policy <= 15 and #m_created <= 15 and (#m_created == 1 or string.byte(m_created) ~= 48) and #m_updated <= 15 and (#m_updated == 1 or string.byte(m_updated) ~= 48) and (#m_sum == 0 or #m_sum == 8) and #m_codec <= 32) then
+    if m_sum == '' then m_sum = false end
+    return m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain == '1' and '1', m_sum, m_codec
+  end
+  -- Not clean: name the part.
+  local p = {}
+  for x in string.gmatch(m .. ':', '([^:]*):') do p[#p + 1] = x end
+  if #p ~= 8 then return nil, 'm' end
+  local x
+  x = p[1]
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'attempt' end
+  x = p[2]
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'rev' end
+  x = p[3]
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'policy' end
+  x = p[4]
+  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'createdAt' end
+  x = p[5]
+  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'updatedAt' end
+  x = p[6]
+  if x ~= '0' and x ~= '1' then return nil, 'uncertain' end
+  x = p[7]
+  if x ~= '' and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, 'sum' end
+  x = p[8]
+  if #x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]') then return nil, 'codec' end
+  return nil, 'm'
+end
+
 -- load reads the whole record and checks every field against the schema
 -- and the cross-field rules, and that no chunk field lies beyond the
 -- response (HLEN; HKEYS only when that does not add up), before the
--- caller decides or writes anything.
+-- caller decides or writes anything. A record written before the packed
+-- layout (no m, its fields one by one) is read and checked the same, and
+-- marked r.legacy: save rewrites it in the packed layout.
 -- It returns the record (field -> string, false when absent) and its
 -- response (false unless COMPLETED); nil when there is none; or nil, nil
 -- and the name of the first field that breaks a rule. The caller may pass
 -- the values of its own request (already valid): a field equal to one is
 -- valid without its pattern being matched.
 local function load(key, owner, op, fp, nonce, codec, policy)
-  local v = redis.call('HMGET', key, 'resp', 'resp2', 'state', 'owner', 'attempt', 'rev', 'op', 'fp', 'codec', 'policy', 'leaseUntil', 'nonce', 'uncertain', 'reason', 'createdAt', 'updatedAt', 'sum')
-  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9] or v[10] or v[11] or v[12] or v[13] or v[14] or v[15] or v[16] or v[17]) then
+  local v = redis.call('HMGET', key, 'resp', 'resp2', 'state', 'owner', 'op', 'fp', 'nonce', 'leaseUntil', 'reason', 'm')
+  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9] or v[10]) then
     if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end
     return nil, nil, nil
   end
@@ -153,32 +188,50 @@ local function load(key, owner, op, fp, nonce, codec, policy)
   x = v[4]
   if not x or x ~= owner and (#x ~= 64 or find(x, '[^0-9a-f]')) then return nil, nil, 'owner' end
   x = v[5]
-  if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'attempt' end
-  x = v[6]
-  if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'rev' end
-  x = v[7]
   if not x or x ~= op and (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) then return nil, nil, 'op' end
-  x = v[8]
+  x = v[6]
   if not x or x ~= fp and (#x ~= 64 or find(x, '[^0-9a-f]')) then return nil, nil, 'fp' end
-  x = v[9]
-  if not x or x ~= codec and (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) then return nil, nil, 'codec' end
-  x = v[10]
-  if not x or x ~= policy and (#x > 15 or not find(x, '^[1-9]%d*$')) then return nil, nil, 'policy' end
-  x = v[11]
-  if x and (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) then return nil, nil, 'leaseUntil' end
-  x = v[12]
+  x = v[7]
   if x and (x ~= nonce and (#x ~= 32 or find(x, '[^0-9a-f]'))) then return nil, nil, 'nonce' end
-  x = v[13]
-  if x and (x ~= '0' and x ~= '1') then return nil, nil, 'uncertain' end
-  x = v[14]
+  x = v[8]
+  if x and (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) then return nil, nil, 'leaseUntil' end
+  x = v[9]
   if x and (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) then return nil, nil, 'reason' end
-  x = v[15]
-  if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'createdAt' end
-  x = v[16]
-  if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'updatedAt' end
-  x = v[17]
-  if x and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, nil, 'sum' end
-  local r = {state = v[3], owner = v[4], attempt = v[5], rev = v[6], op = v[7], fp = v[8], codec = v[9], policy = v[10], leaseUntil = v[11], nonce = v[12], uncertain = v[13], reason = v[14], createdAt = v[15], updatedAt = v[16], sum = v[17]}
+  local r = {state = v[3], owner = v[4], op = v[5], fp = v[6], nonce = v[7], leaseUntil = v[8], reason = v[9]}
+  local n = 0 -- the schema's fields the hash holds
+  for i = 3, 10 do
+    if v[i] then n = n + 1 end
+  end
+  if v[10] then
+    local m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = unpack_m(v[10])
+    if not m_attempt then return nil, nil, m_rev end
+    r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec
+  else
+    -- The layout before m: its fields one by one.
+    local w = redis.call('HMGET', key, 'attempt', 'rev', 'policy', 'createdAt', 'updatedAt', 'uncertain', 'sum', 'codec')
+    x = w[1]
+    if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'attempt' end
+    x = w[2]
+    if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'rev' end
+    x = w[3]
+    if not x or x ~= policy and (#x > 15 or not find(x, '^[1-9]%d*$')) then return nil, nil, 'policy' end
+    x = w[4]
+    if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'createdAt' end
+    x = w[5]
+    if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'updatedAt' end
+    x = w[6]
+    if x and (x ~= '0' and x ~= '1') then return nil, nil, 'uncertain' end
+    x = w[7]
+    if x and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, nil, 'sum' end
+    x = w[8]
+    if not x or x ~= codec and (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) then return nil, nil, 'codec' end
+    r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    if r.uncertain == '0' then r.uncertain = false end
+    for i = 1, 8 do
+      if w[i] then n = n + 1 end
+    end
+    r.legacy = true
+  end
   local resp, chunks = v[1], 0
   if resp then chunks = 1 end
   if v[2] then
@@ -190,11 +243,7 @@ local function load(key, owner, op, fp, nonce, codec, policy)
   -- No chunk field beyond the response's last chunk: the hash holds the
   -- fields read above and the chunks joined, or the extra ones are no
   -- chunks.
-  local n = chunks
-  for i = 3, 17 do
-    if v[i] then n = n + 1 end
-  end
-  if redis.call('HLEN', key) ~= n then
+  if redis.call('HLEN', key) ~= n + chunks then
     local stray = stray_chunk(key, chunks)
     if stray then return nil, nil, stray end
   end
@@ -210,9 +259,42 @@ local function load(key, owner, op, fp, nonce, codec, policy)
 end
 
 -- pack joins the record's fields, in schema order, with NUL bytes; an
--- absent field is empty (no present field is).
+-- absent field is empty (no present field is). (The replies' layout, not
+-- the stored one.)
 local function pack(r)
   return (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. (r.fp or '') .. '\0' .. (r.codec or '') .. '\0' .. (r.policy or '') .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. (r.uncertain or '') .. '\0' .. (r.reason or '') .. '\0' .. (r.createdAt or '') .. '\0' .. (r.updatedAt or '') .. '\0' .. (r.sum or '')
+end
+
+-- save writes the record's packed fields (m, from r) and the fields set
+-- (a table of names and values) with one HSET, and the response resp when
+-- given: in chunks of 64 bytes when it fits in 32 of them, so the
+-- hash stays a compact listpack; whole otherwise. A record of the layout
+-- before m (r.legacy) loses its fields of that layout: it is in the packed
+-- layout from now on.
+local function save(key, r, set, resp)
+  set[#set + 1] = 'm'
+  set[#set + 1] = pack_m(r)
+  if resp then
+    local n = #resp
+    if n <= 64 or n > 64 * 32 then
+      set[#set + 1] = 'resp'
+      set[#set + 1] = resp
+    else
+      set[#set + 1] = 'resp'
+      set[#set + 1] = string.sub(resp, 1, 64)
+      local i = 2
+      for at = 64 + 1, n, 64 do
+        set[#set + 1] = 'resp' .. i
+        set[#set + 1] = string.sub(resp, at, at + 64 - 1)
+        i = i + 1
+      end
+    end
+  end
+  redis.call('HSET', key, unpack(set))
+  if r.legacy then
+    redis.call('HDEL', key, 'attempt', 'rev', 'policy', 'createdAt', 'updatedAt', 'uncertain', 'sum', 'codec')
+    r.legacy = false
+  end
 end
 
 -- Redis server time in epoch milliseconds: the only clock leases use.
@@ -266,16 +348,12 @@ if not v[1] then
   if redis.call('EXISTS', key) == 1 then return corrupt(key, now, 'state') end
   local r = {state = target, owner = owner, attempt = '1', rev = '1', op = op, fp = fp,
     codec = codec, policy = policy, leaseUntil = lease_until, createdAt = int(now), updatedAt = int(now)}
+  local set = {'state', target, 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until}
   if nonce ~= '' then
     r.nonce = nonce
-    redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', '1', 'rev', '1', 'op', op, 'fp', fp,
-      'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'createdAt', r.createdAt,
-      'updatedAt', r.updatedAt, 'nonce', nonce)
-  else
-    redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', '1', 'rev', '1', 'op', op, 'fp', fp,
-      'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'createdAt', r.createdAt,
-      'updatedAt', r.updatedAt)
+    set[#set + 1], set[#set + 2] = 'nonce', nonce
   end
+  save(key, r, set)
   redis.call('PEXPIRE', key, ttl)
   return reply(1 --[[ACQUIRED]], key, now, r, ttl)
 end
@@ -285,7 +363,9 @@ if bad then return corrupt(key, now, bad) end
 
 if r.fp ~= fp then return reply(6 --[[FINGERPRINT_MISMATCH]], key, now, r) end
 if r.state == 'COMPLETED' then
-  -- Our fingerprint, so another codec or policy (the fast path replays ours).
+  -- Our fingerprint. The fast path replays ours from a record with m; a
+  -- record of the layout before m is replayed here.
+  if r.codec == codec and r.policy == policy then return reply(4 --[[COMPLETED_REPLAY]], key, now, r, nil, resp) end
   return reply(9 --[[CODEC_MISMATCH]], key, now, r)
 end
 if r.state == 'ABANDONED' then return reply(7 --[[RECOVERY_REQUIRED]], key, now, r) end
@@ -302,7 +382,7 @@ if same then
     if tonumber(r.leaseUntil) < now + lease then r.leaseUntil = lease_until end
     r.updatedAt = int(now)
     local t = in_flight_ttl(tonumber(r.leaseUntil), now, retention)
-    redis.call('HSET', key, 'leaseUntil', r.leaseUntil, 'updatedAt', r.updatedAt)
+    save(key, r, {'leaseUntil', r.leaseUntil})
     redis.call('PEXPIRE', key, t)
     return reply(3 --[[REPLAYED_ACQUIRE]], key, now, r, t)
   end
@@ -315,20 +395,22 @@ if expired then
   if not same then r.attempt = int(tonumber(r.attempt) + 1) end
   r.state, r.owner, r.rev, r.op = target, owner, int(tonumber(r.rev) + 1), op
   r.codec, r.policy, r.leaseUntil, r.updatedAt = codec, policy, lease_until, int(now)
-  redis.call('HSET', key, 'state', target, 'owner', owner, 'attempt', r.attempt, 'rev', r.rev, 'op', op,
-    'codec', codec, 'policy', policy, 'leaseUntil', lease_until, 'updatedAt', r.updatedAt)
-  if r.uncertain then redis.call('HSET', key, 'uncertain', r.uncertain) end
+  local set = {'state', target, 'owner', owner, 'op', op, 'leaseUntil', lease_until}
+  local drop = {}
   if nonce ~= '' then
     r.nonce = nonce
-    redis.call('HSET', key, 'nonce', nonce)
+    set[#set + 1], set[#set + 2] = 'nonce', nonce
   elseif r.nonce then
     r.nonce = false
-    redis.call('HDEL', key, 'nonce')
+    drop[#drop + 1] = 'nonce'
   end
-  if r.reason or r.sum then
-    r.reason, r.sum = false, false
-    redis.call('HDEL', key, 'reason', 'sum')
+  if r.reason then
+    r.reason = false
+    drop[#drop + 1] = 'reason'
   end
+  r.sum = false
+  if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end
+  save(key, r, set)
   redis.call('PEXPIRE', key, ttl)
   return reply(2 --[[TAKEN_OVER]], key, now, r, ttl, nil, from)
 end

@@ -24,7 +24,7 @@ local find = string.find
 -- join_chunks joins a response stored in chunks: the first two, and the
 -- rest as HMGET read them (up to the first missing one). It returns the
 -- response and the number of chunks joined; or nil, the number and the
--- name of a chunk that follows one shorter than 64 bytes (write_resp
+-- name of a chunk that follows one shorter than 64 bytes (save
 -- writes every chunk but the last whole, so that one is stray).
 local function join_chunks(first, second, rest)
   local out = {first, second}
@@ -52,18 +52,54 @@ local function stray_chunk(key, chunks)
   return nil
 end
 
+-- unpack_m checks m with one pattern match and returns its parts
+-- (schema.MetaParts, in order; uncertain false unless '1', sum false when
+-- empty); or nil and the name of the first part that breaks its rule
+-- ('m' when it does not have 8 parts).
+local function unpack_m(m)
+  local m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = string.match(m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+  if m_attempt and (#m_attempt <= 15 and #m_rev <= 15 and #m_policy <= 15 and #m_created <= 15 and (#m_created == 1 or string.byte(m_created) ~= 48) and #m_updated <= 15 and (#m_updated == 1 or string.byte(m_updated) ~= 48) and (#m_sum == 0 or #m_sum == 8) and #m_codec <= 32) then
+    if m_sum == '' then m_sum = false end
+    return m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain == '1' and '1', m_sum, m_codec
+  end
+  -- Not clean: name the part.
+  local p = {}
+  for x in string.gmatch(m .. ':', '([^:]*):') do p[#p + 1] = x end
+  if #p ~= 8 then return nil, 'm' end
+  local x
+  x = p[1]
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'attempt' end
+  x = p[2]
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'rev' end
+  x = p[3]
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'policy' end
+  x = p[4]
+  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'createdAt' end
+  x = p[5]
+  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'updatedAt' end
+  x = p[6]
+  if x ~= '0' and x ~= '1' then return nil, 'uncertain' end
+  x = p[7]
+  if x ~= '' and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, 'sum' end
+  x = p[8]
+  if #x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]') then return nil, 'codec' end
+  return nil, 'm'
+end
+
 -- load reads the whole record and checks every field against the schema
 -- and the cross-field rules, and that no chunk field lies beyond the
 -- response (HLEN; HKEYS only when that does not add up), before the
--- caller decides or writes anything.
+-- caller decides or writes anything. A record written before the packed
+-- layout (no m, its fields one by one) is read and checked the same, and
+-- marked r.legacy: save rewrites it in the packed layout.
 -- It returns the record (field -> string, false when absent) and its
 -- response (false unless COMPLETED); nil when there is none; or nil, nil
 -- and the name of the first field that breaks a rule. The caller may pass
 -- the values of its own request (already valid): a field equal to one is
 -- valid without its pattern being matched.
 local function load(key, owner, op, fp, nonce, codec, policy)
-  local v = redis.call('HMGET', key, 'resp', 'resp2', 'state', 'owner', 'attempt', 'rev', 'op', 'fp', 'codec', 'policy', 'leaseUntil', 'nonce', 'uncertain', 'reason', 'createdAt', 'updatedAt', 'sum')
-  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9] or v[10] or v[11] or v[12] or v[13] or v[14] or v[15] or v[16] or v[17]) then
+  local v = redis.call('HMGET', key, 'resp', 'resp2', 'state', 'owner', 'op', 'fp', 'nonce', 'leaseUntil', 'reason', 'm')
+  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9] or v[10]) then
     if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end
     return nil, nil, nil
   end
@@ -73,32 +109,50 @@ local function load(key, owner, op, fp, nonce, codec, policy)
   x = v[4]
   if not x or x ~= owner and (#x ~= 64 or find(x, '[^0-9a-f]')) then return nil, nil, 'owner' end
   x = v[5]
-  if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'attempt' end
-  x = v[6]
-  if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'rev' end
-  x = v[7]
   if not x or x ~= op and (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) then return nil, nil, 'op' end
-  x = v[8]
+  x = v[6]
   if not x or x ~= fp and (#x ~= 64 or find(x, '[^0-9a-f]')) then return nil, nil, 'fp' end
-  x = v[9]
-  if not x or x ~= codec and (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) then return nil, nil, 'codec' end
-  x = v[10]
-  if not x or x ~= policy and (#x > 15 or not find(x, '^[1-9]%d*$')) then return nil, nil, 'policy' end
-  x = v[11]
-  if x and (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) then return nil, nil, 'leaseUntil' end
-  x = v[12]
+  x = v[7]
   if x and (x ~= nonce and (#x ~= 32 or find(x, '[^0-9a-f]'))) then return nil, nil, 'nonce' end
-  x = v[13]
-  if x and (x ~= '0' and x ~= '1') then return nil, nil, 'uncertain' end
-  x = v[14]
+  x = v[8]
+  if x and (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) then return nil, nil, 'leaseUntil' end
+  x = v[9]
   if x and (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) then return nil, nil, 'reason' end
-  x = v[15]
-  if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'createdAt' end
-  x = v[16]
-  if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'updatedAt' end
-  x = v[17]
-  if x and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, nil, 'sum' end
-  local r = {state = v[3], owner = v[4], attempt = v[5], rev = v[6], op = v[7], fp = v[8], codec = v[9], policy = v[10], leaseUntil = v[11], nonce = v[12], uncertain = v[13], reason = v[14], createdAt = v[15], updatedAt = v[16], sum = v[17]}
+  local r = {state = v[3], owner = v[4], op = v[5], fp = v[6], nonce = v[7], leaseUntil = v[8], reason = v[9]}
+  local n = 0 -- the schema's fields the hash holds
+  for i = 3, 10 do
+    if v[i] then n = n + 1 end
+  end
+  if v[10] then
+    local m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = unpack_m(v[10])
+    if not m_attempt then return nil, nil, m_rev end
+    r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec
+  else
+    -- The layout before m: its fields one by one.
+    local w = redis.call('HMGET', key, 'attempt', 'rev', 'policy', 'createdAt', 'updatedAt', 'uncertain', 'sum', 'codec')
+    x = w[1]
+    if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'attempt' end
+    x = w[2]
+    if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'rev' end
+    x = w[3]
+    if not x or x ~= policy and (#x > 15 or not find(x, '^[1-9]%d*$')) then return nil, nil, 'policy' end
+    x = w[4]
+    if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'createdAt' end
+    x = w[5]
+    if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'updatedAt' end
+    x = w[6]
+    if x and (x ~= '0' and x ~= '1') then return nil, nil, 'uncertain' end
+    x = w[7]
+    if x and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, nil, 'sum' end
+    x = w[8]
+    if not x or x ~= codec and (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) then return nil, nil, 'codec' end
+    r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
+    if r.uncertain == '0' then r.uncertain = false end
+    for i = 1, 8 do
+      if w[i] then n = n + 1 end
+    end
+    r.legacy = true
+  end
   local resp, chunks = v[1], 0
   if resp then chunks = 1 end
   if v[2] then
@@ -110,11 +164,7 @@ local function load(key, owner, op, fp, nonce, codec, policy)
   -- No chunk field beyond the response's last chunk: the hash holds the
   -- fields read above and the chunks joined, or the extra ones are no
   -- chunks.
-  local n = chunks
-  for i = 3, 17 do
-    if v[i] then n = n + 1 end
-  end
-  if redis.call('HLEN', key) ~= n then
+  if redis.call('HLEN', key) ~= n + chunks then
     local stray = stray_chunk(key, chunks)
     if stray then return nil, nil, stray end
   end
@@ -130,7 +180,8 @@ local function load(key, owner, op, fp, nonce, codec, policy)
 end
 
 -- pack joins the record's fields, in schema order, with NUL bytes; an
--- absent field is empty (no present field is).
+-- absent field is empty (no present field is). (The replies' layout, not
+-- the stored one.)
 local function pack(r)
   return (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. (r.fp or '') .. '\0' .. (r.codec or '') .. '\0' .. (r.policy or '') .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. (r.uncertain or '') .. '\0' .. (r.reason or '') .. '\0' .. (r.createdAt or '') .. '\0' .. (r.updatedAt or '') .. '\0' .. (r.sum or '')
 end
