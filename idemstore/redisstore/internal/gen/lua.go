@@ -493,7 +493,7 @@ func luaLoad() string {
   if v[2] then
     if not resp then return nil, nil, 'resp' end
     local bad
-    resp, chunks, bad = join_chunks(resp, v[2], `+restChunksCall("key", 3)+`)
+    resp, chunks, bad = join_chunks(resp, v[2], ` + restChunksCall("key", 3) + `)
     if bad then return nil, nil, bad end
   end
   -- No chunk field beyond the response's last chunk: the hash holds the
