@@ -53,6 +53,13 @@
 //     *driver.ValidationError otherwise): an operation ID or a reason with
 //     a NUL byte, which the schema refuses in a stored record, is never
 //     written.
+//   - A record is one hash: state, owner, op, fp, nonce, leaseUntil,
+//     reason and the response chunks under their own names, and attempt,
+//     rev, policy, createdAt, updatedAt, uncertain, sum and codec packed
+//     into one field, m (schema.MetaField, schema.MetaParts), checked with
+//     one pattern match. A record written before m (those eight under
+//     their own names) is read as it is and rewritten with m by the first
+//     script that changes them.
 //   - Every script but the replay fast path (transition, renew, release,
 //     inspect, resolve, and claim on any record it does not replay) reads
 //     the whole record with one HMGET and checks every field, the
@@ -66,15 +73,15 @@
 //     *driver.CorruptRecordError, and the record is never changed. The
 //     scripts do not compare a response with its sum.
 //   - A replay is one read command, no script: Claim and ClaimStart first
-//     send one HMGET of state, fp, codec, policy, attempt, rev, createdAt,
-//     sum and the first four response chunks (one more HMGET of the rest
+//     send one HMGET of state, fp, m (with codec, policy, attempt, rev,
+//     createdAt and sum) and the first four response chunks (one more HMGET of the rest
 //     for a response over 256 bytes), and check them in Go by the rules
 //     the scripts use: a COMPLETED record with the caller's fingerprint,
 //     codec and policy, attempt, rev, createdAt and sum valid, chunks whole
 //     but the last with none after a missing one, and the response
 //     matching its CRC-32C sum. Only such a record is replayed from the
 //     read; on any doubt (another state, no record, an empty response,
-//     a field that breaks its rule) the claim script runs and decides, so
+//     a field that breaks its rule, a record without m) the claim script runs and decides, so
 //     a corrupt record is refused by it as before. A read writes nothing.
 //     The reply carries no TTL (driver.CompletedReplay's Record.TTL is
 //     zero). A client that routes read-only commands to replicas
@@ -93,8 +100,9 @@
 //     cached is ever served from the cache.
 //   - The replay fast path of claim.lua (a COMPLETED record with the
 //     caller's fingerprint, codec and policy) reads only what it replays:
-//     state, fp, codec and policy (compared with the caller's), attempt,
-//     rev, createdAt and sum (checked by their rules), and the response
+//     state, fp, codec and policy (compared with the caller's), m (every
+//     part checked by its rule; a record without m goes on to the full
+//     check, which reads the old layout), and the response
 //     joined from resp, resp2, … up to the first missing chunk, refusing a
 //     chunk after a missing or short one among the first four. It ignores
 //     every other field, broken or not; it writes nothing.
