@@ -75,9 +75,9 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 			case "resp3", "resp32":
 				gs = []string{"stray"}
 			case schema.MetaField:
-				// Too few parts, too many, none: m itself is named. (Missing
-				// altogether, the record reads as the layout before m, whose
-				// fields are missing: see TestLegacyRecordMissingAField.)
+				// Too few parts, too many, none: m itself is named. (Without
+				// m, the record reads as the layout before m, whose fields
+				// are checked by name: TestRecordsOfTheLayoutBeforeMKeepWorking.)
 				gs = []string{"1:1", "1:1:1:0:0:0::json:extra", ""}
 			}
 			for _, g := range gs {
