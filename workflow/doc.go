@@ -11,7 +11,11 @@
 // (completed with a result, retry, or fail) about exactly the incident
 // PendingQuery lists, sent with the ResolveUpdate (validated and answered)
 // or the ResolveSignal (fire and forget; refusals are listed by
-// RefusalsQuery). Any number of Execute calls may wait on one Recovery.
+// RefusalsQuery). A decision is idempotent by its request ID and bound to
+// its incident: a repeat applies once, a delayed request never undoes a
+// later decision; DecisionsQuery lists the decisions applied, with who,
+// when, why and the evidence shown. Any number of Execute calls may wait
+// on one Recovery.
 // `cmd/worker pending`, `resolve` and `reopen` are the operator's side of
 // it.
 //

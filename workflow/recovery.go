@@ -28,12 +28,18 @@ const (
 	// RefusalsQuery answers the RefusalsReport: the decisions the
 	// workflow refused.
 	RefusalsQuery = "onceflow.refusedDecisions"
+	// DecisionsQuery answers the []Decided of this run: every decision
+	// applied, with its audit (request ID, who, when, why, the evidence
+	// shown), oldest first.
+	DecisionsQuery = "onceflow.decisions"
 	// TypeRecoveryFailed is the error type Execute returns when the
 	// operator decided the operation failed. Non-retryable.
 	TypeRecoveryFailed = "onceflow.RecoveryFailed"
 	// TypeDecisionRefused is the error type of a refused Update: the
 	// decision named no pending incident, one already decided, an unknown
-	// decision, or a result that does not decode.
+	// decision, a result that does not decode, a request ID already used
+	// for another decision, or a decision that contradicts the evidence it
+	// carries without being confirmed with a reason.
 	TypeDecisionRefused = "onceflow.DecisionRefused"
 )
 
@@ -77,7 +83,55 @@ type Resolution struct {
 	// Result is the activity's result as JSON, for Completed. It must
 	// decode into the activity's result type.
 	Result json.RawMessage `json:"result,omitempty"`
-	Reason string          `json:"reason,omitempty"`
+	// Reason is why the decision was taken; required with Confirmed.
+	Reason string `json:"reason,omitempty"`
+
+	// RequestID identifies the request: the same request sent again (a
+	// resend, a double click, a delayed delivery) is answered with the
+	// decision it made, never applied twice; a decision about an incident
+	// already decided under another request ID is refused. Empty (a
+	// decision from a tool older than request IDs): the incident is still
+	// decided once, but a repeat is refused instead of answered.
+	// operator.Resolve fills it in when it is empty.
+	RequestID string `json:"requestId,omitempty"`
+	// By is who decided: the console's principal, the CLI's user.
+	By string `json:"by,omitempty"`
+	// RequestedAt is when the request was made, by the requester's clock
+	// (the workflow records when it applied it: Decided.AppliedAt).
+	RequestedAt time.Time `json:"requestedAt,omitzero"`
+	// Evidence is what the operator was shown about the operation when
+	// deciding, kept with the decision in the history.
+	Evidence *Evidence `json:"evidence,omitempty"`
+	// Confirmed: the operator confirmed a decision that contradicts
+	// Evidence.Implies. Without it, and without a Reason, such a decision
+	// is refused.
+	Confirmed bool `json:"confirmed,omitempty"`
+}
+
+// Evidence is what a downstream says about an incident's operation (for a
+// charge: the gateway's calls under the operation key, the ledger's
+// payment rows), as an operator is shown it beside the decision.
+// operator.EvidenceSource is the hook that supplies it.
+type Evidence struct {
+	// Summary is one or two sentences for the operator.
+	Summary string `json:"summary"`
+	// Implies is the decision the evidence points to ("" when it points
+	// to none): Completed when the effect is there, Retry when it is
+	// proven absent.
+	Implies Decision `json:"implies,omitempty"`
+	// Result is the completed result the evidence implies, as JSON
+	// decoding into the activity's result type: the form's pre-filled
+	// value for Completed.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Facts are the downstream's rows, one line each, as shown.
+	Facts []string `json:"facts,omitempty"`
+}
+
+// Contradicts reports whether the resolution's decision is not the one its
+// evidence implies. Such a decision is applied only when Confirmed and
+// given a Reason.
+func (r Resolution) Contradicts() bool {
+	return r.Evidence != nil && r.Evidence.Implies != "" && r.Evidence.Implies != r.Decision
 }
 
 // Incident returns the incident the resolution names.
@@ -90,6 +144,26 @@ type DecisionReply struct {
 	// Applied is the incident the decision was applied to.
 	Applied  Incident `json:"applied"`
 	Decision Decision `json:"decision"`
+	// RequestID is the request that decided it.
+	RequestID string `json:"requestId,omitempty"`
+	// Repeated: this request had been applied already (a resend); the
+	// answer is the decision it made then, and nothing was applied again.
+	Repeated bool `json:"repeated,omitempty"`
+}
+
+// Decided is one decision a workflow applied, with its audit: the
+// resolution as it came (request ID, who, when, why, the evidence shown),
+// how it came, and when the workflow applied it. DecisionsQuery lists
+// them.
+type Decided struct {
+	Incident   Incident   `json:"incident"`
+	Resolution Resolution `json:"resolution"`
+	// Via is "signal" or "update".
+	Via       string    `json:"via"`
+	AppliedAt time.Time `json:"appliedAt"`
+	// Repeats counts the later deliveries of the same request, answered
+	// with this decision and not applied again.
+	Repeats int `json:"repeats,omitempty"`
 }
 
 // PendingRecovery is one incident a workflow waits on a decision for.
@@ -140,6 +214,12 @@ type Recovery struct {
 	waiting  map[Incident]*waiter
 	order    []Incident // listing order, deterministic
 	refusals RefusalsReport
+	// decided are the decisions applied in this run, oldest first;
+	// byIncident and byRequest index them. An incident is decided once,
+	// a request ID decides one incident.
+	decided    []*Decided
+	byIncident map[Incident]*Decided
+	byRequest  map[string]*Decided
 }
 
 type waiter struct {
@@ -152,7 +232,7 @@ type waiter struct {
 // NewRecovery registers PendingQuery, RefusalsQuery and ResolveUpdate, and
 // starts listening on ResolveSignal.
 func NewRecovery(ctx workflow.Context) (*Recovery, error) {
-	r := &Recovery{waiting: map[Incident]*waiter{}}
+	r := &Recovery{waiting: map[Incident]*waiter{}, byIncident: map[Incident]*Decided{}, byRequest: map[string]*Decided{}}
 	if err := workflow.SetQueryHandler(ctx, PendingQuery, func() ([]PendingRecovery, error) {
 		out := make([]PendingRecovery, 0, len(r.order))
 		for _, inc := range r.order {
@@ -167,17 +247,27 @@ func NewRecovery(ctx workflow.Context) (*Recovery, error) {
 	}); err != nil {
 		return nil, fmt.Errorf("onceflow: register the %s query: %w", RefusalsQuery, err)
 	}
+	if err := workflow.SetQueryHandler(ctx, DecisionsQuery, func() ([]Decided, error) {
+		out := make([]Decided, len(r.decided))
+		for i, d := range r.decided {
+			out[i] = *d
+		}
+		return out, nil
+	}); err != nil {
+		return nil, fmt.Errorf("onceflow: register the %s query: %w", DecisionsQuery, err)
+	}
 	err := workflow.SetUpdateHandlerWithOptions(ctx, ResolveUpdate,
 		func(ctx workflow.Context, res Resolution) (DecisionReply, error) {
-			if err := r.apply(ctx, res); err != nil {
+			d, repeated, err := r.apply(ctx, res, "update")
+			if err != nil {
 				// Accepted by the validator but overtaken since.
 				r.refuse(ctx, res, "update", err)
 				return DecisionReply{}, err
 			}
-			return DecisionReply{Applied: res.Incident(), Decision: res.Decision}, nil
+			return DecisionReply{Applied: d.Incident, Decision: d.Resolution.Decision, RequestID: d.Resolution.RequestID, Repeated: repeated}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, res Resolution) error {
-			if err := r.check(res); err != nil {
+			if _, err := r.check(res); err != nil {
 				workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "why", err.Error())
 				return err
 			}
@@ -193,7 +283,7 @@ func NewRecovery(ctx workflow.Context) (*Recovery, error) {
 			if !signals.Receive(ctx, &res) {
 				return
 			}
-			if err := r.apply(ctx, res); err != nil {
+			if _, _, err := r.apply(ctx, res, "signal"); err != nil {
 				r.refuse(ctx, res, "signal", err)
 			}
 		}
@@ -206,45 +296,92 @@ func refused(format string, args ...any) error {
 	return temporal.NewApplicationError("refused: "+fmt.Sprintf(format, args...), TypeDecisionRefused)
 }
 
-// check says why res cannot be applied, or nil. It changes nothing.
-func (r *Recovery) check(res Resolution) error {
+// check says why res cannot be applied, or nil. It changes nothing. A
+// repeat of a request already applied (the same request ID, incident and
+// decision) is no error: check returns the decision it made.
+func (r *Recovery) check(res Resolution) (repeat *Decided, err error) {
 	switch res.Decision {
 	case Completed, Retry, Fail:
 	default:
-		return refused("unknown decision %q: want completed, retry or fail", res.Decision)
+		return nil, refused("unknown decision %q: want completed, retry or fail", res.Decision)
 	}
 	inc := res.Incident()
+	if res.RequestID != "" {
+		if d, ok := r.byRequest[res.RequestID]; ok {
+			if d.Incident == inc && d.Resolution.Decision == res.Decision {
+				return d, nil
+			}
+			return nil, refused("request %s already decided %s for %s; a new decision needs a new request ID", res.RequestID, d.Resolution.Decision, d.Incident)
+		}
+	}
+	if d, ok := r.byIncident[inc]; ok {
+		return nil, refused("incident %s is already decided (%s%s); a repeated or delayed request never changes a decision",
+			inc, d.Resolution.Decision, describe(d.Resolution))
+	}
 	w, ok := r.waiting[inc]
 	if !ok {
 		pending := make([]string, len(r.order))
 		for i, p := range r.order {
 			pending[i] = p.String()
 		}
-		return refused("no such pending incident %s; pending: [%s] (name the record key, attempt and rev the pending list shows)",
+		return nil, refused("no such pending incident %s; pending: [%s] (name the record key, attempt and rev the pending list shows)",
 			inc, strings.Join(pending, " "))
-	}
-	if w.decision != nil {
-		return refused("incident %s is already decided (%s)", inc, w.decision.Decision)
 	}
 	if res.Decision == Completed {
 		if len(res.Result) == 0 {
-			return refused("completed needs the activity's result, as JSON decoding into %s", w.info.ResultType)
+			return nil, refused("completed needs the activity's result, as JSON decoding into %s", w.info.ResultType)
 		}
 		if err := w.decodes(res.Result); err != nil {
-			return refused("result does not decode into %s: %v", w.info.ResultType, err)
+			return nil, refused("result does not decode into %s: %v", w.info.ResultType, err)
 		}
 	}
-	return nil
+	if res.Contradicts() && (!res.Confirmed || strings.TrimSpace(res.Reason) == "") {
+		return nil, refused("%s contradicts the evidence, which implies %s (%s): confirm it, with a reason, to apply it anyway",
+			res.Decision, res.Evidence.Implies, res.Evidence.Summary)
+	}
+	return nil, nil
 }
 
-// apply records res for its incident, unless check refuses it.
-func (r *Recovery) apply(ctx workflow.Context, res Resolution) error {
-	if err := r.check(res); err != nil {
-		return err
+// describe says who decided, by which request, and why, for a refusal.
+func describe(res Resolution) string {
+	var b strings.Builder
+	if res.RequestID != "" {
+		b.WriteString(" by request " + res.RequestID)
 	}
-	r.waiting[res.Incident()].decision = &res
-	workflow.GetLogger(ctx).Info("onceflow: decision applied", "incident", res.Incident().String(), "decision", res.Decision, "reason", res.Reason)
-	return nil
+	if res.By != "" {
+		b.WriteString(" from " + res.By)
+	}
+	if res.Reason != "" {
+		b.WriteString(": " + res.Reason)
+	}
+	return b.String()
+}
+
+// apply records res for its incident, unless check refuses it. A repeat
+// of a request already applied changes no decision: apply returns the
+// decision it made, and repeated true.
+func (r *Recovery) apply(ctx workflow.Context, res Resolution, via string) (d *Decided, repeated bool, err error) {
+	repeat, err := r.check(res)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case repeat != nil:
+		repeat.Repeats++
+		workflow.GetLogger(ctx).Info("onceflow: decision repeated; answered, not applied again", "incident", repeat.Incident.String(),
+			"decision", repeat.Resolution.Decision, "request", res.RequestID, "via", via)
+		return repeat, true, nil
+	}
+	inc := res.Incident()
+	r.waiting[inc].decision = &res
+	d = &Decided{Incident: inc, Resolution: res, Via: via, AppliedAt: workflow.Now(ctx)}
+	r.decided = append(r.decided, d)
+	r.byIncident[inc] = d
+	if res.RequestID != "" {
+		r.byRequest[res.RequestID] = d
+	}
+	workflow.GetLogger(ctx).Info("onceflow: decision applied", "incident", inc.String(), "decision", res.Decision, "reason", res.Reason,
+		"request", res.RequestID, "by", res.By, "via", via)
+	return d, false, nil
 }
 
 // Metrics the workflows emit through the Temporal SDK's metrics handler

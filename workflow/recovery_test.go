@@ -246,7 +246,7 @@ func TestADecisionAppliesToItsIncidentOnly(t *testing.T) {
 			t.Errorf("pending after the resend = %+v; the second incident must be listed", p)
 		}
 		rep := w.refusals(t)
-		if rep.Count != 1 || len(rep.Recent) != 1 || rep.Recent[0].Via != "signal" || !strings.Contains(rep.Recent[0].Why, "no such pending incident") {
+		if rep.Count != 1 || len(rep.Recent) != 1 || rep.Recent[0].Via != "signal" || !strings.Contains(rep.Recent[0].Why, "incident "+key+"@1.2 is already decided (retry)") {
 			t.Errorf("refusals = %+v; the resend must be refused visibly", rep)
 		}
 		// The same decision as an Update is answered at once.
@@ -254,7 +254,7 @@ func TestADecisionAppliesToItsIncidentOnly(t *testing.T) {
 		empty = w.update(decision(b, idemwf.Completed))
 	}, 2*time.Hour)
 	w.env.RegisterDelayedCallback(func() {
-		refusedWith(t, stale, "no such pending incident "+key+"@1.2")
+		refusedWith(t, stale, "incident "+key+"@1.2 is already decided (retry)")
 		refusedWith(t, empty, "completed needs the activity's result")
 		res := decision(b, idemwf.Completed)
 		res.Result = json.RawMessage(`"ch_b"`)
@@ -375,5 +375,158 @@ func TestAnUnknownDecisionIsRefused(t *testing.T) {
 	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
 	if err := w.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// updateAs sends res as an Update with the given Update ID: a client's
+// resend under a new Update ID, which Temporal's own dedupe by Update ID
+// does not catch.
+func (w *world) updateAs(id string, res idemwf.Resolution) *answer {
+	a := &answer{}
+	w.env.UpdateWorkflow(idemwf.ResolveUpdate, id, &testsuite.TestUpdateCallback{
+		OnAccept: func() {},
+		OnReject: func(e error) { a.done, a.err = true, e },
+		OnComplete: func(v any, e error) {
+			a.done, a.err = true, e
+			if e == nil {
+				a.reply = v.(idemwf.DecisionReply)
+			}
+		},
+	}, res)
+	return a
+}
+
+func (w *world) decisions(t *testing.T) []idemwf.Decided {
+	t.Helper()
+	v, err := w.env.QueryWorkflow(idemwf.DecisionsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []idemwf.Decided
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// A decision request sent again (same request ID), also concurrently
+// (three deliveries in one workflow task: two Updates under different
+// Update IDs and a signal), applies once: the activity runs again once,
+// the record is settled once, the repeats are answered with the decision,
+// and the audit lists one decision with who, why and when.
+func TestARepeatedDecisionAppliesOnce(t *testing.T) {
+	t.Parallel()
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	var first, again *answer
+	var audit []idemwf.Decided
+	requested := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	w.env.RegisterDelayedCallback(func() {
+		res := decision(a, idemwf.Retry)
+		res.RequestID, res.By, res.Reason, res.RequestedAt = "req-1", "alice", "gateway shows no call", requested
+		first = w.updateAs("u1", res)
+		again = w.updateAs("u2", res)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, res)
+	}, time.Hour)
+	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
+	audit = w.decisions(t) // the test environment answers queries after the end too
+	if !first.done || first.err != nil || first.reply.Repeated || first.reply.RequestID != "req-1" || first.reply.Decision != idemwf.Retry {
+		t.Fatalf("first delivery answered %+v", first)
+	}
+	if !again.done || again.err != nil || !again.reply.Repeated || again.reply.Applied != first.reply.Applied {
+		t.Fatalf("the repeat answered %+v; want the first decision, marked repeated", again)
+	}
+	var out string
+	if err := w.env.GetWorkflowResult(&out); err != nil || w.charges["order-42"] != 2 || len(w.resolved) != 1 {
+		t.Fatalf("out %q, err %v, charges %d, resolved %d; want one retry applied", out, w.env.GetWorkflowError(), w.charges["order-42"], len(w.resolved))
+	}
+	if len(audit) != 1 || audit[0].Repeats != 2 || audit[0].Via != "update" || audit[0].Resolution.By != "alice" ||
+		audit[0].Resolution.Reason != "gateway shows no call" || !audit[0].Resolution.RequestedAt.Equal(requested) || audit[0].AppliedAt.IsZero() {
+		t.Fatalf("audit = %+v", audit)
+	}
+	if rep := w.refusals(t); rep.Count != 0 {
+		t.Fatalf("refusals = %+v; a repeat is answered, not refused", rep)
+	}
+}
+
+// A delayed request never undoes a newer decision: after retry (request A)
+// and completed for the next incident (request B), a late copy of A is
+// answered as the retry it was, an older request C about the first
+// incident and a request D about the second are refused, and a request ID
+// reused for another decision is refused. The workflow returns B's result.
+func TestADelayedOlderRequestDoesNotUndoANewerDecision(t *testing.T) {
+	t.Parallel()
+	key := "charge-payment:d1:abc"
+	a, b := incident(key, 1), incident(key, 2)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a, b}}, nil)
+	retryA := decision(a, idemwf.Retry)
+	retryA.RequestID = "req-A"
+	var lateA, olderC, laterD, reused *answer
+	w.env.RegisterDelayedCallback(func() { w.updateAs("A", retryA) }, time.Hour)
+	w.env.RegisterDelayedCallback(func() {
+		completeB := decision(b, idemwf.Completed)
+		completeB.RequestID, completeB.Result = "req-B", json.RawMessage(`"ch_b"`)
+		w.updateAs("B", completeB)
+		lateA = w.updateAs("A-late", retryA)
+		failA := decision(a, idemwf.Fail)
+		failA.RequestID, failA.RequestedAt = "req-C", time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		olderC = w.updateAs("C", failA)
+		retryB := decision(b, idemwf.Retry)
+		retryB.RequestID = "req-D"
+		laterD = w.updateAs("D", retryB)
+		retryB.RequestID = "req-A"
+		reused = w.updateAs("A-reused", retryB)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, failA)
+	}, 2*time.Hour)
+	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
+	if !lateA.done || lateA.err != nil || !lateA.reply.Repeated || lateA.reply.Decision != idemwf.Retry {
+		t.Fatalf("late copy of A answered %+v", lateA)
+	}
+	refusedWith(t, olderC, "incident "+key+"@1.2 is already decided (retry by request req-A)")
+	refusedWith(t, laterD, "incident "+key+"@2.4 is already decided (completed by request req-B)")
+	refusedWith(t, reused, "request req-A already decided retry for "+key+"@1.2")
+	var out string
+	if err := w.env.GetWorkflowResult(&out); err != nil || out != "ch_b" || w.charges["order-42"] != 2 {
+		t.Fatalf("out %q, err %v, charges %d", out, w.env.GetWorkflowError(), w.charges["order-42"])
+	}
+	if len(w.resolved) != 2 || w.resolved[0].Target != "FAILED_RETRYABLE" || w.resolved[1].Target != "COMPLETED" {
+		t.Fatalf("resolved = %+v", w.resolved)
+	}
+}
+
+// A decision that contradicts the evidence it carries (retry while the
+// evidence shows a charge) is refused unless confirmed with a reason; the
+// confirmed one is applied, and the audit keeps the evidence shown.
+func TestADecisionAgainstTheEvidenceNeedsConfirmation(t *testing.T) {
+	t.Parallel()
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	ev := &idemwf.Evidence{Summary: "the gateway charged ch_1", Implies: idemwf.Completed, Result: json.RawMessage(`"ch_1"`)}
+	var bare, noReason, confirmed *answer
+	var audit []idemwf.Decided
+	w.env.RegisterDelayedCallback(func() {
+		res := decision(a, idemwf.Retry)
+		res.Evidence, res.RequestID = ev, "r1"
+		bare = w.updateAs("r1", res)
+		res.Confirmed, res.RequestID = true, "r2"
+		noReason = w.updateAs("r2", res)
+	}, time.Hour)
+	w.env.RegisterDelayedCallback(func() {
+		refusedWith(t, bare, "retry contradicts the evidence, which implies completed (the gateway charged ch_1)")
+		refusedWith(t, noReason, "confirm it, with a reason")
+		res := decision(a, idemwf.Retry)
+		res.Evidence, res.RequestID, res.Confirmed, res.Reason = ev, "r3", true, "the charge was voided at the gateway by hand"
+		confirmed = w.updateAs("r3", res)
+	}, 2*time.Hour)
+	w.env.ExecuteWorkflow(payWorkflow, "order-42", "")
+	audit = w.decisions(t)
+	if !confirmed.done || confirmed.err != nil {
+		t.Fatalf("confirmed answered %+v", confirmed)
+	}
+	if len(audit) != 1 || audit[0].Resolution.Evidence == nil || audit[0].Resolution.Evidence.Summary != ev.Summary || !audit[0].Resolution.Confirmed {
+		t.Fatalf("audit = %+v", audit)
+	}
+	if err := w.env.GetWorkflowError(); err != nil || w.charges["order-42"] != 2 {
+		t.Fatalf("err %v, charges %d", err, w.charges["order-42"])
 	}
 }

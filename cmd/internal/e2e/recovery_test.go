@@ -139,10 +139,10 @@ func TestADecisionIsBoundToItsIncident(t *testing.T) {
 		b = rep.Pending[0]
 		return b.Incident != a.Incident
 	})
-	// The resend: as an Update it is refused at once, as a signal it is
-	// refused too and listed.
+	// The resend (a new request: a new request ID): as an Update it is
+	// refused at once, as a signal it is refused too and listed.
 	out, err = h.operator("resolve", incidentArgs(run.GetID(), a.Incident, "retry")...)
-	if err == nil || !strings.Contains(out, "refused: no such pending incident "+a.Incident.String()) {
+	if err == nil || !strings.Contains(out, "refused: incident "+a.Incident.String()+" is already decided (retry by request ") {
 		t.Fatalf("the resend: %q, %v; want it refused", out, err)
 	}
 	if _, err := h.operator("resolve", append(incidentArgs(run.GetID(), a.Incident, "retry"), "-signal")...); err != nil {
