@@ -7,6 +7,12 @@
 //   - Resolve sends a decision (completed, retry, fail) about one incident
 //     to the waiting workflow and returns its answer; SignalResolve sends
 //     it fire-and-forget.
+//   - Decisions lists the decisions a workflow applied, with their audit
+//     (request ID, who, when, why, the evidence shown).
+//   - EvidenceSource is the hook through which a user says what the
+//     downstream holds for a step; Assess asks it for each pending
+//     incident, and Resolve refuses to send a decision that contradicts
+//     its evidence unless it is confirmed with a reason.
 //   - Reopen moves a FAILED record, or an ABANDONED one no workflow waits
 //     on, to FAILED_RETRYABLE, so the next attempt or request runs.
 //   - Inspect reads one Redis record, read-only; BusinessRef names the

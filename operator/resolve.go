@@ -2,8 +2,10 @@ package operator
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -35,13 +37,58 @@ func (e *DecisionRefusedError) Error() string {
 
 func (e *DecisionRefusedError) Unwrap() error { return e.Err }
 
+// ErrContradictsEvidence: the decision is not the one its evidence
+// implies (retry or fail while the downstream shows the effect, completed
+// while it shows none), and it was not confirmed with a reason. Look at
+// the evidence again; if the decision is still right, confirm it
+// (Resolution.Confirmed, worker resolve -confirm) and say why.
+var ErrContradictsEvidence = errors.New("operator: the decision contradicts the evidence; confirm it with a reason to send it anyway")
+
+// ContradictionError is a decision Resolve refused to send because it
+// contradicts its evidence; it matches ErrContradictsEvidence.
+type ContradictionError struct {
+	Decision idemwf.Decision
+	Evidence idemwf.Evidence
+}
+
+func (e *ContradictionError) Error() string {
+	return fmt.Sprintf("operator: %s contradicts the evidence, which implies %s (%s): confirm it with a reason (-confirm -reason TEXT) to send it anyway",
+		e.Decision, e.Evidence.Implies, e.Evidence.Summary)
+}
+
+// Is matches ErrContradictsEvidence.
+func (e *ContradictionError) Is(target error) bool { return target == ErrContradictsEvidence }
+
+// NewRequestID returns a fresh decision request ID (128 random bits, 26
+// base32 characters).
+// Generate it once per decision the operator means to take, and send
+// every retry of that decision with the same one.
+func NewRequestID() string {
+	return strings.ToLower(rand.Text())
+}
+
 // Resolve sends an operator's decision about one incident to the waiting
 // workflow wfID (runID empty: its latest run) as the idemwf.ResolveUpdate
 // Update and returns the workflow's answer; a server that takes no Updates
 // gets the idemwf.ResolveSignal signal instead (ResolveReply.Signalled). A
 // refusal is a *DecisionRefusedError.
+//
+// The request is idempotent: an empty res.RequestID is filled in with
+// NewRequestID, and the request ID is the Update's ID too, so the same
+// request sent again (by a retry of the caller, concurrently, or late)
+// applies once: the server dedupes it by Update ID, and the workflow by
+// request ID (the answer then says Repeated). A decision that contradicts
+// its evidence (res.Contradicts) without res.Confirmed and a res.Reason is
+// not sent: *ContradictionError.
 func Resolve(ctx context.Context, tc client.Client, wfID, runID string, res idemwf.Resolution) (ResolveReply, error) {
+	if err := checkEvidence(res); err != nil {
+		return ResolveReply{}, err
+	}
+	if res.RequestID == "" {
+		res.RequestID = NewRequestID()
+	}
 	handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		UpdateID:   res.RequestID,
 		WorkflowID: wfID, RunID: runID, UpdateName: idemwf.ResolveUpdate, Args: []any{res},
 		WaitForStage: client.WorkflowUpdateStageCompleted,
 	})
@@ -66,10 +113,27 @@ func Resolve(ctx context.Context, tc client.Client, wfID, runID string, res idem
 	return reply, fmt.Errorf("operator: update %s: %w", wfID, err)
 }
 
+// checkEvidence refuses a decision that contradicts its evidence without
+// a confirmation and a reason.
+func checkEvidence(res idemwf.Resolution) error {
+	if res.Contradicts() && (!res.Confirmed || strings.TrimSpace(res.Reason) == "") {
+		return &ContradictionError{Decision: res.Decision, Evidence: *res.Evidence}
+	}
+	return nil
+}
+
 // SignalResolve sends the decision as the idemwf.ResolveSignal signal,
 // fire and forget: no answer comes back, and a refusal shows only in
-// Pending's report (PendingReport.Refused).
+// Pending's report (PendingReport.Refused). Like Resolve, it fills in an
+// empty res.RequestID (a resent signal with the same one applies once)
+// and refuses a decision that contradicts its evidence unconfirmed.
 func SignalResolve(ctx context.Context, tc client.Client, wfID, runID string, res idemwf.Resolution) error {
+	if err := checkEvidence(res); err != nil {
+		return err
+	}
+	if res.RequestID == "" {
+		res.RequestID = NewRequestID()
+	}
 	if err := tc.SignalWorkflow(ctx, wfID, runID, idemwf.ResolveSignal, res); err != nil {
 		return fmt.Errorf("operator: signal %s: %w", wfID, err)
 	}
