@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,10 +32,12 @@ var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
 //	pending -workflow-id ID [-run-id ID]
 //	    prints the incidents the workflow waits on a decision for, and the
 //	    decisions it refused, as JSON
-//	resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N -decision completed|retry|fail [-result JSON] [-reason TEXT] [-signal]
+//	resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N -decision completed|retry|fail [-result JSON] [-reason TEXT] [-request-id ID] [-confirm] [-signal]
 //	    sends the decision about that incident as an Update and prints
 //	    whether it was applied or refused (with -signal: as a signal, fire
-//	    and forget)
+//	    and forget); the request ID (generated when not given, and
+//	    printed) makes a resend apply once, and the decision carries who
+//	    sent it ($USER) and when
 //	reopen -record KEY [-reason TEXT]
 //	    reopens a record a fail decision left FAILED, or an ABANDONED one
 //	    no workflow waits on (an idemhttp key whose outcome an operator
@@ -66,6 +69,8 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	result := fs.String("result", "", "resolve completed: the activity's result as JSON")
 	reason := fs.String("reason", "", "resolve, reopen: why, for the history and the record")
 	signal := fs.Bool("signal", false, "resolve: send the decision as a signal, without waiting for an answer")
+	requestID := fs.String("request-id", "", "resolve: the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
+	confirm := fs.Bool("confirm", false, "resolve: confirm a decision that contradicts the evidence it carries (needs -reason)")
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
 	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
 	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
@@ -98,9 +103,16 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
-		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason}
+		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason,
+			RequestID: *requestID, By: User(getenv), RequestedAt: time.Now().UTC(), Confirmed: *confirm}
 		if err := validateResolution(&res, *result); err != nil {
 			return err
+		}
+		if res.Confirmed && strings.TrimSpace(res.Reason) == "" {
+			return errors.New("resolve: -confirm needs -reason: say why the decision stands against the evidence")
+		}
+		if res.RequestID == "" {
+			res.RequestID = operator.NewRequestID()
 		}
 		if *wfID == "" {
 			return errors.New("resolve: -workflow-id is required")
@@ -112,6 +124,18 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		return inspect(ctx, c, getenv, *record, *code, *key, *dev, *asJSON, out)
 	}
 	return fmt.Errorf("unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+}
+
+// User names the CLI's user for a decision's audit: $USER, else the
+// operating system's user, else "unknown".
+func User(getenv func(string) string) string {
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown"
 }
 
 // validateResolution checks what the command can before anything is sent:
@@ -213,7 +237,7 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 		if err := operator.SignalResolve(ctx, tc, wfID, runID, res); err != nil {
 			return fmt.Errorf("resolve: %w", err)
 		}
-		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal: no answer comes back; run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID)
+		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal (request %s): no answer comes back; run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID)
 		return err
 	}
 	reply, err := operator.Resolve(ctx, tc, wfID, runID, res)
@@ -225,10 +249,13 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 	case err != nil:
 		return fmt.Errorf("resolve: %w", err)
 	case reply.Signalled:
-		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal: run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID)
+		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal (request %s): run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID)
+		return err
+	case reply.Repeated:
+		_, err = fmt.Fprintf(out, "already applied by this request (%s): %s for %s in %s; nothing applied again\n", reply.RequestID, reply.Decision, reply.Applied, wfID)
 		return err
 	}
-	_, err = fmt.Fprintf(out, "applied: %s for %s in %s\n", reply.Decision, reply.Applied, wfID)
+	_, err = fmt.Fprintf(out, "applied: %s for %s in %s (request %s)\n", reply.Decision, reply.Applied, wfID, res.RequestID)
 	return err
 }
 
