@@ -36,10 +36,12 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/operator"
@@ -87,6 +89,14 @@ type Config struct {
 	Dev bool
 	// Logger receives one line per decision. Default: discard.
 	Logger *slog.Logger
+	// Evidence supplies what the downstream says about each pending step,
+	// shown beside its decision forms and sent with the decision. Default:
+	// order.ChargeEvidence on Trail.Ledger (the order system's charge).
+	Evidence operator.EvidenceSource
+	// Principal names who decides, for the decisions' audit (for example
+	// from an authenticating proxy's header). Default (nil, or an empty
+	// answer): "console".
+	Principal func(*http.Request) string
 }
 
 // Console serves /console.
@@ -101,6 +111,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Evidence == nil {
+		cfg.Evidence = order.ChargeEvidence{Ledger: cfg.Trail.Ledger}
 	}
 	return &Console{cfg: cfg}, nil
 }
@@ -180,11 +193,66 @@ func (c *Console) tokenOK(t string) bool {
 	return subtle.ConstantTimeCompare([]byte(t), []byte(c.cfg.Token)) == 1
 }
 
-// incident is one pending recovery as the page shows it.
+// incident is one pending recovery as the page shows it, with the
+// evidence for it and the decision forms' values.
 type incident struct {
 	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
 	Attempt, Rev                                                             int64
 	Checkpoint                                                               *activity.Checkpoint
+	// Evidence is what the downstream says (Config.Evidence), or nil;
+	// EvidenceError why it could not be read.
+	Evidence      *idemwf.Evidence
+	EvidenceError string
+	// RequestID is the decision request's ID, one per page drawn: a
+	// double click or a resubmitted form applies once.
+	RequestID string
+	// Form is what the operator typed, kept when the decision failed.
+	Form form
+	// Order is the order whose trail page shows the incident ("" on the
+	// index): where a decision returns to.
+	Order string
+}
+
+// ReasonFor is the reason typed in decision d's form, when it failed.
+func (i incident) ReasonFor(d string) string {
+	if i.Form.Decision == d {
+		return i.Form.Reason
+	}
+	return ""
+}
+
+// ConfirmFor says whether decision d's form was confirmed, when it failed.
+func (i incident) ConfirmFor(d string) bool { return i.Form.Decision == d && i.Form.Confirm }
+
+// form is a decision form's input.
+type form struct {
+	Decision, Result, Reason string
+	Confirm                  bool
+}
+
+// key names an incident in the page.
+func (i incident) key() string {
+	return fmt.Sprintf("%s|%s|%d|%d", i.WorkflowID, i.RecordKey, i.Attempt, i.Rev)
+}
+
+// ResultValue is the completed form's value: what the operator typed, else
+// the result the evidence implies.
+func (i incident) ResultValue() string {
+	if i.Form.Decision == string(idemwf.Completed) {
+		return i.Form.Result
+	}
+	if i.Evidence != nil && i.Evidence.Implies == idemwf.Completed {
+		return string(i.Evidence.Result)
+	}
+	return ""
+}
+
+// Implies is the decision the evidence implies, or "".
+func (i incident) Implies() string {
+	if i.Evidence == nil {
+		return ""
+	}
+	return string(i.Evidence.Implies)
 }
 
 type view struct {
@@ -194,7 +262,9 @@ type view struct {
 	TaskQueue       string
 	Pending         []incident
 	Orders          []ledger.Order
-	OrderID, Trail  string
+	OrderID         string
+	Trail           string
+	Decisions       []idemwf.Decided
 	ListPendingFail string
 }
 
@@ -207,7 +277,7 @@ func (v *view) fail(msg string) {
 }
 
 func (c *Console) index(w http.ResponseWriter, r *http.Request) {
-	c.renderIndex(w, r, http.StatusOK, message(r.URL.Query().Get("msg")), false)
+	c.renderIndex(w, r, http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
 }
 
 // message is the text of a ?msg= code that resolve redirects with:
@@ -222,52 +292,118 @@ func message(code string) string {
 	switch kind {
 	case "applied":
 		return "applied: " + decision + " (the workflow took the decision)"
+	case "repeated":
+		return "applied: " + decision + " (already, by this request: nothing applied again)"
 	case "signalled":
 		return "sent " + decision + " as a signal (this server takes no Updates): reload to see it applied"
 	}
 	return ""
 }
 
+// pending reads the incidents of the waiting workflows (of one workflow
+// when wfID is not empty) with their evidence; posted, when not nil, is
+// the failed form to show again in its incident.
+func (c *Console) pending(ctx context.Context, v *view, wfID, orderID string, posted *incident) {
+	var waiting []operator.Waiting
+	if wfID == "" {
+		var err error
+		if waiting, err = operator.ListPending(ctx, c.cfg.Client, c.cfg.Namespace, c.cfg.TaskQueue, 200); err != nil {
+			v.fail("listing the pending recoveries failed: " + err.Error())
+		}
+	} else {
+		p, err := operator.PendingRecoveries(ctx, c.cfg.Client, wfID, "")
+		if err != nil && !errors.Is(err, operator.ErrNotOnceflow) {
+			v.fail("asking the workflow what it waits on failed: " + err.Error())
+		}
+		if len(p) > 0 {
+			waiting = []operator.Waiting{{WorkflowID: wfID, Pending: p}}
+		}
+	}
+	assessed, _ := operator.Assess(ctx, c.cfg.Evidence, waiting) // a failure is in its step's EvidenceError
+	for _, a := range assessed {
+		p := a.Pending
+		in := incident{
+			WorkflowID: a.WorkflowID, RunID: a.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
+			Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
+			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint,
+			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Order: orderID,
+		}
+		if posted != nil && posted.key() == in.key() {
+			in.Form = posted.Form
+			if posted.RequestID != "" {
+				in.RequestID = posted.RequestID
+			}
+		}
+		v.Pending = append(v.Pending, in)
+	}
+}
+
 // renderIndex answers the index page with status and a message of the
-// console's own.
-func (c *Console) renderIndex(w http.ResponseWriter, r *http.Request, status int, msg string, failed bool) {
+// console's own; posted is the failed form to show again, or nil.
+func (c *Console) renderIndex(w http.ResponseWriter, r *http.Request, status int, msg string, failed bool, posted *incident) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	v := view{Index: true, TaskQueue: c.cfg.TaskQueue, Message: msg, Failed: failed}
-	waiting, err := operator.ListPending(ctx, c.cfg.Client, c.cfg.Namespace, c.cfg.TaskQueue, 200)
+	c.pending(ctx, &v, "", "", posted)
+	orders, err := c.cfg.Trail.Ledger.RecentOrders(ctx, 20)
 	if err != nil {
-		v.fail("listing the pending recoveries failed: " + err.Error())
-	}
-	for _, wf := range waiting {
-		for _, p := range wf.Pending {
-			v.Pending = append(v.Pending, incident{
-				WorkflowID: wf.WorkflowID, RunID: wf.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
-				Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
-				ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint,
-			})
-		}
-	}
-	if v.Orders, err = c.cfg.Trail.Ledger.RecentOrders(ctx, 20); err != nil {
 		v.fail("reading the ledger failed: " + err.Error())
+	}
+	// Only orders whose workflow the Temporal server knows: after a -dev
+	// reset the ledger may hold orders of workflows that no longer exist.
+	for _, o := range orders {
+		if o.WorkflowID == "" {
+			continue
+		}
+		_, err := c.cfg.Client.DescribeWorkflowExecution(ctx, o.WorkflowID, "")
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			continue
+		case err != nil:
+			v.fail("asking Temporal about the workflow " + o.WorkflowID + " failed: " + err.Error())
+			continue
+		}
+		v.Orders = append(v.Orders, o)
 	}
 	render(w, status, v)
 }
 
 func (c *Console) order(w http.ResponseWriter, r *http.Request) {
+	c.renderOrder(w, r, r.PathValue("id"), http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
+}
+
+// renderOrder answers an order's trail page, with the decision forms of
+// the incidents its workflow waits on; an order the ledger does not know
+// is a 404.
+func (c *Console) renderOrder(w http.ResponseWriter, r *http.Request, id string, status int, msg string, failed bool, posted *incident) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	id := r.PathValue("id")
-	v := view{OrderID: id}
+	v := view{OrderID: id, Message: msg, Failed: failed}
+	o, ok, err := c.cfg.Trail.Ledger.Order(ctx, id)
+	switch {
+	case err != nil:
+		v.fail("reading the ledger failed: " + err.Error())
+		render(w, http.StatusInternalServerError, v)
+		return
+	case !ok:
+		v.fail("no order " + id + " in the ledger")
+		render(w, http.StatusNotFound, v)
+		return
+	}
 	t, err := trail.Build(ctx, c.cfg.Trail, trail.Query{OrderID: id})
 	var buf bytes.Buffer
 	if werr := trail.Write(&buf, t); werr != nil && err == nil {
 		err = werr
 	}
-	v.Trail = buf.String()
+	v.Trail, v.Decisions = buf.String(), t.Decisions
 	if err != nil {
-		v.Message, v.Failed = err.Error(), true
+		v.fail(err.Error())
 	}
-	render(w, http.StatusOK, v)
+	if t.Status == "RUNNING" {
+		c.pending(ctx, &v, o.WorkflowID, id, posted)
+	}
+	render(w, status, v)
 }
 
 func render(w http.ResponseWriter, status int, v view) {
@@ -281,28 +417,48 @@ func render(w http.ResponseWriter, status int, v view) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-// resolve sends the decision. The workflow's acceptance redirects to
-// the index with a message code (post/redirect/get); a refusal or an error
-// is answered at once, with the index and what went wrong.
+// resolve sends the decision, with the evidence the console reads again
+// for it (so what is sent is what the downstream says now), the form's
+// request ID, and the console's principal. The workflow's acceptance
+// redirects to the page the form was on with a message code
+// (post/redirect/get); a refusal or an error is answered at once, with
+// that page, what went wrong and the form as it was typed.
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
-	fail := func(status int, msg string) { c.renderIndex(w, r, status, msg, true) }
+	var posted incident
+	from := ""
+	fail := func(status int, msg string) {
+		if from != "" {
+			c.renderOrder(w, r, from, status, msg, true, &posted)
+			return
+		}
+		c.renderIndex(w, r, status, msg, true, &posted)
+	}
 	if err := r.ParseForm(); err != nil {
 		fail(http.StatusBadRequest, "the form did not parse: "+err.Error())
 		return
 	}
 	f := r.PostForm
-	res := idemwf.Resolution{RecordKey: f.Get("record"), Decision: idemwf.Decision(f.Get("decision")), Reason: strings.TrimSpace(f.Get("reason"))}
+	from = f.Get("order")
+	posted = incident{WorkflowID: f.Get("workflow_id"), RunID: f.Get("run_id"), RecordKey: f.Get("record"), Activity: f.Get("activity"),
+		RequestID: f.Get("request_id"), Form: form{Decision: f.Get("decision"), Result: f.Get("result"), Reason: f.Get("reason"), Confirm: f.Get("confirm") != ""}}
+	res := idemwf.Resolution{RecordKey: posted.RecordKey, Decision: idemwf.Decision(posted.Form.Decision), Reason: strings.TrimSpace(posted.Form.Reason),
+		RequestID: posted.RequestID, By: c.principal(r), RequestedAt: time.Now().UTC(), Confirmed: posted.Form.Confirm}
 	var err error
 	if res.Attempt, err = strconv.ParseInt(f.Get("attempt"), 10, 64); err == nil {
 		res.Rev, err = strconv.ParseInt(f.Get("rev"), 10, 64)
 	}
-	if _, perr := idemstore.ParseRef(res.RecordKey); err != nil || perr != nil || f.Get("workflow_id") == "" {
+	posted.Attempt, posted.Rev = res.Attempt, res.Rev
+	if _, perr := idemstore.ParseRef(res.RecordKey); err != nil || perr != nil || posted.WorkflowID == "" {
 		fail(http.StatusBadRequest, "the form does not name an incident: reload the page")
 		return
 	}
+	if res.RequestID == "" {
+		res.RequestID = operator.NewRequestID()
+		posted.RequestID = res.RequestID
+	}
 	switch res.Decision {
 	case idemwf.Completed:
-		result := strings.TrimSpace(f.Get("result"))
+		result := strings.TrimSpace(posted.Form.Result)
 		if result == "" || !json.Valid([]byte(result)) {
 			fail(http.StatusBadRequest, "completed needs the activity's result as valid JSON")
 			return
@@ -318,31 +474,74 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, fmt.Sprintf("unknown decision %q", res.Decision))
 		return
 	}
-	if res.Reason == "" {
-		res.Reason = "decided in the console"
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	wfID := f.Get("workflow_id")
-	reply, err := operator.Resolve(ctx, c.cfg.Client, wfID, f.Get("run_id"), res)
+	if c.cfg.Evidence != nil {
+		step := operator.Step{WorkflowID: posted.WorkflowID, RunID: posted.RunID, Pending: idemwf.PendingRecovery{
+			Incident: res.Incident(), RecordKey: res.RecordKey, Activity: posted.Activity}}
+		ev, err := c.cfg.Evidence.Evidence(ctx, step)
+		switch {
+		case errors.Is(err, operator.ErrNoEvidence):
+		case err != nil:
+			fail(http.StatusBadGateway, "reading the evidence failed, so the decision was not sent: "+err.Error())
+			return
+		default:
+			res.Evidence = &ev
+		}
+	}
+	if res.Reason == "" {
+		res.Reason = "decided in the console"
+		if res.Confirmed {
+			fail(http.StatusBadRequest, "a decision confirmed against the evidence needs a reason")
+			return
+		}
+	}
+	wfID := posted.WorkflowID
+	reply, err := operator.Resolve(ctx, c.cfg.Client, wfID, posted.RunID, res)
 	var refused *operator.DecisionRefusedError
+	var contradiction *operator.ContradictionError
 	switch {
+	case errors.As(err, &contradiction):
+		fail(http.StatusConflict, fmt.Sprintf("not sent: %s contradicts the evidence, which implies %s (%s); tick \"confirm against the evidence\" and give a reason to send it anyway",
+			res.Decision, contradiction.Evidence.Implies, contradiction.Evidence.Summary))
 	case errors.As(err, &refused):
+		posted.RequestID = "" // the form's next send is another request
 		c.cfg.Logger.Warn("onceflow console: decision refused", "workflow_id", wfID, "incident", res.Incident().String(), "why", refused.Message)
 		fail(http.StatusConflict, "refused: "+refused.Message)
 	case err != nil:
 		c.cfg.Logger.Warn("onceflow console: sending a decision failed", "workflow_id", wfID, "incident", res.Incident().String(), "err", err)
 		fail(http.StatusBadGateway, "sending the decision failed: "+err.Error())
 	case reply.Signalled:
-		c.cfg.Logger.Info("onceflow console: decision sent as a signal", "workflow_id", wfID, "incident", res.Incident().String(), "decision", res.Decision)
-		back(w, r, "signalled-"+string(res.Decision))
+		c.cfg.Logger.Info("onceflow console: decision sent as a signal", "workflow_id", wfID, "incident", res.Incident().String(), "decision", res.Decision, "request", res.RequestID)
+		back(w, r, from, "signalled-"+string(res.Decision))
 	default:
-		c.cfg.Logger.Info("onceflow console: decision applied", "workflow_id", wfID, "incident", reply.Applied.String(), "decision", reply.Decision)
-		back(w, r, "applied-"+string(res.Decision))
+		code := "applied-"
+		if reply.Repeated {
+			code = "repeated-"
+		}
+		c.cfg.Logger.Info("onceflow console: decision applied", "workflow_id", wfID, "incident", reply.Applied.String(), "decision", reply.Decision,
+			"request", res.RequestID, "by", res.By, "repeated", reply.Repeated)
+		back(w, r, from, code+string(reply.Decision))
 	}
 }
 
-// back redirects to the console with a message code (post/redirect/get).
-func back(w http.ResponseWriter, r *http.Request, code string) {
-	http.Redirect(w, r, "/console?"+url.Values{"msg": {code}}.Encode(), http.StatusSeeOther)
+// principal names who decides through the console, for the audit:
+// Config.Principal's answer, else "console".
+func (c *Console) principal(r *http.Request) string {
+	if c.cfg.Principal != nil {
+		if p := c.cfg.Principal(r); p != "" {
+			return p
+		}
+	}
+	return "console"
+}
+
+// back redirects to the console, or to the trail page of order when it is
+// not empty, with a message code (post/redirect/get).
+func back(w http.ResponseWriter, r *http.Request, order, code string) {
+	path := "/console"
+	if order != "" {
+		path += "/orders/" + url.PathEscape(order)
+	}
+	http.Redirect(w, r, path+"?"+url.Values{"msg": {code}}.Encode(), http.StatusSeeOther)
 }

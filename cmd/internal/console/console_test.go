@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,12 +14,17 @@ import (
 	"strings"
 	"testing"
 
+	commonpb "go.temporal.io/api/common/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	_ "modernc.org/sqlite"
 
 	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // noWorkflows is a Temporal client with no running workflow: all the
@@ -31,12 +38,18 @@ func (noWorkflows) ListWorkflow(context.Context, *workflowservice.ListWorkflowEx
 // newMux is a console of cfg (its Client and Ledger filled in) on a mux.
 func newMux(t *testing.T, cfg Config) *http.ServeMux {
 	t.Helper()
+	return newMuxWith(t, noWorkflows{}, cfg)
+}
+
+// newMuxWith is newMux with the Temporal client tc.
+func newMuxWith(t *testing.T, tc client.Client, cfg Config) *http.ServeMux {
+	t.Helper()
 	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = l.Close() })
-	cfg.Client, cfg.Namespace, cfg.TaskQueue = noWorkflows{}, "default", "onceflow"
+	cfg.Client, cfg.Namespace, cfg.TaskQueue = tc, "default", "onceflow"
 	cfg.Trail = trail.Sources{Client: cfg.Client, Ledger: l, Namespace: "default"}
 	c, err := New(cfg)
 	if err != nil {
@@ -163,5 +176,64 @@ func TestConsoleShowsOnlyItsOwnMessages(t *testing.T) {
 	a := do(mux, "POST", "localhost", "/console/resolve", "decision=retry", "Content-Type", "application/x-www-form-urlencoded")
 	if a.status != http.StatusBadRequest || a.header.Get("Location") != "" || !strings.Contains(a.body, "the form does not name an incident") {
 		t.Errorf("a bad form: %d %v %s", a.status, a.header, a.body)
+	}
+}
+
+// oneWaiting is a Temporal client with one running workflow that waits on
+// one charge incident.
+type oneWaiting struct {
+	client.Client
+	p []idemwf.PendingRecovery
+}
+
+func (oneWaiting) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	return &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: "order-1", RunId: "run-1"}, Type: &commonpb.WorkflowType{Name: "PlaceOrder"}}}}, nil
+}
+
+func (o oneWaiting) QueryWorkflow(_ context.Context, _, _, query string, _ ...any) (converter.EncodedValue, error) {
+	if query != idemwf.PendingQuery {
+		return nil, errors.New("unexpected query " + query)
+	}
+	b, err := json.Marshal(o.p)
+	return jsonValue(b), err
+}
+
+type jsonValue []byte
+
+func (v jsonValue) HasValue() bool    { return len(v) > 0 }
+func (v jsonValue) Get(ptr any) error { return json.Unmarshal(v, ptr) }
+
+// A decision form that fails keeps what the operator typed (the result,
+// the reason, the confirmation), and the incident's evidence is shown
+// beside it: here the gateway has no call, so retry is implied.
+func TestAFailedFormKeepsItsInput(t *testing.T) {
+	t.Parallel()
+	key := "charge-card:d1:" + strings.Repeat("a", 64)
+	p := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: order.ChargeCardActivity, ResultType: "ledger.Payment"}
+	mux := newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{p}}, Config{Dev: true})
+	page := do(mux, "GET", "localhost", "/console", "")
+	if page.status != http.StatusOK || !strings.Contains(page.body, "took no money under this operation key") || !strings.Contains(page.body, `class="retry implied"`) {
+		t.Fatalf("the page: %d %s", page.status, page.body)
+	}
+	form := url.Values{"workflow_id": {"order-1"}, "run_id": {"run-1"}, "record": {key}, "attempt": {"1"}, "rev": {"2"}, "activity": {order.ChargeCardActivity},
+		"request_id": {"req-1"}, "decision": {"completed"}, "result": {"{broken json"}, "reason": {"typed by hand"}, "confirm": {"yes"}}.Encode()
+	a := do(mux, "POST", "localhost", "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded")
+	if a.status != http.StatusBadRequest || !strings.Contains(a.body, "needs the activity&#39;s result as valid JSON") {
+		t.Fatalf("a bad result: %d %s", a.status, a.body)
+	}
+	for _, want := range []string{">{broken json</textarea>", `value="typed by hand"`, `value="req-1"`, `checked`} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("the form lost its input: no %q in %s", want, a.body)
+		}
+	}
+}
+
+// An order the ledger does not know is a 404, with the page.
+func TestAnUnknownOrderIsNotFound(t *testing.T) {
+	t.Parallel()
+	mux := newMux(t, Config{Dev: true})
+	if a := do(mux, "GET", "localhost", "/console/orders/no-such-order", ""); a.status != http.StatusNotFound || !strings.Contains(a.body, "no order no-such-order in the ledger") {
+		t.Fatalf("an unknown order: %d %s", a.status, a.body)
 	}
 }

@@ -5,6 +5,7 @@ package e2e_test
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow/cmd/internal/console"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
@@ -83,7 +85,7 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	}
 	tctx, cancel := context.WithTimeout(bctx, 60*time.Second)
 	defer cancel()
-	row := `tr.incident[data-workflow="` + run.GetID() + `"]`
+	row := `section.incident[data-workflow="` + run.GetID() + `"]`
 	if err := chromedp.Do(tctx, chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
 		t.Fatalf("the pending incident never showed: %v", err)
 	}
@@ -100,7 +102,7 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	if background != "rgb(244, 244, 244)" {
 		t.Errorf("the console's style did not apply (its Content-Security-Policy blocked it?): th background %q", background)
 	}
-	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(row+` button[name="retry"]`)), chromedp.WaitVisible(chromedp.CSS(`#message`))); err != nil {
+	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(row+` form.retry button`)), chromedp.WaitVisible(chromedp.CSS(`#message`))); err != nil {
 		t.Fatalf("clicking retry: %v", err)
 	}
 	message, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#message`)))
@@ -135,5 +137,127 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	if r := a.do("POST", "/console/resolve", "decision=retry", "Authorization", "Bearer "+token,
 		"Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"); r.status != 403 {
 		t.Errorf("a cross-site post: %v", r)
+	}
+}
+
+// consoleShop is a shop whose worker serves the console (token auth) over
+// a gateway of g, and a headless browser signed in to it at 1280×900.
+func consoleShop(t *testing.T, g order.GatewayConfig) (*shop, context.Context, string) {
+	t.Helper()
+	browser := chromium(t)
+	s := newShop(t, "sqlite:"+t.TempDir()+"/ledger.db", 0)
+	const token = "console-e2e-token"
+	w := s.startWorker(func(r worker.Registry) error {
+		gw, err := order.NewGateway(s.l, g)
+		if err != nil {
+			return err
+		}
+		if err := order.Register(r, s.l, gw); err != nil {
+			return err
+		}
+		con, err := console.New(console.Config{
+			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: token,
+			Trail:     trail.Sources{Store: r.Store, Client: r.Client, Ledger: s.l, Digester: r.Digester, Namespace: r.Namespace},
+			Principal: func(*http.Request) string { return "e2e-operator" },
+		})
+		if err != nil {
+			return err
+		}
+		con.Register(r.HTTP)
+		return nil
+	})
+	base := "http://" + w.HTTPAddr()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.Headless,
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	bctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(base+"/console?token="+token)); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	tctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancel)
+	return s, tctx, base
+}
+
+// message waits for the console's message to start with prefix, and
+// returns it.
+func (s *shop) message(ctx context.Context, prefix string) string {
+	s.t.Helper()
+	var msg string
+	s.waitFor("the console to say "+prefix, func() bool {
+		m, err := chromedp.Run(ctx, chromedp.Evaluate[string](`(document.querySelector("#message") || {}).textContent || ""`))
+		msg = m
+		return err == nil && strings.HasPrefix(m, prefix)
+	})
+	return msg
+}
+
+// TestConsoleDecisionsFollowTheEvidence: the gateway charged and timed out
+// for two orders. The console shows the charge beside each incident, at
+// 1280 px without horizontal scrolling; retry without confirmation is
+// refused and the gateway still shows one charge; the pre-filled
+// completed completes the first order with the gateway's charge ID; fail,
+// confirmed with a reason, fails the second and refunds its charge.
+func TestConsoleDecisionsFollowTheEvidence(t *testing.T) {
+	t.Parallel()
+	s, ctx, base := consoleShop(t, order.GatewayConfig{TimeoutAfterCharge: 1})
+	var ins [2]order.PlaceOrderInput
+	var runs [2]client.WorkflowRun
+	for i := range ins {
+		ins[i] = s.newOrder()
+		ins[i].SkipChargeReconcile = true
+		runs[i] = s.start(order.PlaceOrder, "order-"+ins[i].OrderID, ins[i])
+		s.pendingOf(runs[i].GetID(), 1)
+	}
+	a, b := `section.incident[data-workflow="`+runs[0].GetID()+`"]`, `section.incident[data-workflow="`+runs[1].GetID()+`"]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console"), chromedp.WaitVisible(chromedp.CSS(a)), chromedp.WaitVisible(chromedp.CSS(b))); err != nil {
+		t.Fatalf("the incidents never showed: %v", err)
+	}
+	fits, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.documentElement.scrollWidth <= window.innerWidth`))
+	if err != nil || !fits {
+		t.Errorf("the console scrolls sideways at 1280 px (%v)", err)
+	}
+	charge := s.books(ins[0]).calls[0].ChargeID
+	summary, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(a+` .evidence`)))
+	if err != nil || !strings.Contains(summary, charge) || !strings.Contains(summary, "implies completed") {
+		t.Fatalf("the evidence shows %q (%v); want the gateway's charge %s", summary, err, charge)
+	}
+
+	// Retry without confirmation: refused, nothing charged again.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(a+` form.retry button`))); err != nil {
+		t.Fatal(err)
+	}
+	if msg := s.message(ctx, "not sent: retry contradicts the evidence"); !strings.Contains(msg, charge) {
+		t.Errorf("the refusal says %q", msg)
+	}
+	if bk := s.books(ins[0]); len(bk.calls) != 1 || bk.charges != 1 || len(s.pendingOf(runs[0].GetID(), 1).Pending) != 1 {
+		t.Fatalf("after the refused retry: calls %+v; the incident must still wait", bk.calls)
+	}
+
+	// The pre-filled completed: the order completes with the gateway's charge.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(a+` form.completed button`))); err != nil {
+		t.Fatal(err)
+	}
+	s.message(ctx, "applied: completed")
+	res := s.result(runs[0])
+	bk := s.books(ins[0])
+	if res.Status != order.StatusCompleted || bk.charges != 1 || len(bk.payments) != 1 || bk.payments[0].GatewayChargeID != charge {
+		t.Fatalf("result %+v; calls %+v; payments %+v; want completed with charge %s", res, bk.calls, bk.payments, charge)
+	}
+
+	// Fail after a charge, confirmed with a reason: refunded.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(b)),
+		chromedp.SendKeys(chromedp.CSS(b+` form.fail input[name="reason"]`), "customer cancelled by phone"),
+		chromedp.Click(chromedp.CSS(b+` form.fail input[name="confirm"]`)),
+		chromedp.Click(chromedp.CSS(b+` form.fail button`))); err != nil {
+		t.Fatal(err)
+	}
+	s.message(ctx, "applied: fail")
+	res = s.result(runs[1])
+	kept, refunds := s.money(ins[1])
+	if res.Status != order.StatusFailed || res.RefundedCents != ins[1].AmountCents || kept != 0 || len(refunds) != 1 {
+		t.Fatalf("result %+v; kept %d; refunds %+v; want failed and refunded", res, kept, refunds)
 	}
 }

@@ -37,7 +37,14 @@ type Trail struct {
 	Status     string `json:"status,omitempty"`
 	// Pending are the incidents the workflow waits on a decision for.
 	Pending []idemwf.PendingRecovery `json:"pending,omitempty"`
-	OrderID string                   `json:"order_id,omitempty"`
+	// Evidence is, for each of Pending in order, what the downstream says
+	// (order.ChargeEvidence); nil for a step it knows nothing about.
+	Evidence []*idemwf.Evidence `json:"evidence,omitempty"`
+	// Decisions are the decisions a running workflow applied, with their
+	// audit (a closed workflow's are in its history: the payloads of its
+	// onceflow.decide Updates and onceflow.resolve signals).
+	Decisions []idemwf.Decided `json:"decisions,omitempty"`
+	OrderID   string           `json:"order_id,omitempty"`
 	// Steps are the records of the saga's steps, by business key.
 	Steps []StepTrail `json:"steps,omitempty"`
 	// Ledger are the order's rows.
@@ -130,6 +137,17 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 					return t, fmt.Errorf("trace: %w", err)
 				}
 				t.Pending = p
+				list := []operator.Waiting{{WorkflowID: t.WorkflowID, RunID: t.RunID, Pending: p}}
+				assessed, err := operator.Assess(ctx, order.ChargeEvidence{Ledger: src.Ledger}, list)
+				if err != nil {
+					return t, fmt.Errorf("trace: %w", err)
+				}
+				for _, a := range assessed {
+					t.Evidence = append(t.Evidence, a.Evidence)
+				}
+				if t.Decisions, err = operator.Decisions(ctx, src.Client, t.WorkflowID, t.RunID); err != nil {
+					return t, fmt.Errorf("trace: %w", err)
+				}
 			}
 		}
 	}
@@ -177,9 +195,35 @@ func Write(out io.Writer, t Trail) error {
 		}
 	}
 	p("workflow %s run %s: %s\n", t.WorkflowID, t.RunID, t.Status)
-	for _, pr := range t.Pending {
-		p("  pending: %s %s since %s (decide with worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision …)\n",
-			pr.Activity, pr.Incident, pr.Since.Format("2006-01-02T15:04:05Z07:00"), t.WorkflowID, pr.RecordKey, pr.Incident.Attempt, pr.Incident.Rev)
+	for i, pr := range t.Pending {
+		p("  pending: %s %s since %s\n", pr.Activity, pr.Incident, pr.Since.Format("2006-01-02T15:04:05Z07:00"))
+		decision := "…"
+		if i < len(t.Evidence) && t.Evidence[i] != nil {
+			ev := t.Evidence[i]
+			p("    evidence: %s\n", ev.Summary)
+			for _, f := range ev.Facts {
+				p("      %s\n", f)
+			}
+			if ev.Implies != "" {
+				decision = string(ev.Implies)
+				if len(ev.Result) > 0 {
+					decision += " -result '" + string(ev.Result) + "'"
+				}
+			}
+		}
+		p("    decide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision %s -reason TEXT\n",
+			t.WorkflowID, pr.RecordKey, pr.Incident.Attempt, pr.Incident.Rev, decision)
+	}
+	for _, d := range t.Decisions {
+		r := d.Resolution
+		p("  decided: %s %s at %s via %s, request %s by %s%s\n", r.Decision, d.Incident, d.AppliedAt.Format("2006-01-02T15:04:05Z07:00"), d.Via,
+			orNone(r.RequestID), orNone(r.By), suffix(": ", r.Reason))
+		if r.Evidence != nil {
+			p("    evidence shown: %s (implied %s%s)\n", r.Evidence.Summary, orNone(string(r.Evidence.Implies)), map[bool]string{true: ", confirmed against it"}[r.Confirmed])
+		}
+		if d.Repeats > 0 {
+			p("    repeated %d times, applied once\n", d.Repeats)
+		}
 	}
 	if t.OrderID == "" {
 		p("no order known for the workflow yet\n")
@@ -248,6 +292,13 @@ func PrintRows(out io.Writer, r Rows) error {
 	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged, %d refunds; money kept %d\t\n",
 		len(r.Payments), len(r.GatewayCalls), charged, len(r.Refunds), taken-refunded)
 	return tw.Flush()
+}
+
+func orNone(v string) string {
+	if v == "" {
+		return "none"
+	}
+	return v
 }
 
 func suffix(label, v string) string {
