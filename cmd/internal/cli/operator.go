@@ -7,11 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
@@ -24,9 +28,12 @@ var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
 // RunOperator runs an operator command (package operator does the work;
 // this parses the arguments and prints):
 //
-//	pending [-task-queue Q] [-limit N] [-json]
+//	pending [-task-queue Q] [-limit N] [-json] [-ledger-dsn DSN]
 //	    lists every running workflow of the task queue that waits on a
-//	    decision: one line per incident, with the resolve command to send
+//	    decision: one line per incident, with the resolve command to send;
+//	    with the order ledger (-ledger-dsn, or -dev's), each charge's
+//	    evidence (the gateway's calls, the payment row) and the decision it
+//	    implies
 //	    (visibility lists the running workflows, newest first, at most
 //	    -limit of them; each is asked PendingQuery)
 //	pending -workflow-id ID [-run-id ID]
@@ -74,6 +81,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
 	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
 	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
+	ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "pending: the order ledger whose gateway calls and payments are printed as each charge's evidence, read-only (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "reopen, inspect: Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "reopen, inspect: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	code := fs.String("code", "", "inspect: the operation code of the record")
@@ -99,7 +107,12 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 			if *limit <= 0 {
 				return errors.New("pending: -limit must be positive")
 			}
-			return pendingList(ctx, c, *limit, *asJSON, out)
+			if *ledgerDSN == "" && *dev {
+				if dsn, err := devstate.ReadLedgerDSN(); err == nil {
+					*ledgerDSN = dsn
+				}
+			}
+			return pendingList(ctx, c, *limit, *asJSON, *ledgerDSN, out)
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
@@ -181,7 +194,7 @@ func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Wr
 // pendingList prints every waiting workflow of the task queue. What could
 // be read is printed; the workflows that could not be asked make the
 // command fail after it.
-func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, out io.Writer) error {
+func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, ledgerDSN string, out io.Writer) error {
 	tc, err := Dial(ctx, c, "pending")
 	if err != nil {
 		return err
@@ -194,14 +207,46 @@ func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, o
 	if list == nil {
 		return listErr
 	}
-	if err := printPending(list, c.TaskQueue, asJSON, out); err != nil {
+	var assessed []operator.Assessed
+	if ledgerDSN != "" && !asJSON {
+		l, err := openLedgerReadOnly(ctx, ledgerDSN)
+		if err != nil {
+			return fmt.Errorf("pending: %w", err)
+		}
+		defer l.Close()
+		assessed, _ = operator.Assess(ctx, order.ChargeEvidence{Ledger: l}, list) // a failure is in its step's EvidenceError
+	}
+	if err := printPending(list, assessed, c.TaskQueue, asJSON, out); err != nil {
 		return err
 	}
 	return listErr
 }
 
-// printPending prints the waiting workflows as JSON or a table.
-func printPending(list []operator.Waiting, taskQueue string, asJSON bool, out io.Writer) error {
+// openLedgerReadOnly opens the ledger dsn names without creating
+// anything: a SQLite file must exist, and is opened mode=ro.
+func openLedgerReadOnly(ctx context.Context, dsn string) (*ledger.Ledger, error) {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		file, _, _ := strings.Cut(path, "?")
+		if _, err := os.Stat(file); err != nil {
+			return nil, fmt.Errorf("the ledger %s (-ledger-dsn, LEDGER_DSN): %w; a reading command does not create one", file, err)
+		}
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		dsn += sep + "mode=ro"
+	}
+	l, err := ledger.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the ledger (check -ledger-dsn / LEDGER_DSN): %w", err)
+	}
+	return l, nil
+}
+
+// printPending prints the waiting workflows as JSON or a table; assessed,
+// when not empty, is each incident's evidence, printed after the table
+// with the decision it implies ready to send.
+func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQueue string, asJSON bool, out io.Writer) error {
 	if asJSON {
 		return printJSON(out, list)
 	}
@@ -219,6 +264,26 @@ func printPending(list []operator.Waiting, taskQueue string, asJSON bool, out io
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	for _, a := range assessed {
+		inc := a.Pending.Incident
+		switch {
+		case a.Evidence != nil:
+			fmt.Fprintf(out, "\nevidence for %s in %s: %s\n", inc, a.WorkflowID, a.Evidence.Summary)
+			for _, f := range a.Evidence.Facts {
+				fmt.Fprintf(out, "  %s\n", f)
+			}
+			if d := a.Evidence.Implies; d != "" {
+				result := ""
+				if len(a.Evidence.Result) > 0 {
+					result = " -result '" + string(a.Evidence.Result) + "'"
+				}
+				fmt.Fprintf(out, "  implies %s: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision %s%s -reason TEXT\n",
+					d, a.WorkflowID, inc.RecordKey, inc.Attempt, inc.Rev, d, result)
+			}
+		case a.EvidenceError != "":
+			fmt.Fprintf(out, "\nevidence for %s in %s could not be read: %s\n", inc, a.WorkflowID, a.EvidenceError)
+		}
 	}
 	w, p := list[0], list[0].Pending[0]
 	_, err := fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
