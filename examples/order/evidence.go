@@ -17,8 +17,8 @@ import (
 // hold under the charge's operation key (the incident's record key, the
 // charge being BusinessScoped): the gateway's calls and their outcomes,
 // and the ledger's payment row. A call that took money implies
-// idemwf.Completed, with the payment pre-filled (the gateway's charge ID,
-// the amount); a decline implies Completed with a declined payment; no
+// idemwf.Completed, with the payment pre-filled (the status, the gateway's
+// charge ID, the amount: what ledger.Payment needs of an operator); a decline implies Completed with a declined payment; no
 // call that took money or was declined implies idemwf.Retry. It changes
 // nothing. Other steps are operator.ErrNoEvidence.
 type ChargeEvidence struct {
@@ -56,32 +56,37 @@ func (e ChargeEvidence) Evidence(ctx context.Context, step operator.Step) (idemw
 	} else {
 		ev.Facts = append(ev.Facts, "ledger: no payment row")
 	}
-	var implied ledger.Payment
+	var implied *completion
 	switch {
 	case charged != nil:
 		ev.Implies = idemwf.Completed
-		implied = ledger.Payment{IdempotencyKey: key, OrderID: charged.OrderID, AmountCents: charged.AmountCents, Currency: charged.Currency,
-			GatewayChargeID: charged.ChargeID, Status: ledger.PaymentCaptured}
+		implied = &completion{Status: ledger.PaymentCaptured, GatewayChargeID: charged.ChargeID, AmountCents: charged.AmountCents, Currency: charged.Currency}
 		ev.Summary = fmt.Sprintf("the gateway charged %s (charge %s, %s): complete the step with that charge", money(charged.AmountCents, charged.Currency),
 			charged.ChargeID, charged.Outcome)
 	case declined != nil:
 		ev.Implies = idemwf.Completed
-		implied = ledger.Payment{IdempotencyKey: key, OrderID: declined.OrderID, AmountCents: declined.AmountCents, Currency: declined.Currency,
-			Status: ledger.PaymentDeclined}
+		implied = &completion{Status: ledger.PaymentDeclined, AmountCents: declined.AmountCents, Currency: declined.Currency}
 		ev.Summary = "the gateway declined the card: complete the step with the decline"
 	default:
 		ev.Implies = idemwf.Retry
 		ev.Summary = fmt.Sprintf("the gateway took no money under this operation key (%d calls, none charged): retry the charge", len(calls))
 	}
-	if hasRow && row.Status == ledger.PaymentCaptured && implied.GatewayChargeID == row.GatewayChargeID {
-		implied = row
-	}
-	if ev.Implies == idemwf.Completed {
+	if implied != nil {
 		if ev.Result, err = json.Marshal(implied); err != nil {
 			return idemwf.Evidence{}, err
 		}
 	}
 	return ev, nil
+}
+
+// completion is the part of a ledger.Payment an operator's completed
+// decision needs (RecordPayment fills in the rest): what the evidence
+// pre-fills.
+type completion struct {
+	Status          string `json:"status"`
+	GatewayChargeID string `json:"gateway_charge_id,omitempty"`
+	AmountCents     int64  `json:"amount_cents"`
+	Currency        string `json:"currency"`
 }
 
 func chargeOf(id string) string {

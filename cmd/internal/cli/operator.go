@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"go.temporal.io/sdk/client"
+
 	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -81,7 +83,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
 	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
 	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
-	ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "pending: the order ledger whose gateway calls and payments are printed as each charge's evidence, read-only (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
+	ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "pending, resolve: the order ledger whose gateway calls and payments are each charge's evidence, read-only: printed by pending, sent with the decision by resolve (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "reopen, inspect: Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "reopen, inspect: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	code := fs.String("code", "", "inspect: the operation code of the record")
@@ -130,7 +132,12 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		if *wfID == "" {
 			return errors.New("resolve: -workflow-id is required")
 		}
-		return resolve(ctx, c, *wfID, *runID, res, *signal, out)
+		if *ledgerDSN == "" && *dev {
+			if dsn, err := devstate.ReadLedgerDSN(); err == nil {
+				*ledgerDSN = dsn
+			}
+		}
+		return resolve(ctx, c, *wfID, *runID, res, *signal, *ledgerDSN, out)
 	case "reopen":
 		return reopen(ctx, c, *record, *reason, out)
 	case "inspect":
@@ -292,12 +299,17 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 }
 
 // resolve sends a decision and prints the workflow's answer.
-func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, out io.Writer) error {
+func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, ledgerDSN string, out io.Writer) error {
 	tc, err := Dial(ctx, c, "resolve")
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
+	if ledgerDSN != "" {
+		if err := attachEvidence(ctx, tc, wfID, runID, ledgerDSN, &res); err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+	}
 	if signal {
 		if err := operator.SignalResolve(ctx, tc, wfID, runID, res); err != nil {
 			return fmt.Errorf("resolve: %w", err)
@@ -307,7 +319,11 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 	}
 	reply, err := operator.Resolve(ctx, tc, wfID, runID, res)
 	var refused *operator.DecisionRefusedError
+	var contradiction *operator.ContradictionError
 	switch {
+	case errors.As(err, &contradiction):
+		_, _ = fmt.Fprintf(out, "not sent: %s contradicts the evidence, which implies %s (%s)\n", res.Decision, contradiction.Evidence.Implies, contradiction.Evidence.Summary)
+		return fmt.Errorf("resolve: %w", err)
 	case errors.As(err, &refused):
 		_, _ = fmt.Fprintln(out, refused.Message)
 		return fmt.Errorf("resolve: the workflow %s %s", wfID, refused.Message)
@@ -322,6 +338,37 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 	}
 	_, err = fmt.Fprintf(out, "applied: %s for %s in %s (request %s)\n", reply.Decision, reply.Applied, wfID, res.RequestID)
 	return err
+}
+
+// attachEvidence reads the charge's evidence for the incident res names
+// from the ledger and puts it in res, so that a decision against it is
+// refused unless confirmed, and the history keeps what it said. An
+// incident the workflow does not list is left to the workflow to refuse.
+func attachEvidence(ctx context.Context, tc client.Client, wfID, runID, ledgerDSN string, res *idemwf.Resolution) error {
+	pending, err := operator.PendingRecoveries(ctx, tc, wfID, runID)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		if p.Incident != res.Incident() {
+			continue
+		}
+		l, err := openLedgerReadOnly(ctx, ledgerDSN)
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		ev, err := order.ChargeEvidence{Ledger: l}.Evidence(ctx, operator.Step{WorkflowID: wfID, RunID: runID, Pending: p})
+		switch {
+		case errors.Is(err, operator.ErrNoEvidence):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading the evidence failed, so the decision was not sent: %w", err)
+		}
+		res.Evidence = &ev
+		return nil
+	}
+	return nil
 }
 
 // reopen reopens a FAILED or ABANDONED record and prints what it was.
