@@ -265,6 +265,7 @@ type view struct {
 	OrderID         string
 	Trail           string
 	Decisions       []idemwf.Decided
+	DecisionsError  string
 	ListPendingFail string
 }
 
@@ -396,7 +397,7 @@ func (c *Console) renderOrder(w http.ResponseWriter, r *http.Request, id string,
 	if werr := trail.Write(&buf, t); werr != nil && err == nil {
 		err = werr
 	}
-	v.Trail, v.Decisions = buf.String(), t.Decisions
+	v.Trail, v.Decisions, v.DecisionsError = buf.String(), t.Decisions, t.DecisionsError
 	if err != nil {
 		v.fail(err.Error())
 	}

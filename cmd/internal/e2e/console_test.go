@@ -247,6 +247,18 @@ func TestConsoleDecisionsFollowTheEvidence(t *testing.T) {
 		t.Fatalf("result %+v; calls %+v; payments %+v; want completed with charge %s", res, bk.calls, bk.payments, charge)
 	}
 
+	// The order's page shows the decision's audit: who, the evidence shown.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/orders/"+ins[0].OrderID), chromedp.WaitVisible(chromedp.CSS(`#decisions`))); err != nil {
+		t.Fatalf("the order's decisions never showed: %v", err)
+	}
+	audit, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#decisions`)))
+	if err != nil || !strings.Contains(audit, "completed") || !strings.Contains(audit, "e2e-operator") || !strings.Contains(audit, charge) {
+		t.Errorf("the order's decisions show %q (%v)", audit, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Fail after a charge, confirmed with a reason: refunded.
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(b)),
 		chromedp.SendKeys(chromedp.CSS(b+` form.fail input[name="reason"]`), "customer cancelled by phone"),

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -40,11 +41,14 @@ type Trail struct {
 	// Evidence is, for each of Pending in order, what the downstream says
 	// (order.ChargeEvidence); nil for a step it knows nothing about.
 	Evidence []*idemwf.Evidence `json:"evidence,omitempty"`
-	// Decisions are the decisions a running workflow applied, with their
-	// audit (a closed workflow's are in its history: the payloads of its
-	// onceflow.decide Updates and onceflow.resolve signals).
-	Decisions []idemwf.Decided `json:"decisions,omitempty"`
-	OrderID   string           `json:"order_id,omitempty"`
+	// Decisions are the decisions the workflow applied, with their audit
+	// (for a closed workflow, as a worker's replay answers them; they are
+	// in its history too: the payloads of its onceflow.decide Updates and
+	// onceflow.resolve signals). DecisionsError says why a closed
+	// workflow's could not be read.
+	Decisions      []idemwf.Decided `json:"decisions,omitempty"`
+	DecisionsError string           `json:"decisions_error,omitempty"`
+	OrderID        string           `json:"order_id,omitempty"`
 	// Steps are the records of the saga's steps, by business key.
 	Steps []StepTrail `json:"steps,omitempty"`
 	// Ledger are the order's rows.
@@ -148,6 +152,15 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 				if t.Decisions, err = operator.Decisions(ctx, src.Client, t.WorkflowID, t.RunID); err != nil {
 					return t, fmt.Errorf("trace: %w", err)
 				}
+			} else {
+				// A closed workflow answers a query by a worker's replay
+				// of its history: bounded, and not fatal without one.
+				qctx, cancel := context.WithTimeout(ctx, closedQueryTimeout)
+				t.Decisions, err = operator.Decisions(qctx, src.Client, t.WorkflowID, t.RunID)
+				cancel()
+				if err != nil {
+					t.DecisionsError = "the closed workflow's decisions could not be read (is a worker running to replay it?): " + err.Error()
+				}
 			}
 		}
 	}
@@ -184,6 +197,10 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 	}
 	return t, corrupt
 }
+
+// closedQueryTimeout bounds the query of a closed workflow's decisions,
+// which waits for a worker to replay it.
+const closedQueryTimeout = 5 * time.Second
 
 // Write prints a trail, one layer after another.
 func Write(out io.Writer, t Trail) error {
@@ -224,6 +241,9 @@ func Write(out io.Writer, t Trail) error {
 		if d.Repeats > 0 {
 			p("    repeated %d times, applied once\n", d.Repeats)
 		}
+	}
+	if t.DecisionsError != "" {
+		p("  decisions: %s\n", t.DecisionsError)
 	}
 	if t.OrderID == "" {
 		p("no order known for the workflow yet\n")
