@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	commonpb "go.temporal.io/api/common/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -235,5 +236,46 @@ func TestAnUnknownOrderIsNotFound(t *testing.T) {
 	mux := newMux(t, Config{Dev: true})
 	if a := do(mux, "GET", "localhost", "/console/orders/no-such-order", ""); a.status != http.StatusNotFound || !strings.Contains(a.body, "no order no-such-order in the ledger") {
 		t.Fatalf("an unknown order: %d %s", a.status, a.body)
+	}
+}
+
+// someWorkflows is a Temporal client with no running workflow that knows
+// only the workflows in known.
+type someWorkflows struct {
+	noWorkflows
+	known map[string]bool
+}
+
+func (s someWorkflows) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if !s.known[id] {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{}, nil
+}
+
+// The recent orders are those whose workflow Temporal still knows: after
+// a -dev reset the ledger keeps orders of workflows that are gone.
+func TestOnlyLiveWorkflowsAreListed(t *testing.T) {
+	t.Parallel()
+	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for _, id := range []string{"live-order", "gone-order"} {
+		if _, err := l.CreateOrder(t.Context(), ledger.Order{ID: id, CustomerID: "c", AmountCents: 1, Currency: "USD", WorkflowID: "order-" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tc := someWorkflows{known: map[string]bool{"order-live-order": true}}
+	c, err := New(Config{Client: tc, Namespace: "default", TaskQueue: "onceflow", Dev: true, Trail: trail.Sources{Client: tc, Ledger: l, Namespace: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	c.Register(mux)
+	a := do(mux, "GET", "localhost", "/console", "")
+	if a.status != http.StatusOK || !strings.Contains(a.body, "live-order") || strings.Contains(a.body, "gone-order") {
+		t.Fatalf("the orders listed: %d %s", a.status, a.body)
 	}
 }
