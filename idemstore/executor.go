@@ -413,7 +413,7 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 		outcome := string(OutcomeOf(res, err))
 		if e.metrics != nil {
 			e.metrics.executions.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(
-				AttrOperationCode.String(string(req.Ref.Code)), AttrOutcome.String(outcome)))
+				LabelOperationCode.String(string(req.Ref.Code)), LabelOutcome.String(outcome)))
 		}
 		if !recording {
 			return

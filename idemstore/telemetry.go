@@ -38,8 +38,8 @@ const (
 	MetricPhaseDuration = "onceflow.phase.duration"
 )
 
-// Outcomes of an Execute, the "onceflow.outcome" attribute of
-// MetricExecutions and of the execute span (onceflow.Outcome).
+// Outcomes of an Execute, the "outcome" label of MetricExecutions and the
+// "onceflow.outcome" attribute of the execute span (onceflow.Outcome).
 const (
 	OutcomeRan                 = onceflow.OutcomeRan
 	OutcomeReplayed            = onceflow.OutcomeReplayed
@@ -71,6 +71,26 @@ const (
 	AttrState         = attribute.Key("onceflow.state")
 	AttrPhase         = attribute.Key("onceflow.phase")
 	AttrTakeoverFrom  = attribute.Key("onceflow.takeover_from")
+)
+
+// Metric label keys: the Temporal SDK's vocabulary (snake case, no
+// prefix: namespace, task_queue, workflow_type, activity_type), so one
+// dashboard joins the executor's series with the SDK's. The spans keep
+// the namespaced Attr* keys, as OpenTelemetry's conventions have span
+// attributes.
+const (
+	// LabelOperationCode is every executor metric's operation code.
+	LabelOperationCode = attribute.Key("operation_code")
+	// LabelOutcome is MetricExecutions' Outcome.
+	LabelOutcome = attribute.Key("outcome")
+	// LabelPhase is MetricPhaseDuration's phase.
+	LabelPhase = attribute.Key("phase")
+	// LabelTakeoverFrom is MetricTakeovers' state taken over from.
+	LabelTakeoverFrom = attribute.Key("takeover_from")
+	// LabelResult is MetricRenewals' result: renewed, failed, refused.
+	LabelResult = attribute.Key("result")
+	// LabelCause is MetricLostLeases' cause: lost, unconfirmed.
+	LabelCause = attribute.Key("cause")
 )
 
 // telemetry is an Executor's metric instruments; nil without a
@@ -195,7 +215,7 @@ func (e *Executor) phase(ctx context.Context, code OperationCode, name string) (
 func (p *phaseSpan) end(err error, attrs ...attribute.KeyValue) {
 	if p.e.metrics != nil {
 		p.e.metrics.phase.Record(context.WithoutCancel(p.ctx), time.Since(p.start).Seconds(), metric.WithAttributes(
-			AttrOperationCode.String(string(p.code)), AttrPhase.String(p.name)))
+			LabelOperationCode.String(string(p.code)), LabelPhase.String(p.name)))
 	}
 	if p.span == nil {
 		return
@@ -210,13 +230,13 @@ func (p *phaseSpan) end(err error, attrs ...attribute.KeyValue) {
 
 func (e *Executor) countTakeover(ctx context.Context, code OperationCode, from State) {
 	if e.metrics != nil {
-		e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(AttrOperationCode.String(string(code)), AttrTakeoverFrom.String(string(from))))
+		e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelTakeoverFrom.String(string(from))))
 	}
 }
 
 func (e *Executor) countRenewal(ctx context.Context, code OperationCode, result string) {
 	if e.metrics != nil {
-		e.metrics.renewals.Add(ctx, 1, metric.WithAttributes(AttrOperationCode.String(string(code)), attribute.String("onceflow.result", result)))
+		e.metrics.renewals.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelResult.String(result)))
 	}
 }
 
@@ -228,7 +248,7 @@ func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause
 	if errors.Is(cause, ErrLeaseUnconfirmed) {
 		kind = "unconfirmed"
 	}
-	e.metrics.lostLeases.Add(ctx, 1, metric.WithAttributes(AttrOperationCode.String(string(code)), attribute.String("onceflow.cause", kind)))
+	e.metrics.lostLeases.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelCause.String(kind)))
 }
 
 // outcomeAttrs are the span attributes of a store reply: the record's
@@ -274,7 +294,7 @@ func recordAttrs(r Record) []attribute.KeyValue {
 	return []attribute.KeyValue{AttrState.String(string(r.State)), AttrAttempt.Int64(r.Attempt), AttrRev.Int64(r.Rev)}
 }
 
-// renewalResult is the "onceflow.result" of a renewal.
+// renewalResult is the LabelResult of a renewal.
 func renewalResult(out driver.RenewOutcome, err error) string {
 	switch {
 	case err != nil:

@@ -100,7 +100,7 @@ func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
 	return true
 }
 
-func outcome(o string) attribute.KeyValue { return idemstore.AttrOutcome.String(o) }
+func outcome(o string) attribute.KeyValue { return idemstore.LabelOutcome.String(o) }
 
 // TestTelemetrySpansAndMetrics: a fresh run, a replay, a takeover with
 // reconcile, a fingerprint mismatch and an abandonment each give their
@@ -184,10 +184,10 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
 		}
 	}
-	if n := te.counter(t, idemstore.MetricTakeovers, idemstore.AttrTakeoverFrom.String("EXECUTING")); n != 2 {
+	if n := te.counter(t, idemstore.MetricTakeovers, idemstore.LabelTakeoverFrom.String("EXECUTING")); n != 2 {
 		t.Errorf("takeovers from EXECUTING = %d, want 2", n)
 	}
-	if n := te.counter(t, idemstore.MetricRenewals, attribute.String("onceflow.result", "renewed")); n < 1 {
+	if n := te.counter(t, idemstore.MetricRenewals, idemstore.LabelResult.String("renewed")); n < 1 {
 		t.Errorf("renewals = %d, want some", n)
 	}
 	if runs.Load() != 1 {
@@ -224,7 +224,7 @@ func TestTelemetryLostLease(t *testing.T) {
 	if !errors.Is(err, idemstore.ErrLeaseLost) {
 		t.Fatalf("err = %v, want it to carry ErrLeaseLost", err)
 	}
-	if n := te.counter(t, idemstore.MetricLostLeases, attribute.String("onceflow.cause", "lost")); n != 1 {
+	if n := te.counter(t, idemstore.MetricLostLeases, idemstore.LabelCause.String("lost")); n != 1 {
 		t.Fatalf("lost leases = %d, want 1", n)
 	}
 }

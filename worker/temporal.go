@@ -46,7 +46,12 @@ func (c Config) TemporalClientOptions() (client.Options, error) {
 		o.Interceptors = append(o.Interceptors, ti)
 	}
 	if c.MeterProvider != nil && o.MetricsHandler == nil {
-		o.MetricsHandler = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{Meter: c.MeterProvider.Meter("go.temporal.io/sdk")})
+		// Monotonic counters: the SDK's counters (and the workflows',
+		// onceflow_recoveries_opened and the like) are counters to
+		// Prometheus (_total), not gauges.
+		o.MetricsHandler = temporalotel.NewMetricsHandler(temporalotel.MetricsHandlerOptions{
+			Meter: c.MeterProvider.Meter("go.temporal.io/sdk"), UseMonotonicCounters: true,
+		})
 	}
 	tlsConfig, err := c.temporalTLS(o.HostPort)
 	if err != nil {

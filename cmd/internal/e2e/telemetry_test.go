@@ -63,14 +63,31 @@ func TestTelemetryOfAnOrder(t *testing.T) {
 	resp.Body.Close()
 	metrics := string(body)
 	for _, want := range []string{
-		`onceflow_executions_total{onceflow_operation_code="orders-api",onceflow_outcome="ran"} 1`,
-		`onceflow_executions_total{onceflow_operation_code="orders-api",onceflow_outcome="replayed"} 1`,
-		`onceflow_executions_total{onceflow_operation_code="charge-card",onceflow_outcome="ran"} 1`,
-		`onceflow_phase_duration_seconds_bucket{onceflow_operation_code="charge-card",onceflow_phase="action"`,
-		`onceflow_phase_duration_seconds_count{onceflow_operation_code="charge-card",onceflow_phase="claim"}`,
+		`onceflow_executions_total{operation_code="orders-api",outcome="ran"} 1`,
+		`onceflow_executions_total{operation_code="orders-api",outcome="replayed"} 1`,
+		`onceflow_executions_total{operation_code="charge-card",outcome="ran"} 1`,
+		`onceflow_phase_duration_seconds_bucket{operation_code="charge-card",phase="action"`,
+		`onceflow_phase_duration_seconds_count{operation_code="charge-card",phase="claim"}`,
+		// The SDK's counters are counters, its latencies in seconds.
+		"# TYPE temporal_request_total counter",
+		"# TYPE temporal_workflow_completed_total counter",
+		"# TYPE temporal_activity_execution_latency_seconds histogram",
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// Every family has HELP text, and one label vocabulary: no
+	// onceflow_-prefixed label.
+	for _, l := range strings.Split(metrics, "\n") {
+		if name, ok := strings.CutPrefix(l, "# TYPE "); ok {
+			name, _, _ = strings.Cut(name, " ")
+			if !strings.Contains(metrics, "# HELP "+name+" ") || strings.Contains(metrics, "# HELP "+name+" \n") {
+				t.Errorf("%s has no HELP text", name)
+			}
+		}
+		if i := strings.IndexByte(l, '{'); !strings.HasPrefix(l, "#") && i >= 0 && strings.Contains(l[i:], "onceflow_") {
+			t.Errorf("a label of another vocabulary: %s", l)
 		}
 	}
 	if t.Failed() {
