@@ -220,6 +220,9 @@ type Recovery struct {
 	decided    []*Decided
 	byIncident map[Incident]*Decided
 	byRequest  map[string]*Decided
+	// upsertPending and pendingVersion: see notePending (pending.go).
+	upsertPending  bool
+	pendingVersion *workflow.Version
 }
 
 type waiter struct {
@@ -537,6 +540,7 @@ func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, a
 		// Pending recoveries: opened minus closed (the SDK emits no
 		// metric while it replays a history).
 		workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesOpened).Inc(1)
+		r.notePending(ctx)
 	}
 	w.waiters++
 	defer func() {
@@ -544,6 +548,7 @@ func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, a
 			delete(r.waiting, inc)
 			r.order = slices.DeleteFunc(r.order, func(i Incident) bool { return i == inc })
 			workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesClosed).Inc(1)
+			r.notePending(ctx)
 		}
 	}()
 	workflow.GetLogger(ctx).Warn("onceflow: effect unknown; waiting for a decision ("+ResolveUpdate+" or "+ResolveSignal+")",

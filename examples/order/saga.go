@@ -169,7 +169,9 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 	if err := in.validate(bounded); err != nil {
 		return OrderResult{}, temporal.NewNonRetryableApplicationError("order: "+err.Error(), TypeInvalidOrder, nil)
 	}
-	rec, err := idemwf.NewRecovery(ctx)
+	// The pending search attribute: `worker pending`, the console and the
+	// onceflow_pending_recoveries gauge find the waiting orders by it.
+	rec, err := idemwf.NewRecoveryWithOptions(ctx, idemwf.RecoveryOptions{PendingSearchAttribute: true})
 	if err != nil {
 		return OrderResult{}, err
 	}

@@ -25,6 +25,9 @@ import (
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/server/common/authorization"
 	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
@@ -59,8 +62,9 @@ type Config struct {
 	// Namespaces are registered at start, if missing. Default
 	// [DefaultNamespace].
 	Namespaces []string
-	// SearchAttributes are the custom search attributes of the namespaces
-	// it creates.
+	// SearchAttributes are the custom search attributes of its namespaces:
+	// registered when it creates a namespace, and added at start to one a
+	// server of an earlier version created without them. Default: none.
 	SearchAttributes map[string]enumspb.IndexedValueType
 	// Logger receives the server's errors (its warnings at Debug). Default:
 	// discarded.
@@ -200,7 +204,60 @@ func Start(cfg Config) (_ *Server, err error) {
 		_ = srv.Stop()
 		return nil, err
 	}
+	for _, ns := range cfg.Namespaces {
+		if err := s.ensureSearchAttributes(ns, cfg.SearchAttributes, 30*time.Second); err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// ensureSearchAttributes adds to namespace ns those of want it lacks: a
+// state directory kept from before they were registered at creation.
+func (s *Server) ensureSearchAttributes(ns string, want map[string]enumspb.IndexedValueType, timeout time.Duration) error {
+	if len(want) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	tc, err := client.DialContext(ctx, client.Options{HostPort: s.addr, Namespace: ns, Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	if err != nil {
+		return fmt.Errorf("devtemporal: connect to register the search attributes of %s: %w", ns, err)
+	}
+	defer tc.Close()
+	for {
+		err := addMissing(ctx, tc, ns, want)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("devtemporal: register the search attributes of namespace %s: %w", ns, err)
+		case <-time.After(100 * time.Millisecond): // the namespace is not loaded yet
+		}
+	}
+}
+
+func addMissing(ctx context.Context, tc client.Client, ns string, want map[string]enumspb.IndexedValueType) error {
+	resp, err := tc.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: ns})
+	if err != nil {
+		return err
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, t := range want {
+		if _, ok := resp.GetCustomAttributes()[name]; !ok {
+			missing[name] = t
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = tc.OperatorService().AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{Namespace: ns, SearchAttributes: missing})
+	if err != nil {
+		return err
+	}
+	return addMissing(ctx, tc, ns, want) // seen at once: ForceSearchAttributesCacheRefreshOnRead
 }
 
 // Address is the frontend's host:port.
