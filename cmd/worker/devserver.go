@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
 
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
 )
 
@@ -22,18 +22,15 @@ import (
 // and cmd/idembench start it as a process of their own (package
 // temporalproc), with -exit-on-stdin-eof.
 func devServer(ctx context.Context, args []string, out io.Writer) error {
-	fs := flag.NewFlagSet("dev-server", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := cli.NewFlagSet("dev-server")
 	addr := fs.String("address", devserver.DefaultTemporalAddress, "the frontend's host:port; port 0 picks a free one")
 	db := fs.String("db-file", "", "the SQLite file to keep the server's state in; empty: in memory, gone when it stops")
 	ns := fs.String("namespace", devserver.DefaultNamespace, "the namespaces to register, comma-separated")
 	verbose := fs.Bool("v", false, "print the server's warnings and errors on stderr (it reports many while it starts)")
 	stdinEOF := fs.Bool("exit-on-stdin-eof", false, "stop when stdin closes: the parent that started it went away")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, cli.Help{Out: out, Synopsis: "usage: worker dev-server [-address HOST:PORT] [-db-file PATH] [-namespace NS,...] [-v] [-exit-on-stdin-eof]\n\n" +
+		"Runs only the embedded Temporal dev server, with the OnceflowPending search attribute registered; it prints \"listening ADDRESS\" once it accepts connections."}); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("dev-server: unexpected arguments %q", fs.Args())
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if *verbose {

@@ -26,7 +26,7 @@ func TestProductionBuildHasNoFaultKnobs(t *testing.T) {
 	}
 	env := map[string]string{"GATEWAY_CRASH_AFTER_CHARGE": "1", "GATEWAY_TIMEOUT_AFTER_CHARGE": "1", "GATEWAY_LATENCY": "1s"}
 	app := appFlags{getenv: func(k string) string { return env[k] }}
-	if _, err := cli.ParseWorkerFlags("worker", nil, app.getenv, app.register); err != nil {
+	if _, err := cli.ParseWorkerFlags("worker", nil, app.getenv, app.register, cli.Help{}); err != nil {
 		t.Fatal(err)
 	}
 	app.wireGatewayCrash(slog.New(slog.DiscardHandler))
@@ -34,7 +34,7 @@ func TestProductionBuildHasNoFaultKnobs(t *testing.T) {
 		t.Fatalf("the knobs' environment variables reached the gateway: %+v", g)
 	}
 	app = appFlags{getenv: func(string) string { return "" }}
-	_, err := cli.ParseWorkerFlags("worker", []string{"-gateway-crash-after-charge", "1"}, app.getenv, app.register)
+	_, err := cli.ParseWorkerFlags("worker", []string{"-gateway-crash-after-charge", "1"}, app.getenv, app.register, cli.Help{})
 	if err == nil || !strings.Contains(err.Error(), "not defined") {
 		t.Fatalf("-gateway-crash-after-charge on the production build: %v, want it undefined", err)
 	}

@@ -22,7 +22,7 @@ func TestSimulationBuildHasTheFaultKnobs(t *testing.T) {
 	}
 	env := map[string]string{"GATEWAY_LATENCY": "1s"}
 	app := appFlags{getenv: func(k string) string { return env[k] }}
-	if _, err := cli.ParseWorkerFlags("worker", []string{"-gateway-crash-after-charge", "0.5"}, app.getenv, app.register); err != nil {
+	if _, err := cli.ParseWorkerFlags("worker", []string{"-gateway-crash-after-charge", "0.5"}, app.getenv, app.register, cli.Help{}); err != nil {
 		t.Fatal(err)
 	}
 	app.wireGatewayCrash(slog.New(slog.DiscardHandler))

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,7 +84,7 @@ func TestServeNeedsALedgerOutsideDev(t *testing.T) {
 	cwd := t.TempDir()
 	t.Chdir(cwd)
 	env := map[string]string{"ONCEFLOW_SECRET": strings.Repeat("s", 32)}
-	err := serve(context.Background(), nil, func(k string) string { return env[k] })
+	err := serve(context.Background(), nil, func(k string) string { return env[k] }, io.Discard)
 	if !errors.Is(err, errNoServeLedger) || !strings.Contains(err.Error(), "LEDGER_DSN") {
 		t.Fatalf("err = %v, want errNoServeLedger", err)
 	}

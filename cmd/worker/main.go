@@ -38,7 +38,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 
 	// The ledger's database drivers: pure Go SQLite, and pgx for PostgreSQL.
@@ -49,10 +48,13 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
+	err := run()
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	case errors.Is(err, cli.ErrUsage):
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	default:
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -61,22 +63,5 @@ func main() {
 func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	args := os.Args[1:]
-	if len(args) > 0 {
-		switch cmd := args[0]; {
-		case slices.Contains(cli.OperatorCommands, cmd):
-			return cli.RunOperator(ctx, cmd, args[1:], os.Getenv, os.Stdout)
-		case cmd == "order":
-			return placeOrder(ctx, args[1:], os.Getenv, os.Stdout)
-		case cmd == "ledger":
-			return showLedger(ctx, args[1:], os.Getenv, os.Stdout)
-		case cmd == "trace":
-			return trace(ctx, args[1:], os.Getenv, os.Stdout)
-		case cmd == "version":
-			return version(os.Stdout)
-		case cmd == "dev-server":
-			return devServer(ctx, args[1:], os.Stdout)
-		}
-	}
-	return serve(ctx, args, os.Getenv)
+	return dispatch(ctx, os.Args[1:], os.Getenv, os.Stdout)
 }

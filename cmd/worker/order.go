@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -37,10 +36,19 @@ func (it *items) Set(v string) error {
 	return nil
 }
 
+const orderSynopsis = `usage: worker order [-order-id ID] [-customer C] [-item SKU:QTY ...] [-amount-cents N] [-wait D] [-dev] [Temporal flags]
+
+Places an order (starts the PlaceOrder workflow) and waits a while for its
+result; the same -order-id places the same order.`
+
+const ledgerSynopsis = `usage: worker ledger -order-id ID [-ledger-dsn DSN | -dev] [-json]
+
+Prints an order's ledger rows: the order, its payments, the gateway's
+calls. It reads the ledger and creates nothing.`
+
 // placeOrder starts PlaceOrder and waits a while for its result.
 func placeOrder(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("order", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := cli.NewFlagSet("order")
 	var c worker.Config
 	cli.TemporalFlags(fs, &c, getenv)
 	queue := fs.String("task-queue", envDefault(getenv, "TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the worker's task queue (TEMPORAL_TASK_QUEUE)")
@@ -56,11 +64,8 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 		"leave a charge whose effect is unknown to an operator's decision, instead of asking the gateway first")
 	wait := fs.Duration("wait", 10*time.Second, "how long to wait for the order to end; 0 returns at once")
 	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "place it with the running -dev worker (its Temporal, from its endpoints file) unless -temporal-address is given (ONCEFLOW_DEV=true)")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, cli.Help{Out: out, Synopsis: orderSynopsis}); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("order: unexpected arguments %q", fs.Args())
 	}
 	if *dev {
 		if err := cli.UseDevEndpoints(&c, cli.Needs{Temporal: true}, "order"); err != nil {
@@ -127,17 +132,16 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 
 // showLedger prints the ledger's rows of an order.
 func showLedger(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("ledger", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := cli.NewFlagSet("ledger")
 	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger to read (LEDGER_DSN); required, except with -dev: the dev ledger")
 	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "read the ledger of -dev (in the dev state directory)")
 	orderID := fs.String("order-id", "", "the order (required)")
 	asJSON := fs.Bool("json", false, "print every row as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, cli.Help{Out: out, Synopsis: ledgerSynopsis}); err != nil {
 		return err
 	}
-	if *orderID == "" || fs.NArg() > 0 {
-		return errors.New("ledger: -order-id is required")
+	if *orderID == "" {
+		return cli.Usagef("ledger", "-order-id is required")
 	}
 	l, err := openLedgerToRead(ctx, "ledger", dsn, *dev)
 	if err != nil {

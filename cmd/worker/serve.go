@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -60,13 +62,13 @@ func (a *appFlags) duration(fs *flag.FlagSet, dst *time.Duration, name, env, usa
 
 // errNoServeLedger: outside -dev the worker has no default ledger, so it
 // never creates a database file where it happens to be started.
-var errNoServeLedger = errors.New("worker: no order ledger: set -ledger-dsn (LEDGER_DSN) to sqlite:<path> or postgres://…; " +
+var errNoServeLedger = cli.Usagef("worker", "no order ledger: set -ledger-dsn (LEDGER_DSN) to sqlite:<path> or postgres://…; "+
 	"only -dev has a default (ledger.db in the dev state directory)")
 
 // serve runs the worker until ctx is done.
-func serve(ctx context.Context, args []string, getenv func(string) string) error {
+func serve(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	app := appFlags{getenv: getenv}
-	cfg, err := cli.ParseWorkerFlags("worker", args, getenv, app.register)
+	cfg, err := cli.ParseWorkerFlags("worker", args, getenv, app.register, cli.Help{Out: out, Synopsis: workerSynopsis()})
 	if err != nil {
 		return err
 	}
@@ -77,7 +79,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 		return errNoServeLedger
 	}
 	if !cfg.Dev && (app.devReset || app.devAddr != "") {
-		return errors.New("worker: -dev-reset and -dev-temporal-address go with -dev")
+		return cli.Usagef("worker", "-dev-reset and -dev-temporal-address go with -dev")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Dev {
@@ -132,6 +134,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string) error
 			return err
 		}
 		if err := order.Register(r, l, gw); err != nil {
+			return err
+		}
+		// The order workflows upsert idemwf.PendingSearchAttribute: a
+		// namespace without it would fail their workflow tasks.
+		if err := operator.CheckPendingAttribute(ctx, r.Client, r.Namespace); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		if err := tel.WatchPending(ctx, telemetry.PendingConfig{Count: func(ctx context.Context) (int64, error) {
+			return operator.CountPending(ctx, r.Client, r.Namespace, r.TaskQueue)
+		}}); err != nil {
 			return err
 		}
 		r.HTTP.Handle("GET /metrics", tel.Metrics)

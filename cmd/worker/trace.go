@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -14,12 +13,16 @@ import (
 	"github.com/onceflow/onceflow/worker"
 )
 
+const traceSynopsis = `usage: worker trace -idempotency-key KEY [-authorization A] | -order-id ID | -workflow-id ID [-dev] [-json]
+
+Prints every layer that deduplicates an order: the HTTP key's record, the
+workflow, its steps' records, the ledger's rows. It creates nothing.`
+
 // trace prints the idempotency trail of an order (package trail), from
 // what the user has: an HTTP Idempotency-Key (+ the Authorization it was
 // sent with), an order ID or a workflow ID. A corrupt record fails it.
 func trace(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs := cli.NewFlagSet("trace")
 	var c worker.Config
 	cli.TemporalFlags(fs, &c, getenv)
 	fs.StringVar(&c.RedisURL, "redis-url", getenv("REDIS_URL"), "Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
@@ -32,7 +35,7 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	fs.StringVar(&q.OrderID, "order-id", "", "the order")
 	fs.StringVar(&q.WorkflowID, "workflow-id", "", "the order's workflow")
 	asJSON := fs.Bool("json", false, "print the trail as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := cli.Parse(fs, args, cli.Help{Out: out, Synopsis: traceSynopsis}); err != nil {
 		return err
 	}
 	n := 0
@@ -41,8 +44,8 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 			n++
 		}
 	}
-	if n != 1 || fs.NArg() > 0 {
-		return errors.New("trace: give one of -idempotency-key, -order-id or -workflow-id")
+	if n != 1 {
+		return cli.Usagef("trace", "give one of -idempotency-key, -order-id or -workflow-id")
 	}
 	if *dev {
 		if err := cli.UseDevEndpoints(&c, cli.Needs{Temporal: true, Redis: true}, "trace"); err != nil {

@@ -23,9 +23,11 @@ import (
 // when set, defines flags of the caller's own on the flag set before it is
 // parsed (cmd/worker adds the example's ledger and gateway flags this
 // way); read their environment variables in extra, as these flags do.
-func ParseWorkerFlags(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet)) (worker.Config, error) {
+// -h prints help to help.Out and returns flag.ErrHelp; a bad flag or value
+// is a *UsageError.
+func ParseWorkerFlags(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet), help Help) (worker.Config, error) {
 	var c worker.Config
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs := NewFlagSet(name)
 	env := Env(getenv)
 	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
 	var readHeader, read, idle, maxConns, maxBody string
@@ -62,12 +64,20 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	if extra != nil {
 		extra(fs)
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := Parse(fs, args, help); err != nil {
 		return worker.Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return worker.Config{}, fmt.Errorf("worker: unexpected arguments %q", fs.Args())
+	c, err := checkWorkerFlags(c, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks, readHeader, read, idle, maxConns, maxBody)
+	if err != nil {
+		return worker.Config{}, &UsageError{Command: name, Err: err}
 	}
+	return c, nil
+}
+
+// checkWorkerFlags reads the flags' values that need parsing into c.
+func checkWorkerFlags(c worker.Config, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks,
+	readHeader, read, idle, maxConns, maxBody string,
+) (worker.Config, error) {
 	c.Secret = []byte(secret)
 	var err error
 	if c.SecretVersion, err = strconv.Atoi(version); err != nil || c.SecretVersion <= 0 {

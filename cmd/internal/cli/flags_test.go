@@ -17,7 +17,7 @@ func TestParseWorkerFlagsPrefersFlagsThenEnvironment(t *testing.T) {
 		"TEMPORAL_ADDRESS": "temporal:7233", "REDIS_URL": "redis://env:6379/1", "ONCEFLOW_SECRET": "from-env",
 		"HTTP_ADDR": "0.0.0.0:9000", "ONCEFLOW_LEASE": "20s",
 	}
-	cfg, err := cli.ParseWorkerFlags("worker", []string{"-redis-url", "redis://flag:6379/2", "-namespace", "payments"}, func(k string) string { return env[k] }, nil)
+	cfg, err := cli.ParseWorkerFlags("worker", []string{"-redis-url", "redis://flag:6379/2", "-namespace", "payments"}, func(k string) string { return env[k] }, nil, cli.Help{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestParseWorkerFlagsPrefersFlagsThenEnvironment(t *testing.T) {
 func TestParseWorkerFlagsNamesABadValue(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"-lease", "soon"}, {"-max-concurrent-activities", "many"}, {"-secret-version", "0"}, {"extra"}} {
-		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
+		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil, cli.Help{}); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
 			t.Errorf("%q: err = %v, want it to name the flag", args, err)
 		}
 	}
@@ -42,7 +42,7 @@ func TestTemporalFlagsAndWorkerOptions(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"TEMPORAL_API_KEY": "key-123", "TEMPORAL_ADDRESS": "ns.tmprl.cloud:7233", "TEMPORAL_NAMESPACE": "ns.acct"}
 	cfg, err := cli.ParseWorkerFlags("worker", []string{"-max-concurrent-activities", "7", "-sticky-schedule-to-start-timeout", "3s",
-		"-temporal-tls-server-name", "temporal.test"}, func(k string) string { return env[k] }, nil)
+		"-temporal-tls-server-name", "temporal.test"}, func(k string) string { return env[k] }, nil, cli.Help{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestParseWorkerFlagsHTTPBounds(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"HTTP_READ_TIMEOUT": "10s", "HTTP_MAX_CONNS": "64"}
 	cfg, err := cli.ParseWorkerFlags("worker", []string{"-http-read-header-timeout", "2s", "-http-idle-timeout", "15s", "-http-max-body-bytes", "65536"},
-		func(k string) string { return env[k] }, nil)
+		func(k string) string { return env[k] }, nil, cli.Help{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestParseWorkerFlagsHTTPBounds(t *testing.T) {
 	}
 	for _, args := range [][]string{{"-http-read-timeout", "0s"}, {"-http-idle-timeout", "soon"}, {"-http-read-header-timeout", "-1s"},
 		{"-http-max-conns", "0"}, {"-http-max-body-bytes", "1MiB"}} {
-		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
+		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil, cli.Help{}); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
 			t.Errorf("%q: err = %v, want it to name the flag", args, err)
 		}
 	}
@@ -93,18 +93,18 @@ func TestParseWorkerFlagsHTTPBounds(t *testing.T) {
 func TestParseWorkerFlagsDevListensOnLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	for _, addr := range []string{"", "off", "127.0.0.1:8080", "127.0.0.1:0", "[::1]:8080", "localhost:9000"} {
-		if _, err := cli.ParseWorkerFlags("worker", []string{"-dev", "-http", addr}, noEnv, nil); err != nil {
+		if _, err := cli.ParseWorkerFlags("worker", []string{"-dev", "-http", addr}, noEnv, nil, cli.Help{}); err != nil {
 			t.Errorf("-dev -http %q: %v", addr, err)
 		}
 	}
 	for _, addr := range []string{":8080", "0.0.0.0:8080", "[::]:8080", "192.168.1.10:8080", "evil.example:8080", "localhost"} {
-		_, err := cli.ParseWorkerFlags("worker", []string{"-dev"}, func(k string) string { return map[string]string{"HTTP_ADDR": addr}[k] }, nil)
+		_, err := cli.ParseWorkerFlags("worker", []string{"-dev"}, func(k string) string { return map[string]string{"HTTP_ADDR": addr}[k] }, nil, cli.Help{})
 		if err == nil || !strings.Contains(err.Error(), "loopback") || !strings.Contains(err.Error(), "-http") {
 			t.Errorf("-dev with HTTP_ADDR=%q: err = %v, want a refusal naming -http and loopback", addr, err)
 		}
 	}
 	// Outside -dev the address is the operator's choice.
-	if _, err := cli.ParseWorkerFlags("worker", []string{"-http", "0.0.0.0:8080"}, noEnv, nil); err != nil {
+	if _, err := cli.ParseWorkerFlags("worker", []string{"-http", "0.0.0.0:8080"}, noEnv, nil, cli.Help{}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,89 +26,96 @@ import (
 // OperatorCommands are the commands RunOperator knows.
 var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
 
+// operatorSynopses are the operator commands' -h texts.
+func operatorSynopsis(command string) string {
+	switch command {
+	case "pending":
+		return `usage: worker pending [-task-queue Q] [-limit N] [-json] [-ledger-dsn DSN] [-dev] [Temporal flags]
+       worker pending -workflow-id ID [-run-id ID] [-dev] [Temporal flags]
+
+Lists the running workflows of the task queue that wait on a decision, one
+line per incident, with the resolve command to send. Visibility finds them
+by the OnceflowPending search attribute, newest first, at most -limit of
+them, and only those are asked for their incidents; a namespace without
+the attribute is an error naming the fix. With the order ledger
+(-ledger-dsn, or -dev's), each charge's evidence follows the table: the
+gateway's calls and the payment row, and the decision they imply, ready to
+send. With -workflow-id: the incidents that workflow waits on and the
+decisions it refused, as JSON.`
+	case "resolve":
+		return `usage: worker resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N
+                      -decision completed|retry|fail [-result JSON] [-reason TEXT]
+                      [-request-id ID] [-confirm] [-ledger-dsn DSN] [-signal] [-dev]
+
+Sends the decision about that incident as an Update and prints whether it
+was applied or refused (with -signal: as a signal, fire and forget). The
+request ID (a new one when not given, printed) makes a resend apply once;
+the decision carries who sent it ($USER) and when. With the ledger, the
+charge's evidence goes with it, and a decision against it is refused
+unless -confirm and -reason say why it stands.`
+	case "reopen":
+		return `usage: worker reopen -record KEY [-reason TEXT] [-redis-url URL] [-key-namespace NS] [-dev]
+
+Reopens a record a fail decision left FAILED, or an ABANDONED one no
+workflow waits on (an idemhttp key whose outcome an operator has found to
+be "no effect"), so the next request or attempt runs.`
+	case "inspect":
+		return `usage: worker inspect -record KEY | -code CODE -key KEY [-namespace NS] [-json] [-dev]
+
+Prints one Redis record, read-only: state, attempt, rev, lease and TTL
+left, codec and response size. -code and -key name an activity's business
+key, digested with ONCEFLOW_SECRET (-dev: the dev secret) and -namespace.
+A corrupt record is reported and the command fails.`
+	}
+	return ""
+}
+
 // RunOperator runs an operator command (package operator does the work;
-// this parses the arguments and prints):
-//
-//	pending [-task-queue Q] [-limit N] [-json] [-ledger-dsn DSN]
-//	    lists every running workflow of the task queue that waits on a
-//	    decision: one line per incident, with the resolve command to send;
-//	    with the order ledger (-ledger-dsn, or -dev's), each charge's
-//	    evidence (the gateway's calls, the payment row) and the decision it
-//	    implies
-//	    (visibility lists the running workflows, newest first, at most
-//	    -limit of them; each is asked PendingQuery)
-//	pending -workflow-id ID [-run-id ID]
-//	    prints the incidents the workflow waits on a decision for, and the
-//	    decisions it refused, as JSON
-//	resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N -decision completed|retry|fail [-result JSON] [-reason TEXT] [-request-id ID] [-confirm] [-signal]
-//	    sends the decision about that incident as an Update and prints
-//	    whether it was applied or refused (with -signal: as a signal, fire
-//	    and forget); the request ID (generated when not given, and
-//	    printed) makes a resend apply once, and the decision carries who
-//	    sent it ($USER) and when
-//	reopen -record KEY [-reason TEXT]
-//	    reopens a record a fail decision left FAILED, or an ABANDONED one
-//	    no workflow waits on (an idemhttp key whose outcome an operator
-//	    has found to be "no effect"), so the next request or attempt runs
-//	    (it talks to Redis: -redis-url, -key-namespace)
-//	inspect -record KEY | -code CODE -key KEY [-dev] [-json]
-//	    prints one Redis record: state, attempt, rev, lease and TTL left,
-//	    codec and response size; -code and -key name an activity's
-//	    business key, digested with ONCEFLOW_SECRET (-dev: the dev
-//	    secret) and -namespace. A corrupt record is reported and the
-//	    command fails.
+// this parses the arguments and prints): pending, resolve, reopen or
+// inspect, each with a flag set of its own (worker COMMAND -h lists it;
+// operatorSynopsis says what each does). out receives what the command
+// prints, and its help when -h asks for it (the error flag.ErrHelp); a
+// command line it cannot run is a *UsageError.
 //
 // pending and resolve take the Temporal connection flags of the worker
 // (-temporal-address, -namespace, the TLS files and the API key), each
-// falling back to the same environment variable. With -dev, what is not
-// given comes from the running -dev worker's endpoints file.
+// falling back to the same environment variable; reopen and inspect take
+// Redis' (-redis-url, -key-namespace). With -dev, what is not given comes
+// from the running -dev worker's endpoints file.
 func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer) error {
-	fs := flag.NewFlagSet(command, flag.ContinueOnError)
-	fs.SetOutput(out)
 	env := Env(getenv)
+	fs := NewFlagSet(command)
+	help := Help{Out: out, Synopsis: operatorSynopsis(command)}
 	var c worker.Config
-	temporalFlags(fs, &c, env)
-	wfID := fs.String("workflow-id", "", "the waiting workflow's ID (pending, resolve)")
-	runID := fs.String("run-id", "", "its run ID (default: the latest run)")
-	record := fs.String("record", "", "the record key of the incident, as pending lists it (resolve, reopen)")
-	attempt := fs.Int64("attempt", 0, "resolve: the incident's attempt, as pending lists it")
-	rev := fs.Int64("rev", 0, "resolve: the incident's rev, as pending lists it")
-	decision := fs.String("decision", "", "resolve: completed, retry or fail")
-	result := fs.String("result", "", "resolve completed: the activity's result as JSON")
-	reason := fs.String("reason", "", "resolve, reopen: why, for the history and the record")
-	signal := fs.Bool("signal", false, "resolve: send the decision as a signal, without waiting for an answer")
-	requestID := fs.String("request-id", "", "resolve: the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
-	confirm := fs.Bool("confirm", false, "resolve: confirm a decision that contradicts the evidence it carries (needs -reason)")
-	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "pending: the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
-	limit := fs.Int("limit", 100, "pending: list at most this many running workflows")
-	asJSON := fs.Bool("json", false, "pending, inspect: print JSON")
-	ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "pending, resolve: the order ledger whose gateway calls and payments are each charge's evidence, read-only: printed by pending, sent with the decision by resolve (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
-	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "reopen, inspect: Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
-	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "reopen, inspect: prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
-	code := fs.String("code", "", "inspect: the operation code of the record")
-	key := fs.String("key", "", "inspect: the business key of the record (with -code)")
-	dev := fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true",
-		"talk to the running -dev worker's servers (from its endpoints file) where no address is given; inspect: digest keys with the -dev secret when ONCEFLOW_SECRET is unset (ONCEFLOW_DEV=true)")
-	if err := fs.Parse(args); err != nil {
-		return err
+	dev := func(what string) *bool {
+		return fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true",
+			"talk to the running -dev worker's servers (from its endpoints file) where no address is given"+what+" (ONCEFLOW_DEV=true)")
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%s: unexpected arguments %q", command, fs.Args())
+	redisFlags := func() {
+		fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
+		fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	}
-	if *dev {
-		need := Needs{Temporal: command == "pending" || command == "resolve", Redis: command == "reopen" || command == "inspect"}
-		if err := UseDevEndpoints(&c, need, command); err != nil {
-			return err
-		}
-	}
-	Defaults(&c)
 	switch command {
 	case "pending":
+		temporalFlags(fs, &c, env)
+		wfID := fs.String("workflow-id", "", "one workflow: print what it waits on and the decisions it refused, as JSON")
+		runID := fs.String("run-id", "", "with -workflow-id: its run ID (default: the latest run)")
+		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
+		limit := fs.Int("limit", 100, "list at most this many waiting workflows")
+		asJSON := fs.Bool("json", false, "print JSON")
+		ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "the order ledger whose gateway calls and payments are each charge's evidence, read-only, printed after the table (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if *limit <= 0 {
+			return Usagef(command, "-limit must be positive, got %d", *limit)
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
+			return err
+		}
 		if *wfID == "" {
-			if *limit <= 0 {
-				return errors.New("pending: -limit must be positive")
-			}
-			if *ledgerDSN == "" && *dev {
+			if *ledgerDSN == "" && *useDev {
 				if dsn, err := devstate.ReadLedgerDSN(); err == nil {
 					*ledgerDSN = dsn
 				}
@@ -118,32 +124,93 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
+		temporalFlags(fs, &c, env)
+		wfID := fs.String("workflow-id", "", "the waiting workflow's ID (required)")
+		runID := fs.String("run-id", "", "its run ID (default: the latest run)")
+		record := fs.String("record", "", "the record key of the incident, as pending lists it")
+		attempt := fs.Int64("attempt", 0, "the incident's attempt, as pending lists it")
+		rev := fs.Int64("rev", 0, "the incident's rev, as pending lists it")
+		decision := fs.String("decision", "", "completed, retry or fail")
+		result := fs.String("result", "", "with -decision completed: the activity's result as JSON")
+		reason := fs.String("reason", "", "why, for the workflow's history and the record")
+		signal := fs.Bool("signal", false, "send the decision as a signal, without waiting for an answer")
+		requestID := fs.String("request-id", "", "the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
+		confirm := fs.Bool("confirm", false, "confirm a decision that contradicts the evidence it carries (needs -reason)")
+		ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "the order ledger whose gateway calls and payments are the charge's evidence, read-only, sent with the decision (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
 		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason,
 			RequestID: *requestID, By: User(getenv), RequestedAt: time.Now().UTC(), Confirmed: *confirm}
 		if err := validateResolution(&res, *result); err != nil {
-			return err
+			return &UsageError{Command: command, Err: err}
 		}
 		if res.Confirmed && strings.TrimSpace(res.Reason) == "" {
-			return errors.New("resolve: -confirm needs -reason: say why the decision stands against the evidence")
+			return Usagef(command, "-confirm needs -reason: say why the decision stands against the evidence")
 		}
 		if res.RequestID == "" {
 			res.RequestID = operator.NewRequestID()
 		}
 		if *wfID == "" {
-			return errors.New("resolve: -workflow-id is required")
+			return Usagef(command, "-workflow-id is required")
 		}
-		if *ledgerDSN == "" && *dev {
+		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
+			return err
+		}
+		if *ledgerDSN == "" && *useDev {
 			if dsn, err := devstate.ReadLedgerDSN(); err == nil {
 				*ledgerDSN = dsn
 			}
 		}
 		return resolve(ctx, c, *wfID, *runID, res, *signal, *ledgerDSN, out)
 	case "reopen":
+		record := fs.String("record", "", "the record key, as pending or inspect shows it (required)")
+		reason := fs.String("reason", "", "why, for the record")
+		redisFlags()
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if *record == "" {
+			return Usagef(command, "-record is required")
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Redis: true}, command); err != nil {
+			return err
+		}
 		return reopen(ctx, c, *record, *reason, out)
 	case "inspect":
-		return inspect(ctx, c, getenv, *record, *code, *key, *dev, *asJSON, out)
+		record := fs.String("record", "", "the record key")
+		code := fs.String("code", "", "the operation code of the record (with -key)")
+		key := fs.String("key", "", "the business key of the record (with -code)")
+		fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "with -code and -key: the Temporal namespace the key is digested with (TEMPORAL_NAMESPACE; default "+worker.DefaultNamespace+")")
+		asJSON := fs.Bool("json", false, "print JSON")
+		redisFlags()
+		useDev := dev("; digest keys with the -dev secret when ONCEFLOW_SECRET is unset")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if (*record == "") == (*code == "" || *key == "") {
+			return Usagef(command, "give -record KEY, or -code CODE -key KEY")
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Redis: true}, command); err != nil {
+			return err
+		}
+		return inspect(ctx, c, getenv, *record, *code, *key, *useDev, *asJSON, out)
 	}
-	return fmt.Errorf("unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+	return Usagef("worker", "unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+}
+
+// devEndpoints fills in c from the -dev worker's endpoints when dev is
+// set, then the defaults.
+func devEndpoints(c *worker.Config, dev bool, need Needs, command string) error {
+	if dev {
+		if err := UseDevEndpoints(c, need, command); err != nil {
+			return err
+		}
+	}
+	Defaults(c)
+	return nil
 }
 
 // User names the CLI's user for a decision's audit: $USER, else the
@@ -263,7 +330,15 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKFLOW ID\tACTIVITY\tRECORD\tATTEMPT\tREV\tSTATE\tRESULT TYPE\tSINCE")
-	for _, w := range list {
+	var first *operator.Waiting // the first with incidents, for the hint
+	for i, w := range list {
+		if len(w.Pending) == 0 {
+			fmt.Fprintf(tw, "%s\t(%d incidents: it did not answer the query; the error follows)\t\t\t\t\t\t\n", w.WorkflowID, w.Count)
+			continue
+		}
+		if first == nil {
+			first = &list[i]
+		}
 		for _, p := range w.Pending {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", w.WorkflowID, p.Activity, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev,
 				p.Details.State, p.ResultType, p.Since.UTC().Format(time.RFC3339))
@@ -292,9 +367,12 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 			fmt.Fprintf(out, "\nevidence for %s in %s could not be read: %s\n", inc, a.WorkflowID, a.EvidenceError)
 		}
 	}
-	w, p := list[0], list[0].Pending[0]
+	if first == nil {
+		return nil
+	}
+	p := first.Pending[0]
 	_, err := fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
-		w.WorkflowID, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev, p.ResultType)
+		first.WorkflowID, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev, p.ResultType)
 	return err
 }
 

@@ -1,0 +1,90 @@
+//go:build nodev
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/onceflow/onceflow/cmd/internal/cli"
+)
+
+// worker -h lists every subcommand and the worker's flags, on the writer
+// it was given (standard output), and is no error.
+func TestHelpListsTheCommands(t *testing.T) {
+	var out bytes.Buffer
+	err := dispatch(context.Background(), []string{"-h"}, func(string) string { return "" }, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("worker -h: %v, want flag.ErrHelp (exit 0)", err)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(out.String(), "  "+c.name+" ") {
+			t.Errorf("worker -h does not list %s:\n%s", c.name, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "-redis-url") {
+		t.Errorf("worker -h does not list the worker's flags:\n%s", out.String())
+	}
+}
+
+// Each subcommand has a flag set of its own: -h prints its flags to
+// standard output, and a flag of another command is a usage error (exit
+// 2) that prints nothing on standard output.
+func TestEachCommandHasItsOwnFlags(t *testing.T) {
+	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
+	noEnv := func(string) string { return "" }
+	own := map[string]string{"pending": "-limit", "resolve": "-decision", "reopen": "-record", "inspect": "-code",
+		"order": "-amount-cents", "ledger": "-order-id", "trace": "-idempotency-key", "dev-server": "-db-file", "version": ""}
+	foreign := map[string]string{"pending": "-decision", "resolve": "-limit", "reopen": "-decision", "inspect": "-task-queue",
+		"order": "-limit", "ledger": "-decision", "trace": "-limit", "dev-server": "-limit", "version": "-limit"}
+	for _, c := range commands() {
+		var out bytes.Buffer
+		err := dispatch(context.Background(), []string{c.name, "-h"}, noEnv, &out)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: worker "+c.name) || !strings.Contains(out.String(), own[c.name]) {
+			t.Errorf("worker %s -h: %v\n%s\nwant its usage and %s on standard output", c.name, err, out.String(), own[c.name])
+		}
+		if c.name == "pending" && strings.Contains(out.String(), "-decision") {
+			t.Errorf("worker pending -h lists resolve's -decision:\n%s", out.String())
+		}
+		out.Reset()
+		err = dispatch(context.Background(), []string{c.name, foreign[c.name], "x"}, noEnv, &out)
+		var usage *cli.UsageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "worker "+c.name+" -h") || out.Len() != 0 {
+			t.Errorf("worker %s %s x: %v, printed %q; want a usage error naming -h and nothing on standard output", c.name, foreign[c.name], err, out.String())
+		}
+	}
+}
+
+// Usage errors are *cli.UsageError (exit 2): an unknown command, an
+// argument where none goes, a required flag missing, a flag value that
+// does not parse.
+func TestUsageErrors(t *testing.T) {
+	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
+	t.Chdir(t.TempDir())
+	noEnv := func(string) string { return "" }
+	for _, args := range [][]string{
+		{"frobnicate"},
+		{"version", "extra"},
+		{"ledger"},
+		{"trace"},
+		{"resolve", "-workflow-id", "w"},
+		{"reopen"},
+		{"inspect"},
+		{"pending", "-limit", "0"},
+		{"-lease", "soon"},
+		{},
+	} {
+		err := dispatch(context.Background(), args, noEnv, &bytes.Buffer{})
+		if !errors.Is(err, cli.ErrUsage) {
+			t.Errorf("worker %q: %v, want a usage error (exit 2)", args, err)
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("the usage errors created %v", entries)
+	}
+}
