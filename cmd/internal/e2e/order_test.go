@@ -366,12 +366,15 @@ func (s *shop) waitPending(wfID string) []string {
 	if p.Activity != order.ChargeCardActivity || p.ResultType != "ledger.Payment" {
 		s.t.Fatalf("pending %+v; want the charge", p)
 	}
-	// The list of every waiting workflow of the task queue shows it too.
-	out, err := s.operator("pending", "-task-queue", s.queue, "-json")
-	var list []operator.Waiting
-	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].WorkflowID != wfID {
-		s.t.Fatalf("pending list: %s, %v", out, err)
-	}
+	// The list of every waiting workflow of the task queue shows it too,
+	// once visibility has the workflow's search attribute.
+	var out string
+	var err error
+	s.waitFor("the pending list to show "+wfID, func() bool {
+		out, err = s.operator("pending", "-task-queue", s.queue, "-json")
+		var list []operator.Waiting
+		return err == nil && json.Unmarshal([]byte(out), &list) == nil && len(list) == 1 && list[0].WorkflowID == wfID
+	})
 	table, err := s.operator("pending", "-task-queue", s.queue)
 	if err != nil || !strings.Contains(table, wfID) || !strings.Contains(table, p.Incident.RecordKey) {
 		s.t.Fatalf("pending table: %s, %v", table, err)

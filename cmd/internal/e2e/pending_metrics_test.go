@@ -4,7 +4,9 @@ package e2e_test
 // alert rules and dashboard use, on a running `worker -dev`.
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -17,7 +19,14 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/childproc"
 	"github.com/onceflow/onceflow/operator"
 )
@@ -163,4 +172,46 @@ func usedMetrics(t *testing.T, file string) []string {
 		}
 	}
 	return names
+}
+
+// TestPendingNeedsTheSearchAttribute: on a namespace without
+// OnceflowPending, the worker's start check, the count behind the gauge
+// and `worker pending` each fail with an error that says how to register
+// it.
+func TestPendingNeedsTheSearchAttribute(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 0)
+	ns := "bare-" + storetest.RandomHex(6)
+	if _, err := h.tc.WorkflowService().RegisterNamespace(t.Context(), &workflowservice.RegisterNamespaceRequest{
+		Namespace: ns, WorkflowExecutionRetentionPeriod: durationpb.New(24 * time.Hour),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := client.Dial(client.Options{HostPort: temporalServer.Address(), Namespace: ns, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	var checkErr error
+	h.waitFor("the new namespace", func() bool {
+		checkErr = operator.CheckPendingAttribute(t.Context(), tc, ns)
+		var nf *serviceerror.NamespaceNotFound
+		return !errors.As(checkErr, &nf)
+	})
+	const fix = "temporal operator search-attribute create --name OnceflowPending --type Int"
+	if !errors.Is(checkErr, operator.ErrPendingAttributeMissing) || !strings.Contains(checkErr.Error(), fix) {
+		t.Errorf("CheckPendingAttribute: %v, want ErrPendingAttributeMissing naming %q", checkErr, fix)
+	}
+	if _, err := operator.CountPending(t.Context(), tc, ns, ""); !errors.Is(err, operator.ErrPendingAttributeMissing) {
+		t.Errorf("CountPending: %v, want ErrPendingAttributeMissing", err)
+	}
+	var out bytes.Buffer
+	err = cli.RunOperator(t.Context(), "pending", []string{"-temporal-address", temporalServer.Address(), "-namespace", ns}, func(string) string { return "" }, &out)
+	if !errors.Is(err, operator.ErrPendingAttributeMissing) || !strings.Contains(err.Error(), fix) {
+		t.Errorf("worker pending: %v, want an error naming %q", err, fix)
+	}
+	// Where it is registered, the check passes.
+	if err := operator.CheckPendingAttribute(t.Context(), h.tc, temporalServer.Namespace()); err != nil {
+		t.Errorf("CheckPendingAttribute on the test server's namespace: %v", err)
+	}
 }
