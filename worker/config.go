@@ -155,9 +155,9 @@ type Config struct {
 	// (redisotel) and the HTTP server (otelhttp). Default: no tracing.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, receives the executor's metrics
-	// (idemstore.Metric*), the Temporal SDK's (including the workflows'
-	// onceflow_recoveries_opened / _closed, whose difference is the pending
-	// recoveries), go-redis' and the HTTP server's. Default: none.
+	// (idemstore.Metric*), the Temporal SDK's (with monotonic counters,
+	// including the workflows' onceflow_recoveries_opened / _closed),
+	// go-redis' and the HTTP server's. Default: none.
 	MeterProvider metric.MeterProvider
 	// Register adds the application's workflows and activities. Optional.
 	Register func(Registry) error

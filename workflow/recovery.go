@@ -391,7 +391,9 @@ func (r *Recovery) apply(ctx workflow.Context, res Resolution, via string) (d *D
 // (worker.Config.MeterProvider exports them).
 const (
 	// MetricRecoveriesOpened counts incidents that began waiting for a
-	// decision; minus MetricRecoveriesClosed, the pending recoveries.
+	// decision, as they happen (the SDK emits no metric while it replays a
+	// history, so opened minus closed is not the pending figure after a
+	// restart: PendingSearchAttribute is).
 	MetricRecoveriesOpened = "onceflow_recoveries_opened"
 	// MetricRecoveriesClosed counts incidents that stopped waiting: a
 	// decision applied, or the workflow's context done.
@@ -537,8 +539,6 @@ func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, a
 		}}
 		r.waiting[inc] = w
 		r.order = append(r.order, inc)
-		// Pending recoveries: opened minus closed (the SDK emits no
-		// metric while it replays a history).
 		workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesOpened).Inc(1)
 		r.notePending(ctx)
 	}
