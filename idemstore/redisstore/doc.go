@@ -124,7 +124,10 @@
 // Store.Inspect).
 //
 // The store takes a redis.UniversalClient, so a standalone server,
-// Sentinel and Cluster all work: every script touches exactly one key.
+// Sentinel and Cluster all work: every script touches exactly one key. A
+// *redis.Ring is refused (ErrUnsupportedClient): it hashes keys to servers
+// on the client, so a change of its membership sends a record to a server
+// that does not hold it.
 // Build the client with ContextTimeoutEnabled; a client without it is
 // guarded so that no call outlives its context (see Config.Client). Run
 // Redis with maxmemory-policy noeviction (CheckEvictionPolicy).

@@ -23,9 +23,12 @@ const KeyLayoutVersion = 1
 
 // Config configures a Store.
 type Config struct {
-	// Client is the Redis client: *redis.Client, *redis.ClusterClient,
-	// *redis.Ring or a Sentinel failover client all work. Required. The
-	// store does not close it.
+	// Client is the Redis client: a *redis.Client on one server, one from
+	// redis.NewFailoverClient (Sentinel), or a *redis.ClusterClient.
+	// Required. The store does not close it. A *redis.Ring is refused
+	// (ErrUnsupportedClient): it hashes keys to servers on the client, so
+	// a change of its membership moves a record to a server that does not
+	// hold it (TestRingIsRefused).
 	//
 	// Build it with ContextTimeoutEnabled: then go-redis itself stops
 	// reading at the call's deadline. A client without it (go-redis'
@@ -71,6 +74,9 @@ type Config struct {
 func (c *Config) setDefaults() error {
 	if c.Client == nil {
 		return errors.New("redisstore: Config.Client is required: pass a redis.UniversalClient")
+	}
+	if err := checkClient(c.Client); err != nil {
+		return err
 	}
 	if c.Namespace == "" {
 		c.Namespace = "onceflow"
