@@ -127,7 +127,10 @@
 // Sentinel and Cluster all work: every script touches exactly one key. A
 // *redis.Ring is refused (ErrUnsupportedClient): it hashes keys to servers
 // on the client, so a change of its membership sends a record to a server
-// that does not hold it.
+// that does not hold it. Config.Durability makes the writes that matter
+// wait for replicas (WAIT, or WAITAOF on Redis 7.2+) before the store
+// trusts them, and CheckPersistence reports settings that can lose an
+// acknowledged write (durability.go).
 // Build the client with ContextTimeoutEnabled; a client without it is
 // guarded so that no call outlives its context (see Config.Client). Run
 // Redis with maxmemory-policy noeviction (CheckEvictionPolicy).

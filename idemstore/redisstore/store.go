@@ -69,6 +69,19 @@ type Config struct {
 	// of the request. Default false: the store sends its replay read past
 	// any client-side cache the client has.
 	ReplayCache bool
+	// Durability says what the store waits for after a write that matters
+	// before it answers (durability.go): DurabilityNone (the default: the
+	// primary's reply), DurabilityReplicas (WAIT) or DurabilityAOF
+	// (WAITAOF, Redis 7.2+). A wait that falls short makes the call
+	// Indeterminate, as a lost reply. Other than none it needs a
+	// *redis.Client (one server or Sentinel).
+	Durability Durability
+	// DurableReplicas is the number of replicas the wait asks for.
+	// Default 1 (DurabilityAOF accepts 0: the primary's own fsync).
+	DurableReplicas int
+	// DurableTimeout bounds the wait; it must be less than
+	// CommandTimeout. Default half of CommandTimeout.
+	DurableTimeout time.Duration
 }
 
 func (c *Config) setDefaults() error {
@@ -102,7 +115,7 @@ func (c *Config) setDefaults() error {
 	if c.ReplayCache && !clientCaches(c.Client) {
 		return errors.New("redisstore: Config.ReplayCache needs a *redis.Client with a client-side cache (Protocol 3 and ClientSideCacheConfig)")
 	}
-	return nil
+	return c.setDurabilityDefaults()
 }
 
 // clientCaches reports whether go-redis may answer the client's reads from
@@ -142,6 +155,8 @@ type Store struct {
 	// noReadOnlyEval is set once a server answered that it does not know
 	// EVALSHA_RO (see run).
 	noReadOnlyEval atomic.Bool
+	// durable is Config.Durability, resolved (durability.go).
+	durable durability
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -159,6 +174,7 @@ func New(cfg Config) (*Store, error) {
 		logger:  cfg.Logger,
 		scripts: redis7Scripts,
 		guarded: !contextTimeoutEnabled(cfg.Client),
+		durable: durability{mode: cfg.Durability, replicas: cfg.DurableReplicas, timeout: cfg.DurableTimeout, channel: cfg.Namespace + durableChannel},
 	}
 	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
 	if cfg.OmitShebang {
@@ -363,12 +379,16 @@ func (s *Store) call(ctx context.Context, op string, ref driver.Ref, sc script, 
 func (s *Store) callKey(ctx context.Context, op string, ref driver.Ref, key string, sc script, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	run := s.run
+	if s.durable.covers(op) {
+		run = s.runDurable
+	}
 	var v any
 	var err error
 	if s.guarded {
-		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return s.run(ctx, sc, key, args...) })
+		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return run(ctx, sc, key, args...) })
 	} else {
-		v, err = s.run(ctx, sc, key, args...)
+		v, err = run(ctx, sc, key, args...)
 	}
 	if err != nil {
 		return nil, classify(op, ref, err)

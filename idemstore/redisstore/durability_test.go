@@ -1,0 +1,215 @@
+package redisstore_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// TestDurabilityConfig: the defaults and what New refuses.
+func TestDurabilityConfig(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}})
+	t.Cleanup(func() { _ = cluster.Close() })
+	ok := []redisstore.Config{
+		{Client: c},
+		{Client: c, Durability: redisstore.DurabilityNone},
+		{Client: c, Durability: redisstore.DurabilityReplicas},
+		{Client: c, Durability: redisstore.DurabilityReplicas, DurableReplicas: 2, DurableTimeout: 50 * time.Millisecond},
+		{Client: c, Durability: redisstore.DurabilityAOF, DurableReplicas: 0},
+		{Client: cluster},
+	}
+	for _, cfg := range ok {
+		_, err := redisstore.New(cfg)
+		require.NoError(t, err, "%+v", cfg)
+	}
+	refused := map[string]redisstore.Config{
+		"not one of":                      {Client: c, Durability: "fsync"},
+		"need Config.Durability":          {Client: c, DurableReplicas: 1},
+		"needs a *redis.Client":           {Client: cluster, Durability: redisstore.DurabilityReplicas},
+		"at least 1":                      {Client: c, Durability: redisstore.DurabilityReplicas, DurableReplicas: -1},
+		"less than Config.CommandTimeout": {Client: c, Durability: redisstore.DurabilityReplicas, DurableTimeout: time.Second},
+	}
+	for want, cfg := range refused {
+		_, err := redisstore.New(cfg)
+		require.ErrorContains(t, err, want)
+	}
+}
+
+// TestWaitAOFDetection: WAITAOF is Redis 7.2's; CheckPersistence refuses
+// DurabilityAOF on an older server (the 7.0 here: TestCheckPersistence).
+func TestWaitAOFDetection(t *testing.T) {
+	t.Parallel()
+	for version, want := range map[string]bool{
+		"7.0.15": false, "6.2.14": false, "7.1.0": false, "7.2.0": true, "7.2.4": true, "7.4.1": true, "8.0.0": true, "10.0.1": true,
+		"": false, "garbage": false, "7": false, "7.x.1": false,
+	} {
+		require.Equal(t, want, redisstore.WaitAOFSupported(version), version)
+	}
+}
+
+// replicated is a primary with one replica, a store on the primary with
+// Durability replicas and an executor on it, and a store reading the
+// replica.
+type replicated struct {
+	primary, replica *redistest.Server
+	store, onReplica *redisstore.Store
+	exec             *idemstore.Executor
+}
+
+func newReplicated(t *testing.T) replicated {
+	t.Helper()
+	var r replicated
+	r.primary = redistest.Start(t)
+	r.replica = redistest.StartReplica(t, r.primary.Addr())
+	ns := redistest.Namespace(t)
+	r.store = newStore(t, redisstore.Config{Client: redistest.NewClient(t, r.primary.Addr()), Namespace: ns,
+		CommandTimeout: 2 * time.Second, Durability: redisstore.DurabilityReplicas, DurableReplicas: 1, DurableTimeout: time.Second})
+	r.onReplica = newStore(t, redisstore.Config{Client: redistest.NewClient(t, r.replica.Addr()), Namespace: ns})
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: r.store})
+	require.NoError(t, err)
+	r.exec = exec
+	return r
+}
+
+// TestDurableCompletionIsOnTheReplica: with Durability replicas (WAIT 1),
+// every completion the executor acknowledges is already on the replica
+// when Execute returns, and so are the starts and the replays' records.
+func TestDurableCompletionIsOnTheReplica(t *testing.T) {
+	t.Parallel()
+	r := newReplicated(t)
+	for i := range 50 {
+		f := storetest.NewFixture()
+		resp := []byte("charge-" + f.Operation)
+		res, err := r.exec.Execute(t.Context(), idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
+			func(ctx context.Context) ([]byte, error) { return resp, nil })
+		require.NoError(t, err, "operation %d", i)
+		require.Equal(t, resp, res.Response)
+		obs, err := r.onReplica.Inspect(t.Context(), f.Ref)
+		require.NoError(t, err)
+		require.True(t, obs.Found, "operation %d: acknowledged, but the replica has no record", i)
+		require.Equal(t, idemstore.StateCompleted, obs.Record.State, "operation %d", i)
+		require.Equal(t, resp, obs.Record.Response, "operation %d", i)
+	}
+}
+
+// TestDurableCompletionWithoutReplicaIsNeverASuccess: the replica stops
+// (killed, or hung by SIGSTOP) while the action runs, after the start was
+// confirmed on it. The completion's WAIT then reaches no replica (at once,
+// or at DurableTimeout): the call is Indeterminate, the executor's INSPECT
+// cannot confirm it either, and Execute returns ErrRecoveryRequired (an
+// EffectUnknownError), never a success, although the primary holds the
+// completion.
+func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
+	t.Parallel()
+	for name, stop := range map[string]func(*testing.T, *redistest.Server){
+		"killed": func(_ *testing.T, s *redistest.Server) { s.Kill() },
+		"hung": func(t *testing.T, s *redistest.Server) {
+			pid := s.PID()
+			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newReplicated(t)
+			f := storetest.NewFixture()
+			var runs atomic.Int32
+			_, err := r.exec.Execute(t.Context(), idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
+				func(ctx context.Context) ([]byte, error) {
+					runs.Add(1)
+					stop(t, r.replica)
+					return []byte("charged"), nil
+				})
+			require.Equal(t, int32(1), runs.Load())
+			require.ErrorIs(t, err, idemstore.ErrRecoveryRequired)
+			require.ErrorIs(t, err, idemstore.ErrEffectUnknown)
+			require.ErrorIs(t, err, redisstore.ErrNotDurable)
+			var de *redisstore.DurabilityError
+			require.ErrorAs(t, err, &de)
+			require.Equal(t, 1, de.Want)
+			require.Equal(t, 0, de.Got)
+
+			// The primary applied the completion: it is the write a
+			// failover may lose, so it was not acknowledged.
+			plain := newStore(t, redisstore.Config{Client: redistest.NewClient(t, r.primary.Addr()), Namespace: keyNamespace(r.store)})
+			require.Equal(t, idemstore.StateCompleted, inspect(t, plain, f.Ref).State)
+
+			// The store itself: a write is Indeterminate, a read Unavailable.
+			g := storetest.NewFixture()
+			_, err = r.store.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			require.ErrorIs(t, err, idemstore.ErrIndeterminate)
+			require.ErrorIs(t, err, redisstore.ErrNotDurable)
+			_, err = r.store.Inspect(t.Context(), g.Ref)
+			require.ErrorIs(t, err, idemstore.ErrUnavailable)
+			require.ErrorIs(t, err, redisstore.ErrNotDurable)
+		})
+	}
+}
+
+// TestCheckPersistence: appendonly no is a problem; appendonly yes with
+// appendfsync always is not; everysec is a problem without replicas to
+// wait for and not with them; too few replicas, and WAITAOF on Redis 7.0,
+// are problems; an unreadable CONFIG is an error that is not
+// ErrPersistence.
+func TestCheckPersistence(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	c := redistest.NewClient(t, srv.Addr())
+	none := newStore(t, redisstore.Config{Client: c})
+	problems := func(s *redisstore.Store) string {
+		t.Helper()
+		ps, err := s.CheckPersistence(t.Context())
+		require.Len(t, ps, 1)
+		if err == nil {
+			return ""
+		}
+		require.ErrorIs(t, err, redisstore.ErrPersistence)
+		var pe *redisstore.PersistenceError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, srv.Addr(), pe.Addr)
+		return strings.Join(pe.Problems, "\n")
+	}
+	require.Contains(t, problems(none), "appendonly is no")
+
+	require.NoError(t, c.ConfigSet(t.Context(), "appendonly", "yes").Err())
+	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "everysec").Err())
+	require.Contains(t, problems(none), "appendfsync is everysec")
+	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "always").Err())
+	require.Empty(t, problems(none))
+
+	replicas := newStore(t, redisstore.Config{Client: c, Durability: redisstore.DurabilityReplicas})
+	require.Contains(t, problems(replicas), "0 replicas are connected and Config.DurableReplicas is 1")
+	aof := newStore(t, redisstore.Config{Client: c, Durability: redisstore.DurabilityAOF})
+	require.Contains(t, problems(aof), "has no WAITAOF")
+
+	redistest.StartReplica(t, srv.Addr())
+	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "everysec").Err())
+	require.Empty(t, problems(replicas))
+	ps, err := replicas.CheckPersistence(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, redisstore.Persistence{Addr: srv.Addr(), Version: ps[0].Version, AppendOnly: true, AppendFsync: "everysec",
+		MinReplicasToWrite: 0, ConnectedReplicas: 1}, ps[0])
+
+	// A user without CONFIG (as on managed services): not a verdict.
+	require.NoError(t, c.Do(t.Context(), "ACL", "SETUSER", "noconfig", "on", ">not-a-secret", "+@all", "-config", "~*", "&*").Err())
+	limited := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "noconfig", Password: "not-a-secret", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = limited.Close() })
+	_, err = newStore(t, redisstore.Config{Client: limited}).CheckPersistence(t.Context())
+	require.Error(t, err)
+	require.NotErrorIs(t, err, redisstore.ErrPersistence)
+	require.Contains(t, err.Error(), "CONFIG GET")
+}

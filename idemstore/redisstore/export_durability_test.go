@@ -1,0 +1,4 @@
+package redisstore
+
+// WaitAOFSupported exports waitAOFSupported to the tests.
+var WaitAOFSupported = waitAOFSupported
