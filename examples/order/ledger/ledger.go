@@ -62,7 +62,17 @@ func ParseDSN(dsn string) (Dialect, string, error) {
 		if strings.Contains(path, "?") {
 			sep = "&"
 		}
-		return SQLite, "file:" + path + sep + "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)", nil
+		source := "file:" + path + sep + "_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
+		// Transactions take the write lock when they begin: a deferred
+		// one that read first and then writes fails at once with
+		// SQLITE_BUSY, without waiting, when another connection wrote in
+		// between (workers that start together on a new file and all
+		// create the schema: TestWorkersMigrateOneDatabaseTogether). A
+		// read-only ledger (mode=ro) takes no write lock.
+		if !strings.Contains(path, "mode=ro") {
+			source += "&_txlock=immediate"
+		}
+		return SQLite, source, nil
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
 		return Postgres, dsn, nil
 	}
@@ -100,6 +110,10 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 	}
 	if d == SQLite {
 		db.SetMaxOpenConns(1) // one writer: SQLite serialises writes anyway
+		if err := connectSQLite(ctx, db); err != nil {
+			_ = db.Close()
+			return nil, fmt.Errorf("ledger: %s: %w", RedactDSN(dsn), err)
+		}
 	}
 	l := &Ledger{db: db, dialect: d, now: time.Now}
 	if err := l.migrate(ctx); err != nil {
@@ -107,6 +121,33 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 		return nil, fmt.Errorf("ledger: %s: %w", RedactDSN(dsn), err)
 	}
 	return l, nil
+}
+
+// connectSQLite makes the first connection. The first connections to a
+// new file race to switch it to WAL, and SQLite answers the losers
+// SQLITE_BUSY at once, without waiting out busy_timeout; a loser tries
+// again (TestConcurrentOpensOfANewSQLiteFile), for as long as ctx and at
+// most the busy timeout allow.
+func connectSQLite(ctx context.Context, db *sql.DB) error {
+	const sqliteBusy = 5
+	deadline := time.Now().Add(5 * time.Second)
+	for wait := time.Millisecond; ; wait = min(2*wait, 50*time.Millisecond) {
+		err := db.PingContext(ctx)
+		var coded interface{ Code() int }
+		if err == nil || !errors.As(err, &coded) || coded.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("connect: %w", err)
+			}
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("connect: %w (gave up: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 // migrationLock is the PostgreSQL advisory lock key that serialises
