@@ -95,6 +95,18 @@ type Config struct {
 	// maxmemory-policy may evict keys (with a warning). By default it
 	// refuses: an evicted record is a lost guarantee.
 	AllowEviction bool
+	// RedisDurability is what the store waits for after the writes a later
+	// attempt relies on (redisstore.Config.Durability): "none" (the
+	// default: the primary's reply), "replicas" (WAIT for
+	// RedisDurableReplicas replicas) or "aof" (WAITAOF, Redis 7.2+). A
+	// write it cannot confirm is an unknown outcome, never a success.
+	// docs/production.md says what each keeps under which topology.
+	RedisDurability redisstore.Durability
+	// RedisDurableReplicas is how many replicas RedisDurability waits for.
+	// Default 1 with "replicas"; under Sentinel, wait for every replica
+	// (docs/production.md: WAIT 1 of 2 lost acknowledged completions in a
+	// failover).
+	RedisDurableReplicas int
 	// KeyNamespace prefixes every Redis key. Default "onceflow".
 	KeyNamespace string
 	// Secret keys the scope digests and owner tokens. Required unless Dev,
@@ -268,6 +280,20 @@ func (c Config) validate() error {
 	}
 	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
 		errs = append(errs, errTLSPair)
+	}
+	switch c.RedisDurability {
+	case "", redisstore.DurabilityNone:
+		if c.RedisDurableReplicas != 0 {
+			errs = append(errs, fmt.Errorf("worker: RedisDurableReplicas (-redis-durable-replicas) needs RedisDurability (-redis-durability) %q or %q",
+				redisstore.DurabilityReplicas, redisstore.DurabilityAOF))
+		}
+	case redisstore.DurabilityReplicas, redisstore.DurabilityAOF:
+		if c.RedisDurableReplicas < 0 {
+			errs = append(errs, fmt.Errorf("worker: RedisDurableReplicas (-redis-durable-replicas) must be positive, got %d", c.RedisDurableReplicas))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("worker: RedisDurability (-redis-durability) must be %q, %q or %q, got %q",
+			redisstore.DurabilityNone, redisstore.DurabilityReplicas, redisstore.DurabilityAOF, c.RedisDurability))
 	}
 	if c.RedisOptions == nil {
 		if _, err := ParseRedisURL(c.RedisURL); err != nil {

@@ -37,6 +37,8 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		"header timeout over the read timeout":  {worker.Config{Dev: true, HTTPReadHeaderTimeout: 2 * time.Second, HTTPReadTimeout: time.Second}, "-http-read-header-timeout"},
 		"negative connection limit":             {worker.Config{Dev: true, HTTPMaxConns: -1}, "-http-max-conns"},
 		"negative body limit":                   {worker.Config{Dev: true, HTTPMaxBodyBytes: -1}, "-http-max-body-bytes"},
+		"unknown durability":                    {worker.Config{Dev: true, RedisDurability: "quorum"}, "-redis-durability"},
+		"replicas without durability":           {worker.Config{Dev: true, RedisDurableReplicas: 2}, "-redis-durable-replicas"},
 	}
 	for name, c := range cases {
 		_, err := worker.New(c.cfg)

@@ -190,7 +190,7 @@ func (w *Worker) connectRedis(p *parts) error {
 func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	c, log := w.cfg, w.cfg.Logger
 	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
-		Logger: log, OmitShebang: c.RedisOmitShebang})
+		Logger: log, OmitShebang: c.RedisOmitShebang, Durability: c.RedisDurability, DurableReplicas: c.RedisDurableReplicas})
 	if err != nil {
 		return err
 	}
@@ -205,6 +205,16 @@ func (w *Worker) openStore(ctx context.Context, p *parts) error {
 			log.Warn("onceflow: Redis may evict idempotency records (-allow-eviction is set)", "err", err)
 		default:
 			log.Warn("onceflow: could not check Redis' maxmemory-policy; make sure it is noeviction", "err", err)
+		}
+	}
+	// A persistence that can lose an acknowledged record is a warning, not
+	// a refusal: what it loses, workflow history recovers (docs/recovery.md),
+	// and a durable write the server cannot confirm fails as unknown.
+	if _, err := store.CheckPersistence(ctx); err != nil {
+		if errors.Is(err, redisstore.ErrPersistence) {
+			log.Warn("onceflow: Redis may lose acknowledged idempotency records (docs/production.md#redis-settings)", "err", err, "durability", string(c.RedisDurability))
+		} else {
+			log.Warn("onceflow: could not check Redis' persistence settings; check appendonly and appendfsync by other means", "err", err)
 		}
 	}
 	p.store = store

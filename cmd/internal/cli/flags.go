@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -30,7 +31,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs := NewFlagSet(name)
 	env := Env(getenv)
 	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
-	var readHeader, read, idle, maxConns, maxBody string
+	var readHeader, read, idle, maxConns, maxBody, durableReplicas string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
 	temporalFlags(fs, &c, env)
@@ -39,6 +40,9 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs.BoolVar(&c.AllowEviction, "allow-eviction", env("ONCEFLOW_ALLOW_EVICTION", "") == "true",
 		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+worker.DefaultKeyNamespace+")")
+	var durability string
+	fs.StringVar(&durability, "redis-durability", env("ONCEFLOW_REDIS_DURABILITY", ""), "what a store write waits for: none, replicas (WAIT) or aof (WAITAOF, Redis 7.2+) (ONCEFLOW_REDIS_DURABILITY; default none)")
+	fs.StringVar(&durableReplicas, "redis-durable-replicas", env("ONCEFLOW_REDIS_DURABLE_REPLICAS", ""), "how many replicas -redis-durability waits for (ONCEFLOW_REDIS_DURABLE_REPLICAS; default 1; under Sentinel: all of them)")
 	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
 	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes (openssl rand -hex 32); required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
 	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
@@ -67,7 +71,8 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	if err := Parse(fs, args, help); err != nil {
 		return worker.Config{}, err
 	}
-	c, err := checkWorkerFlags(c, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks, readHeader, read, idle, maxConns, maxBody)
+	c.RedisDurability = redisstore.Durability(durability)
+	c, err := checkWorkerFlags(c, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks, readHeader, read, idle, maxConns, maxBody, durableReplicas)
 	if err != nil {
 		return worker.Config{}, &UsageError{Command: name, Err: err}
 	}
@@ -76,7 +81,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 
 // checkWorkerFlags reads the flags' values that need parsing into c.
 func checkWorkerFlags(c worker.Config, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks,
-	readHeader, read, idle, maxConns, maxBody string,
+	readHeader, read, idle, maxConns, maxBody, durableReplicas string,
 ) (worker.Config, error) {
 	c.Secret = []byte(secret)
 	var err error
@@ -104,7 +109,8 @@ func checkWorkerFlags(c worker.Config, secret, version, lease, replay, retention
 		dst       *int
 	}{{"-max-concurrent-activities / ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", maxActivities, &c.WorkerOptions.MaxConcurrentActivityExecutionSize},
 		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize},
-		{"-http-max-conns / HTTP_MAX_CONNS", maxConns, &c.HTTPMaxConns}} {
+		{"-http-max-conns / HTTP_MAX_CONNS", maxConns, &c.HTTPMaxConns},
+		{"-redis-durable-replicas / ONCEFLOW_REDIS_DURABLE_REPLICAS", durableReplicas, &c.RedisDurableReplicas}} {
 		if n.val == "" {
 			continue
 		}
