@@ -79,6 +79,12 @@ const (
 	OutcomeCodecMismatch Outcome = "codec_mismatch"
 	// OutcomeRetryable: the action failed with no effect.
 	OutcomeRetryable Outcome = "retryable"
+	// OutcomeNotStored: the action answered, with a response its caller
+	// chose not to keep (idemhttp: a 202 Accepted, or another 2xx or 3xx
+	// status its Config.Store does not store), so the record is released
+	// like a retryable one and the next request runs the action again. It
+	// is no failure, but no result either: nothing is replayed.
+	OutcomeNotStored Outcome = "not_stored"
 	// OutcomeEffectUnknown: the effect's fate is unknown.
 	OutcomeEffectUnknown Outcome = "effect_unknown"
 	// OutcomeRecoveryRequired: the record is ABANDONED; a decision must
@@ -106,7 +112,7 @@ const (
 func Outcomes() []Outcome {
 	return []Outcome{OutcomeRan, OutcomeReplayed, OutcomeReconciled,
 		OutcomeInProgress, OutcomeFingerprintMismatch, OutcomeOwnerConflict, OutcomeCodecMismatch,
-		OutcomeRetryable, OutcomeEffectUnknown, OutcomeRecoveryRequired, OutcomeFailed, OutcomeInvalid,
+		OutcomeRetryable, OutcomeNotStored, OutcomeEffectUnknown, OutcomeRecoveryRequired, OutcomeFailed, OutcomeInvalid,
 		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeError}
 }
 

@@ -506,6 +506,7 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 	onceflow.OutcomeOwnerConflict:       {TypeOwnerOperationConflict, false},
 	onceflow.OutcomeCodecMismatch:       {TypeCodecMismatch, false},
 	onceflow.OutcomeRetryable:           {TypeRetryableNoEffect, true},
+	onceflow.OutcomeNotStored:           {TypeRetryableNoEffect, true},
 	onceflow.OutcomeEffectUnknown:       {TypeEffectUnknown, false},
 	onceflow.OutcomeRecoveryRequired:    {TypeEffectUnknown, false},
 	onceflow.OutcomeFailed:              {TypeOperationFailed, false},

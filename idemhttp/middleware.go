@@ -361,6 +361,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		if status >= 500 && m.cfg.UnknownOn5xx {
 			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
 		}
+		if status < 400 {
+			// A 202 Accepted (or a 2xx or 3xx Store refuses) is an answer,
+			// not a failure: counted as not_stored, not retryable.
+			return nil, idemstore.NotStored(fmt.Errorf("status %d is not stored", status))
+		}
 		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
 	}
 
@@ -462,6 +467,11 @@ var problems = map[onceflow.Outcome]problemSpec{
 	}},
 	// A store call cut short by the request's own context (the client
 	// went away, a server timeout): the store may be fine.
+	onceflow.OutcomeNotStored: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+		return "an earlier attempt with this key failed with no effect, and this request was not processed; retry it with the same key after Retry-After seconds"
+	}},
+	// A store call cut short by the request's own context (the client
+	// went away, a server timeout): the store may be fine.
 	onceflow.OutcomeCanceled: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
 		return "the request was cancelled or timed out before its key could be checked, and was not processed; retry it with the same key"
 	}},
@@ -501,7 +511,7 @@ func (m *Middleware) problem(ctx context.Context, ref idemstore.Ref, err error) 
 		var ip *idemstore.InProgressError
 		errors.As(err, &ip)
 		p.RetryAfter = max(ip.RetryAfter, time.Second)
-	case onceflow.OutcomeStoreUnavailable, onceflow.OutcomeCanceled, onceflow.OutcomeRetryable:
+	case onceflow.OutcomeStoreUnavailable, onceflow.OutcomeCanceled, onceflow.OutcomeRetryable, onceflow.OutcomeNotStored:
 		p.RetryAfter = m.cfg.StoreRetryAfter
 	}
 	switch o {

@@ -749,7 +749,12 @@ func (v *invocation) started(ctx context.Context, own Ownership, r Record, from 
 	}
 	var noEffect *noEffectError
 	if errors.As(err, &noEffect) {
-		return v.failRetryable(ctx, own, noEffect.err)
+		res, err := v.failRetryable(ctx, own, noEffect.err)
+		var re *RetryableError
+		if errors.As(err, &re) {
+			re.NotStored = noEffect.notStored
+		}
+		return res, err
 	}
 	var unknown *effectUnknownError
 	if errors.As(err, &unknown) {

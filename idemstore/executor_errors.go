@@ -146,10 +146,16 @@ type RetryableError struct {
 	// the next claim takes over at once; false when that write could not
 	// be verified (the next claim waits for the lease).
 	Recorded bool
-	Err      error
+	// NotStored is true when the action answered with a response its
+	// caller chose not to keep (NotStored), rather than failing.
+	NotStored bool
+	Err       error
 }
 
 func (e *RetryableError) Error() string {
+	if e.NotStored {
+		return fmt.Sprintf("idemstore: %s answered with a response that is not stored (recorded: %v); the next request runs it again: %v", e.Ref, e.Recorded, e.Err)
+	}
 	return fmt.Sprintf("idemstore: %s failed with no effect (recorded: %v); retry: %v", e.Ref, e.Recorded, e.Err)
 }
 
@@ -160,7 +166,10 @@ func (e *RetryableError) Is(target error) bool { return target == ErrRetryable }
 func (e *RetryableError) Unwrap() error { return e.Err }
 
 // noEffectError and effectUnknownError classify an action's error.
-type noEffectError struct{ err error }
+type noEffectError struct {
+	err       error
+	notStored bool
+}
 
 func (e *noEffectError) Error() string { return "no effect: " + e.err.Error() }
 func (e *noEffectError) Unwrap() error { return e.err }
@@ -177,7 +186,20 @@ func RetryableNoEffect(err error) error {
 	if err == nil {
 		err = errors.New("retryable failure")
 	}
-	return &noEffectError{err}
+	return &noEffectError{err: err}
+}
+
+// NotStored marks an action's answer as one its caller does not keep (an
+// HTTP 202 Accepted: the request was taken, its result comes later): the
+// executor releases the record as for RetryableNoEffect, so the next
+// request runs the action again, and returns a *RetryableError with
+// NotStored set, which OutcomeOf reports as OutcomeNotStored rather than
+// as a failure.
+func NotStored(err error) error {
+	if err == nil {
+		err = errors.New("response not stored")
+	}
+	return &noEffectError{err: err, notStored: true}
 }
 
 // EffectUnknown marks an action's error as one after which the effect may

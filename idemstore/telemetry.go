@@ -49,6 +49,7 @@ const (
 	OutcomeOwnerConflict       = onceflow.OutcomeOwnerConflict
 	OutcomeCodecMismatch       = onceflow.OutcomeCodecMismatch
 	OutcomeRetryable           = onceflow.OutcomeRetryable
+	OutcomeNotStored           = onceflow.OutcomeNotStored
 	OutcomeEffectUnknown       = onceflow.OutcomeEffectUnknown
 	OutcomeRecoveryRequired    = onceflow.OutcomeRecoveryRequired
 	OutcomeFailed              = onceflow.OutcomeFailed
@@ -155,6 +156,8 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 		return OutcomeRecoveryRequired
 	case errors.As(err, &eu):
 		return OutcomeEffectUnknown
+	case errors.As(err, &re) && re.NotStored:
+		return OutcomeNotStored
 	case errors.As(err, &re):
 		return OutcomeRetryable
 	case errors.As(err, &of):

@@ -252,6 +252,7 @@ func TestOutcomeOf(t *testing.T) {
 		// The verdict on the record counts, whatever the action's error wraps.
 		{err: &idemstore.RetryableError{Ref: ref, Err: &idemstore.StoreError{Op: "downstream"}}, want: idemstore.OutcomeRetryable},
 		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: idemstore.OutcomeRetryable},
+		{err: &idemstore.RetryableError{Ref: ref, NotStored: true, Err: errors.New("status 202 is not stored")}, want: idemstore.OutcomeNotStored},
 		{err: &idemstore.EffectUnknownError{Ref: ref}, want: idemstore.OutcomeEffectUnknown},
 		{err: &idemstore.EffectUnknownError{Ref: ref, RecoveryRequired: true}, want: idemstore.OutcomeRecoveryRequired},
 		{err: &idemstore.OperationFailedError{Ref: ref}, want: idemstore.OutcomeFailed},
@@ -262,5 +263,39 @@ func TestOutcomeOf(t *testing.T) {
 		if got := idemstore.OutcomeOf(c.res, c.err); got != c.want {
 			t.Errorf("OutcomeOf(%+v, %v) = %s, want %s", c.res, c.err, got, c.want)
 		}
+	}
+}
+
+// TestNotStoredIsCountedAsSuch: an answer the caller does not keep (an
+// HTTP 202 through idemhttp) releases the record like a retryable
+// failure, so the next request runs the action again, and is counted as
+// not_stored, not as retryable: a normal 202 is no failure.
+func TestNotStoredIsCountedAsSuch(t *testing.T) {
+	t.Parallel()
+	te := newTelemetryEnv(t, idemstore.ExecutorConfig{})
+	f := storetest.NewFixture()
+	var runs atomic.Int32
+	accepted := func(context.Context) ([]byte, error) {
+		runs.Add(1)
+		return nil, idemstore.NotStored(errors.New("status 202 is not stored"))
+	}
+	for range 2 {
+		_, err := te.exec.Execute(t.Context(), request(f), accepted)
+		var re *idemstore.RetryableError
+		if !errors.As(err, &re) || !re.NotStored || !errors.Is(err, idemstore.ErrRetryable) {
+			t.Fatalf("err = %v, want a *RetryableError with NotStored", err)
+		}
+		if o := idemstore.OutcomeOf(idemstore.Result{}, err); o != idemstore.OutcomeNotStored {
+			t.Fatalf("OutcomeOf = %s, want %s", o, idemstore.OutcomeNotStored)
+		}
+	}
+	if runs.Load() != 2 {
+		t.Fatalf("%d runs, want 2: a response not stored leaves the key to the next request", runs.Load())
+	}
+	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(idemstore.OutcomeNotStored))); n != 2 {
+		t.Errorf("%s not_stored = %d, want 2", idemstore.MetricExecutions, n)
+	}
+	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(idemstore.OutcomeRetryable))); n != 0 {
+		t.Errorf("%s retryable = %d, want 0", idemstore.MetricExecutions, n)
 	}
 }
