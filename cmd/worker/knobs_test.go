@@ -5,6 +5,8 @@ package main
 import (
 	"flag"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -42,5 +44,33 @@ func TestServeFlagsOfEveryBuild(t *testing.T) {
 		if strings.HasPrefix(name, "gateway-") && !simulation {
 			t.Errorf("-%s in a build with simulation=%v", name, simulation)
 		}
+	}
+}
+
+// TestConsolePrincipal: a decision made through the console names who
+// made it: the proxy's header when one is configured and set, else under
+// -dev the user who runs the worker, else the console's default.
+func TestConsolePrincipal(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string {
+		if k == "USER" {
+			return "ana"
+		}
+		return ""
+	}
+	r := httptest.NewRequest(http.MethodPost, "/console/decide", nil)
+	if p := consolePrincipal("", false, env); p != nil {
+		t.Fatalf("no header, not -dev: a principal func, want nil (the console's default)")
+	}
+	if got := consolePrincipal("", true, env)(r); got != "dev:ana" {
+		t.Fatalf("-dev: %q, want dev:ana", got)
+	}
+	p := consolePrincipal("X-Forwarded-User", false, env)
+	if got := p(r); got != "" {
+		t.Fatalf("header configured but absent: %q, want empty (the console's default)", got)
+	}
+	r.Header.Set("X-Forwarded-User", "bo@example.com")
+	if got := p(r); got != "bo@example.com" {
+		t.Fatalf("header: %q, want bo@example.com", got)
 	}
 }

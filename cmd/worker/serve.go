@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/cmd/internal/cli"
@@ -29,6 +31,7 @@ type appFlags struct {
 	gateway   order.GatewayConfig
 	orderWait time.Duration
 	console   string
+	principal string
 	devReset  bool
 	devAddr   string
 	errs      []error
@@ -39,6 +42,8 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 		"the order ledger: sqlite:<path> (created if missing) or postgres://… (LEDGER_DSN); required, except under -dev: ledger.db in the dev state directory")
 	fs.StringVar(&a.console, "console-token", a.getenv("ONCEFLOW_CONSOLE_TOKEN"),
 		"the operator console's token (/console on -http; ONCEFLOW_CONSOLE_TOKEN); empty: the console is off, except under -dev")
+	fs.StringVar(&a.principal, "console-principal-header", a.getenv("ONCEFLOW_CONSOLE_PRINCIPAL_HEADER"),
+		"the request header that names the console's user for the decisions' audit, set by an authenticating proxy in front of it, such as X-Forwarded-User (ONCEFLOW_CONSOLE_PRINCIPAL_HEADER); empty: \"console\", or under -dev \"dev:$USER\"")
 	a.orderWait = order.DefaultAPIWait
 	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
 		"how long POST /orders waits for the order to end before it answers 202")
@@ -149,7 +154,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		r.HTTP.Handle("GET /metrics", tel.Metrics)
 		con, err := console.New(console.Config{
 			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: app.console, Dev: cfg.Dev, Logger: log,
-			Trail: trail.Sources{Store: r.Store, Client: r.Client, Ledger: l, Digester: r.Digester, Namespace: r.Namespace},
+			Principal: consolePrincipal(app.principal, cfg.Dev, app.getenv),
+			Trail:     trail.Sources{Store: r.Store, Client: r.Client, Ledger: l, Digester: r.Digester, Namespace: r.Namespace},
 		})
 		if err != nil {
 			return err
@@ -162,4 +168,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		return err
 	}
 	return w.Run(ctx)
+}
+
+// consolePrincipal names who decides through the console, for the
+// decisions' audit: the value of header (set by an authenticating proxy),
+// else under -dev "dev:" and the user who runs the worker, else nil (the
+// console's default, "console").
+func consolePrincipal(header string, dev bool, getenv func(string) string) func(*http.Request) string {
+	devUser := ""
+	if dev {
+		devUser = "dev:" + cli.User(getenv)
+	}
+	if header == "" && devUser == "" {
+		return nil
+	}
+	return func(r *http.Request) string {
+		if header != "" {
+			if p := strings.TrimSpace(r.Header.Get(header)); p != "" {
+				return p
+			}
+		}
+		return devUser
+	}
 }
