@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"strings"
 
 	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -27,26 +25,11 @@ func openLedgerToRead(ctx context.Context, command string, dsn *string, dev bool
 	if *dsn == "" {
 		return nil, fmt.Errorf("%s: which ledger? set -ledger-dsn (LEDGER_DSN) to the worker's, or pass -dev (ONCEFLOW_DEV=true) for the -dev worker's", command)
 	}
-	source := *dsn
-	if path, ok := strings.CutPrefix(source, "sqlite:"); ok {
-		file, _, _ := strings.Cut(path, "?")
-		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
-			hint := "check -ledger-dsn / LEDGER_DSN"
-			if dev {
-				hint = "has the -dev worker run with this ONCEFLOW_DEV_STATE_DIR? or give -ledger-dsn / LEDGER_DSN"
-			}
-			return nil, fmt.Errorf("%s: there is no ledger at %s (%s); a reading command does not create one", command, file, hint)
-		} else if err != nil {
-			return nil, fmt.Errorf("%s: the ledger %s: %w", command, file, err)
-		}
-		sep := "?"
-		if strings.Contains(path, "?") {
-			sep = "&"
-		}
-		source += sep + "mode=ro"
-	}
-	l, err := ledger.Open(ctx, source)
-	if err != nil {
+	l, err := ledger.OpenReadOnly(ctx, *dsn)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && dev:
+		return nil, fmt.Errorf("%s: %w (has the -dev worker run with this ONCEFLOW_DEV_STATE_DIR? or give -ledger-dsn / LEDGER_DSN)", command, err)
+	case err != nil:
 		return nil, fmt.Errorf("%s: %w (check -ledger-dsn / LEDGER_DSN)", command, err)
 	}
 	return l, nil

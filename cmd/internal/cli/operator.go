@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/user"
 	"strings"
 	"text/tabwriter"
@@ -297,22 +296,11 @@ func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, l
 }
 
 // openLedgerReadOnly opens the ledger dsn names without creating
-// anything: a SQLite file must exist, and is opened mode=ro.
+// anything (ledger.OpenReadOnly).
 func openLedgerReadOnly(ctx context.Context, dsn string) (*ledger.Ledger, error) {
-	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
-		file, _, _ := strings.Cut(path, "?")
-		if _, err := os.Stat(file); err != nil {
-			return nil, fmt.Errorf("the ledger %s (-ledger-dsn, LEDGER_DSN): %w; a reading command does not create one", file, err)
-		}
-		sep := "?"
-		if strings.Contains(path, "?") {
-			sep = "&"
-		}
-		dsn += sep + "mode=ro"
-	}
-	l, err := ledger.Open(ctx, dsn)
+	l, err := ledger.OpenReadOnly(ctx, dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open the ledger (check -ledger-dsn / LEDGER_DSN): %w", err)
+		return nil, fmt.Errorf("%w (check -ledger-dsn / LEDGER_DSN)", err)
 	}
 	return l, nil
 }

@@ -22,6 +22,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -121,6 +123,27 @@ func Open(ctx context.Context, dsn string) (*Ledger, error) {
 		return nil, fmt.Errorf("ledger: %s: %w", RedactDSN(dsn), err)
 	}
 	return l, nil
+}
+
+// OpenReadOnly opens the ledger at dsn for reading, and creates nothing:
+// a SQLite ledger must exist (else the error wraps fs.ErrNotExist) and is
+// opened read-only (SQLite's mode=ro); a PostgreSQL one is opened as by
+// Open, whose schema check changes nothing on an up-to-date ledger.
+func OpenReadOnly(ctx context.Context, dsn string) (*Ledger, error) {
+	if path, ok := strings.CutPrefix(dsn, "sqlite:"); ok {
+		file, _, _ := strings.Cut(path, "?")
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("ledger: there is no ledger at %s, and a reading command does not create one: %w", file, err)
+		} else if err != nil {
+			return nil, fmt.Errorf("ledger: %s: %w", file, err)
+		}
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		dsn += sep + "mode=ro"
+	}
+	return Open(ctx, dsn)
 }
 
 // connectSQLite makes the first connection. The first connections to a
