@@ -1,9 +1,11 @@
 // Package redisproc runs redis-server as a child process on a free
 // loopback port: keeping nothing on disk (Start: the tests, through
-// internal/redistest), or its data in a directory with an append-only file
-// (StartIn: `cmd/worker -dev`, whose records outlive a restart). The child
-// dies with its parent (package childproc): a parent killed with SIGKILL
-// leaves no redis-server behind on Linux.
+// internal/redistest), its data in a directory with an append-only file
+// (StartIn: `cmd/worker -dev`, whose records outlive a restart), or with
+// the caller's arguments and config file (StartArgs: the replicas,
+// Sentinels and Cluster nodes of internal/redistopo). The child dies with
+// its parent (package childproc): a parent killed with SIGKILL leaves no
+// redis-server behind on Linux.
 package redisproc
 
 import (
@@ -31,7 +33,10 @@ type Server struct {
 	bin     string
 	port    int
 	dir     string
-	durable bool // dir is the caller's and holds an AOF
+	durable bool     // dir is the caller's and holds an AOF
+	keepDir bool     // dir is the caller's
+	conf    string   // a config file, first on the command line ("": none)
+	args    []string // after the common arguments
 	spawn   *childproc.Spawner
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -44,7 +49,7 @@ func Start() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := start(dir, false)
+	s, err := start(&Server{dir: dir}, 0)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 	}
@@ -60,25 +65,51 @@ func StartIn(dir string) (*Server, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("redisproc: create %s: %w", dir, err)
 	}
-	return start(dir, true)
+	return start(&Server{dir: dir, durable: true, keepDir: true}, 0)
 }
 
-func start(dir string, durable bool) (*Server, error) {
+// StartArgs starts redis-server in dir (created if missing; kept by Close)
+// with args after the common ones (a later argument wins over an earlier
+// one of the same name), and with the config file conf written to
+// dir/redis.conf first on its command line when conf is not empty (a
+// Sentinel needs a config file it can rewrite). The server keeps nothing
+// on disk unless args say so. port 0 picks a free port. It waits until the
+// server answers PING.
+func StartArgs(dir string, port int, conf string, args ...string) (*Server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("redisproc: create %s: %w", dir, err)
+	}
+	s := &Server{dir: dir, keepDir: true, args: args}
+	if conf != "" {
+		s.conf = filepath.Join(dir, "redis.conf")
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			return nil, fmt.Errorf("redisproc: write %s: %w", s.conf, err)
+		}
+	}
+	return start(s, port)
+}
+
+func start(s *Server, port int) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
-	s := &Server{bin: bin, dir: dir, durable: durable, spawn: childproc.New()}
+	s.bin, s.spawn = bin, childproc.New()
 	for try := 0; try < 5; try++ {
-		if s.port, err = freePort(); err != nil {
+		if s.port = port; port == 0 {
+			if s.port, err = freePort(); err != nil {
+				break
+			}
+		}
+		if err = s.launch(); err == nil || port != 0 {
 			break
 		}
-		if err = s.launch(); err == nil {
-			return s, nil
-		}
 	}
-	s.spawn.Close()
-	return nil, err
+	if err != nil {
+		s.spawn.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // Dir is the directory of the server's data and log (redis.log).
@@ -92,6 +123,9 @@ func (s *Server) PID() int {
 	return s.cmd.Process.Pid
 }
 
+// Port is the server's loopback port.
+func (s *Server) Port() int { return s.port }
+
 // Addr is the server's "127.0.0.1:port".
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
@@ -100,9 +134,14 @@ func (s *Server) launch() error {
 	if s.durable {
 		appendonly = []string{"--appendonly", "yes", "--appendfsync", "always"}
 	}
-	cmd := exec.Command(s.bin, append([]string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "",
-		"--dir", s.dir, "--logfile", "redis.log", "--protected-mode", "no"}, appendonly...)...)
+	var argv []string
+	if s.conf != "" {
+		argv = append(argv, s.conf)
+	}
+	argv = append(argv, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "",
+		"--dir", s.dir, "--logfile", "redis.log", "--protected-mode", "no")
+	argv = append(append(argv, appendonly...), s.args...)
+	cmd := exec.Command(s.bin, argv...)
 	if err := s.spawn.Start(cmd); err != nil {
 		return fmt.Errorf("redisproc: start redis-server: %w", err)
 	}
@@ -120,9 +159,8 @@ func (s *Server) launch() error {
 		}
 		select {
 		case <-s.done:
-			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 			s.cmd = nil
-			return fmt.Errorf("redisproc: redis-server on port %d exited: %s", s.port, log)
+			return fmt.Errorf("redisproc: redis-server on port %d exited: %s", s.port, s.LogTail(2000))
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -131,6 +169,15 @@ func (s *Server) launch() error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// LogTail is the last n bytes of the server's log, for an error message.
+func (s *Server) LogTail(n int) string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
 }
 
 // Kill stops the server with SIGKILL and waits for it to exit. Everything
@@ -144,8 +191,9 @@ func (s *Server) Kill() {
 	s.cmd = nil
 }
 
-// Restart starts the server again on the same port: empty, or for a
-// StartIn server with what its append-only file holds.
+// Restart starts the server again on the same port with the same
+// arguments (after a Kill, or killing it first): empty, or for a StartIn
+// server with what its append-only file holds.
 func (s *Server) Restart() error {
 	s.Kill()
 	return s.launch()
@@ -153,7 +201,8 @@ func (s *Server) Restart() error {
 
 // Close stops the server. A StartIn server gets SIGTERM, so it fsyncs its
 // append-only file and exits (SIGKILL after 10 s), and its directory is
-// kept; a Start server is killed and its directory removed.
+// kept; a StartArgs server is killed and its directory kept; a Start
+// server is killed and its directory removed.
 func (s *Server) Close() {
 	if s.durable && s.cmd != nil {
 		_ = s.cmd.Process.Signal(syscall.SIGTERM)
@@ -165,7 +214,7 @@ func (s *Server) Close() {
 	}
 	s.Kill()
 	s.spawn.Close()
-	if !s.durable {
+	if !s.keepDir {
 		_ = os.RemoveAll(s.dir)
 	}
 }

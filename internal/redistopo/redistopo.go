@@ -1,9 +1,10 @@
 // Package redistopo starts the Redis topologies production runs, on
-// loopback free ports, for tests: a primary with replicas watched by
-// Sentinels (StartSentinel), and a Cluster of primaries with replicas
-// (StartCluster). Every process is a child that dies with the test binary
-// (package childproc), every wait is bounded, and everything is stopped
-// and removed by the test's Cleanup.
+// loopback free ports: a primary with replicas watched by Sentinels
+// (NewSentinel), and a Cluster of primaries with replicas (NewCluster),
+// for the tests (StartSentinel and StartCluster: in the test's temporary
+// directory, stopped by its Cleanup) and the chaos command. Every process
+// is a child that dies with its parent (package redisproc), and every wait
+// is bounded.
 package redistopo
 
 import (
@@ -11,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -21,141 +21,99 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/internal/childproc"
+	"github.com/onceflow/onceflow/internal/redisproc"
 )
 
 // StartTimeout bounds each wait of a topology's startup and of Failover.
 const StartTimeout = 30 * time.Second
 
+// ErrNotInstalled: redis-server (or, for a Cluster, redis-cli) is not on
+// PATH.
+var ErrNotInstalled = errors.New("redistopo: redis-server and redis-cli are not on PATH (install Debian's redis-server and redis-tools)")
+
 // Node is one redis-server process (a server or a Sentinel).
 type Node struct {
 	// Addr is "127.0.0.1:port".
 	Addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
+	srv  *redisproc.Server
 }
 
-// PID is the process' ID, 0 once it was killed.
-func (n *Node) PID() int {
-	if n.cmd == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
+// PID is the process' ID, 0 while it is killed.
+func (n *Node) PID() int { return n.srv.PID() }
 
 // Kill stops the process with SIGKILL and waits for it to exit.
-func (n *Node) Kill() {
-	if n.cmd == nil {
-		return
-	}
-	_ = n.cmd.Process.Kill()
-	<-n.done
-	n.cmd = nil
-}
+func (n *Node) Kill() { n.srv.Kill() }
 
-// log returns the tail of the node's log, for a failure message.
-func (n *Node) log() string {
-	b, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return string(b)
-}
+// Restart starts a killed process again on its port with its arguments
+// and directory (a data server keeps nothing on disk, so it starts empty;
+// a Cluster node keeps its nodes.conf and rejoins), and waits until it
+// answers PING.
+func (n *Node) Restart() error { return n.srv.Restart() }
 
 // procs starts the nodes of one topology.
 type procs struct {
-	tb    testing.TB
-	spawn *childproc.Spawner
 	root  string
 	nodes []*Node
 }
 
-func newProcs(tb testing.TB) *procs {
-	tb.Helper()
+func newProcs(dir string) (*procs, error) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		tb.Skip("redistopo: redis-server is not on PATH")
+		return nil, ErrNotInstalled
 	}
-	p := &procs{tb: tb, spawn: childproc.New(), root: tb.TempDir()}
-	tb.Cleanup(func() {
-		for _, n := range p.nodes {
-			n.Kill()
-		}
-		p.spawn.Close()
-	})
-	return p
+	return &procs{root: dir}, nil
 }
 
-// start launches redis-server with args after the common ones, in a
-// directory of its own, with a config file when conf is not empty
-// (a Sentinel needs one it can rewrite).
-func (p *procs) start(port int, conf string, args ...string) *Node {
-	p.tb.Helper()
-	n := &Node{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), dir: filepath.Join(p.root, strconv.Itoa(port))}
-	if err := os.MkdirAll(n.dir, 0o700); err != nil {
-		p.tb.Fatal(err)
+// close kills every node; their directories are the caller's.
+func (p *procs) close() {
+	for _, n := range p.nodes {
+		n.srv.Close()
 	}
-	var argv []string
-	if conf != "" {
-		file := filepath.Join(n.dir, "redis.conf")
-		if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
-			p.tb.Fatal(err)
-		}
-		argv = append(argv, file)
+}
+
+// start launches redis-server on port with args, in a directory of its
+// own, with a config file when conf is not empty (a Sentinel needs one it
+// can rewrite).
+func (p *procs) start(port int, conf string, args ...string) (*Node, error) {
+	srv, err := redisproc.StartArgs(filepath.Join(p.root, strconv.Itoa(port)), port, conf, args...)
+	if err != nil {
+		return nil, fmt.Errorf("redistopo: %w", err)
 	}
-	argv = append(argv, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", n.dir, "--logfile", "redis.log",
-		"--protected-mode", "no")
-	argv = append(argv, args...)
-	n.cmd = exec.Command("redis-server", argv...)
-	if err := p.spawn.Start(n.cmd); err != nil {
-		p.tb.Fatalf("redistopo: start redis-server: %v", err)
-	}
-	n.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); close(done) }(n.cmd, n.done)
+	n := &Node{Addr: srv.Addr(), srv: srv}
 	p.nodes = append(p.nodes, n)
-	c := redis.NewClient(&redis.Options{Addr: n.Addr, MaxRetries: -1})
-	defer c.Close()
-	waitFor(p.tb, "redis-server on "+n.Addr+" to answer PING", func(ctx context.Context) error {
-		select {
-		case <-n.done:
-			p.tb.Fatalf("redistopo: redis-server on %s exited: %s", n.Addr, n.log())
-		default:
-		}
-		return c.Ping(ctx).Err()
-	})
-	return n
+	return n, nil
 }
 
 // server starts a data server (no persistence, syncs without delay).
-func (p *procs) server(args ...string) *Node {
-	p.tb.Helper()
-	return p.start(freePort(p.tb), "", append([]string{"--save", "", "--appendonly", "no", "--repl-diskless-sync-delay", "0"}, args...)...)
+func (p *procs) server(args ...string) (*Node, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	return p.start(port, "", append([]string{"--repl-diskless-sync-delay", "0"}, args...)...)
 }
 
-// waitFor calls try until it returns nil, failing tb after StartTimeout.
-func waitFor(tb testing.TB, what string, try func(ctx context.Context) error) {
-	tb.Helper()
+// waitFor calls try until it returns nil, for at most StartTimeout.
+func waitFor(ctx context.Context, what string, try func(ctx context.Context) error) error {
 	deadline := time.Now().Add(StartTimeout)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := try(ctx)
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := try(tctx)
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("redistopo: waited %v for %s: %v", StartTimeout, what, err)
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("redistopo: waited %v for %s: %w", StartTimeout, what, errors.Join(err, ctx.Err()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
 // waitSynced waits until the replica at addr has its link to its primary up.
-func waitSynced(tb testing.TB, addr string) {
-	tb.Helper()
+func waitSynced(ctx context.Context, addr string) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	waitFor(tb, "the replica "+addr+" to sync", func(ctx context.Context) error {
+	return waitFor(ctx, "the replica "+addr+" to sync", func(ctx context.Context) error {
 		info, err := c.Info(ctx, "replication").Result()
 		if err != nil {
 			return err
@@ -168,14 +126,28 @@ func waitSynced(tb testing.TB, addr string) {
 }
 
 // freePort returns a loopback port that was free a moment ago.
-func freePort(tb testing.TB) int {
-	tb.Helper()
+func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistopo: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// must is a testing wrapper's end: it skips tb when Redis is not
+// installed, fails it on another error, and closes the topology when the
+// test ends.
+func must[T interface{ Close() }](tb testing.TB, v T, err error) T {
+	tb.Helper()
+	if errors.Is(err, ErrNotInstalled) || errors.Is(err, redisproc.ErrNotInstalled) {
+		tb.Skip(err)
+	}
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	tb.Cleanup(v.Close)
+	return v
 }
 
 // Sentinel is a primary, its replicas and the Sentinels that watch them.
@@ -185,35 +157,60 @@ type Sentinel struct {
 	// Servers are the data servers: Servers[0] was the primary at start.
 	Servers   []*Node
 	Sentinels []*Node
-	tb        testing.TB
+	p         *procs
 }
 
-// StartSentinel starts a primary with replicas replicas and sentinels
-// Sentinels (quorum: a majority of them), and waits until the replicas
-// have synced and every Sentinel knows every replica.
-func StartSentinel(tb testing.TB, replicas, sentinels int) *Sentinel {
-	tb.Helper()
-	p := newProcs(tb)
-	s := &Sentinel{MasterName: "onceflow", tb: tb}
-	primary := p.server()
+// NewSentinel starts, with the nodes' directories under dir, a primary
+// with replicas replicas and sentinels Sentinels (quorum: a majority of
+// them), and waits until the replicas have synced and every Sentinel knows
+// every replica. On an error it stops what it started.
+func NewSentinel(ctx context.Context, dir string, replicas, sentinels int) (_ *Sentinel, err error) {
+	p, err := newProcs(dir)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sentinel{MasterName: "onceflow", p: p}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	primary, err := p.server()
+	if err != nil {
+		return nil, err
+	}
 	s.Servers = append(s.Servers, primary)
 	host, port, _ := net.SplitHostPort(primary.Addr)
 	for range replicas {
-		s.Servers = append(s.Servers, p.server("--replicaof", host, port))
+		r, err := p.server("--replicaof", host, port)
+		if err != nil {
+			return nil, err
+		}
+		s.Servers = append(s.Servers, r)
 	}
 	for _, r := range s.Servers[1:] {
-		waitSynced(tb, r.Addr)
+		if err := waitSynced(ctx, r.Addr); err != nil {
+			return nil, err
+		}
 	}
 	conf := fmt.Sprintf("sentinel monitor %s %s %s %d\n"+
 		"sentinel down-after-milliseconds %[1]s 1000\n"+
 		"sentinel failover-timeout %[1]s 10000\n"+
 		"sentinel parallel-syncs %[1]s 2\n", s.MasterName, host, port, sentinels/2+1)
 	for range sentinels {
-		s.Sentinels = append(s.Sentinels, p.start(freePort(tb), conf, "--sentinel"))
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		sn, err := p.start(port, conf, "--sentinel")
+		if err != nil {
+			return nil, err
+		}
+		s.Sentinels = append(s.Sentinels, sn)
 	}
 	for _, sn := range s.Sentinels {
 		c := redis.NewSentinelClient(&redis.Options{Addr: sn.Addr})
-		waitFor(tb, "the Sentinel "+sn.Addr+" to know the replicas", func(ctx context.Context) error {
+		err := waitFor(ctx, "the Sentinel "+sn.Addr+" to know the replicas", func(ctx context.Context) error {
 			rs, err := c.Replicas(ctx, s.MasterName).Result()
 			if err != nil {
 				return err
@@ -224,9 +221,24 @@ func StartSentinel(tb testing.TB, replicas, sentinels int) *Sentinel {
 			return nil
 		})
 		_ = c.Close()
+		if err != nil {
+			return nil, err
+		}
 	}
-	return s
+	return s, nil
 }
+
+// StartSentinel is NewSentinel for a test: in a temporary directory,
+// stopped when the test ends; it skips the test when redis-server is not
+// installed.
+func StartSentinel(tb testing.TB, replicas, sentinels int) *Sentinel {
+	tb.Helper()
+	s, err := NewSentinel(context.Background(), tb.TempDir(), replicas, sentinels)
+	return must(tb, s, err)
+}
+
+// Close kills every process of the topology.
+func (s *Sentinel) Close() { s.p.close() }
 
 // SentinelAddrs are the Sentinels' addresses.
 func (s *Sentinel) SentinelAddrs() []string {
@@ -250,7 +262,7 @@ func (s *Sentinel) Client(tb testing.TB) *redis.Client {
 func (s *Sentinel) Primary(ctx context.Context) (string, error) {
 	var errs []error
 	for _, n := range s.Sentinels {
-		if n.cmd == nil {
+		if n.PID() == 0 {
 			continue
 		}
 		c := redis.NewSentinelClient(&redis.Options{Addr: n.Addr})
@@ -324,50 +336,95 @@ func (s *Sentinel) WaitNewPrimary(ctx context.Context, old string) (string, erro
 // Cluster is a Redis Cluster of primaries, each with its replicas.
 type Cluster struct {
 	Nodes []*Node
-	tb    testing.TB
+	p     *procs
 }
 
-// StartCluster starts primaries*(1+replicas) cluster-enabled servers,
-// joins them with redis-cli --cluster create (which spreads the 16384
-// slots over the primaries and assigns the replicas), and waits until
-// every node reports cluster_state:ok.
-func StartCluster(tb testing.TB, primaries, replicas int) *Cluster {
-	tb.Helper()
+// NewCluster starts, with the nodes' directories under dir,
+// primaries*(1+replicas) cluster-enabled servers, joins them with
+// redis-cli --cluster create (which spreads the 16384 slots over the
+// primaries and assigns the replicas), and waits until every node reports
+// cluster_state:ok. On an error it stops what it started.
+func NewCluster(ctx context.Context, dir string, primaries, replicas int) (_ *Cluster, err error) {
 	if _, err := exec.LookPath("redis-cli"); err != nil {
-		tb.Skip("redistopo: redis-cli is not on PATH")
+		return nil, ErrNotInstalled
 	}
-	p := newProcs(tb)
-	cl := &Cluster{tb: tb}
-	addrs := []string{}
+	p, err := newProcs(dir)
+	if err != nil {
+		return nil, err
+	}
+	cl := &Cluster{p: p}
+	defer func() {
+		if err != nil {
+			cl.Close()
+		}
+	}()
 	for range primaries * (1 + replicas) {
-		n := p.server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-			"--cluster-port", strconv.Itoa(freePort(tb)))
+		bus, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		n, err := p.server("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+			"--cluster-port", strconv.Itoa(bus))
+		if err != nil {
+			return nil, err
+		}
 		cl.Nodes = append(cl.Nodes, n)
-		addrs = append(addrs, n.Addr)
 	}
-	args := append([]string{"--cluster", "create"}, addrs...)
+	args := append([]string{"--cluster", "create"}, cl.Addrs()...)
 	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
-	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
+	cctx, cancel := context.WithTimeout(ctx, StartTimeout)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput(); err != nil {
-		tb.Fatalf("redistopo: redis-cli --cluster create: %v\n%s", err, out)
+	if out, err := exec.CommandContext(cctx, "redis-cli", args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("redistopo: redis-cli --cluster create: %w\n%s", err, out)
 	}
 	for _, n := range cl.Nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr})
-		waitFor(tb, "the cluster node "+n.Addr+" to be ok", func(ctx context.Context) error {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err != nil {
-				return err
-			}
-			if !strings.Contains(info, "cluster_state:ok") {
-				return errors.New("cluster_state is not ok")
-			}
-			return nil
-		})
-		_ = c.Close()
+		if err := waitClusterOK(ctx, n.Addr); err != nil {
+			return nil, err
+		}
 	}
-	return cl
+	return cl, nil
 }
+
+// waitClusterOK waits until the node at addr reports cluster_state:ok.
+func waitClusterOK(ctx context.Context, addr string) error {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	return waitFor(ctx, "the cluster node "+addr+" to be ok", func(ctx context.Context) error {
+		info, err := c.ClusterInfo(ctx).Result()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return errors.New("cluster_state is not ok")
+		}
+		return nil
+	})
+}
+
+// StartCluster is NewCluster for a test: in a temporary directory,
+// stopped when the test ends; it skips the test when redis-server or
+// redis-cli is not installed.
+func StartCluster(tb testing.TB, primaries, replicas int) *Cluster {
+	tb.Helper()
+	c, err := NewCluster(context.Background(), tb.TempDir(), primaries, replicas)
+	return must(tb, c, err)
+}
+
+// WaitOK waits until every node that runs reports cluster_state:ok.
+func (c *Cluster) WaitOK(ctx context.Context) error {
+	for _, n := range c.Nodes {
+		if n.PID() == 0 {
+			continue
+		}
+		if err := waitClusterOK(ctx, n.Addr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close kills every node of the cluster.
+func (c *Cluster) Close() { c.p.close() }
 
 // Addrs are the nodes' addresses.
 func (c *Cluster) Addrs() []string {
