@@ -54,6 +54,40 @@ func TestParseFlagsShortKeepsExplicitFlags(t *testing.T) {
 	}
 }
 
+// Each topology has its own Redis phases: a standalone fault is refused
+// under -redis sentinel, and durability needs replicas.
+func TestParseFlagsTopology(t *testing.T) {
+	c, err := parseFlags([]string{"-redis", "sentinel", "-redis-durability", "replicas", "-phases", "redis-failover,crash-then-failover"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.redis != topoSentinel || c.durability != "replicas" || len(c.phases) != 2 || c.phases[1].knobs == nil {
+		t.Fatalf("config %+v", c)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-redis", "sentinel", "-phases", "redis-wipe"}, "unknown phase \"redis-wipe\" under -redis sentinel"},
+		{[]string{"-redis", "cluster", "-phases", "redis-failover,redis-reshard", "-redis-durability", "aof"}, "-redis-durability \"aof\""},
+		{[]string{"-redis-durability", "replicas"}, "needs replicas"},
+		{[]string{"-redis", "ring"}, "want standalone, sentinel or cluster"},
+	} {
+		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+	for _, topo := range []string{topoStandalone, topoSentinel, topoCluster} {
+		seen := map[string]bool{}
+		for _, p := range allPhases(topo) {
+			if seen[p.name] || p.what == "" || (p.knobs == nil && p.inject == nil) {
+				t.Errorf("-redis %s: phase %q is repeated, undescribed or does nothing", topo, p.name)
+			}
+			seen[p.name] = true
+		}
+	}
+}
+
 func TestKnobs(t *testing.T) {
 	if s := (knobs{}).String(); s != "no knobs" {
 		t.Fatalf("String = %q", s)
@@ -91,7 +125,8 @@ func TestTimelineCounts(t *testing.T) {
 //
 //	ONCEFLOW_CHAOS=short go test -race -v -run '^TestChaosShort$' ./cmd/chaos/
 //
-// Longer runs are go run ./cmd/chaos.
+// Longer runs, and the Sentinel and Cluster topologies, are go run
+// ./cmd/chaos (docs/chaos.md).
 func TestChaosShort(t *testing.T) {
 	if os.Getenv("ONCEFLOW_CHAOS") != "short" {
 		t.Skip("a long run (docs/chaos.md): ONCEFLOW_CHAOS=short go test -race -run '^TestChaosShort$' ./cmd/chaos/")

@@ -27,20 +27,28 @@ var finalStatuses = []string{order.StatusCompleted, order.StatusDeclined, order.
 
 // summary is the run's result: the table, and summary.json.
 type summary struct {
-	Seed          int64        `json:"seed"`
-	Orders        int          `json:"orders"`
-	Workers       int          `json:"workers"`
-	Concurrency   int          `json:"concurrency"`
-	Ledger        string       `json:"ledger"`
-	Out           string       `json:"out"`
-	WallSeconds   float64      `json:"wall_s"`
-	Metrics       []metric     `json:"metrics"`
-	Checks        []check      `json:"checks"`
-	Phases        []phaseStats `json:"phases"`
-	Settle        settleReport `json:"settle"`
-	RefundsTable  bool         `json:"refunds_table"`
-	FailedChecks  []string     `json:"failed_checks"`
-	OrdersChecked []orderRow   `json:"orders_checked"`
+	Seed        int64  `json:"seed"`
+	Orders      int    `json:"orders"`
+	Workers     int    `json:"workers"`
+	Concurrency int    `json:"concurrency"`
+	Ledger      string `json:"ledger"`
+	Redis       string `json:"redis"`
+	Durability  string `json:"redis_durability"`
+	Failovers   int    `json:"failovers"`
+	// ChargesDone is the orders whose charge step ran to its end (a
+	// payment row); ChargeRecordsLost those of them whose charge record
+	// was gone from Redis at the end.
+	ChargesDone       int          `json:"charges_done"`
+	ChargeRecordsLost int          `json:"charge_records_lost"`
+	Out               string       `json:"out"`
+	WallSeconds       float64      `json:"wall_s"`
+	Metrics           []metric     `json:"metrics"`
+	Checks            []check      `json:"checks"`
+	Phases            []phaseStats `json:"phases"`
+	Settle            settleReport `json:"settle"`
+	RefundsTable      bool         `json:"refunds_table"`
+	FailedChecks      []string     `json:"failed_checks"`
+	OrdersChecked     []orderRow   `json:"orders_checked"`
 }
 
 // metric is one line of the table that is not a check.
@@ -115,7 +123,7 @@ func (c *cluster) workflows(ctx context.Context) (map[string]workflowInfo, error
 // checkRun checks every key and every order of the run.
 func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (summary, error) {
 	s := summary{Seed: c.cfg.seed, Orders: c.cfg.orders, Workers: c.cfg.workers, Concurrency: c.cfg.concurrency,
-		Ledger: ledger.RedactDSN(c.ledgerDSN), Out: c.out}
+		Ledger: ledger.RedactDSN(c.ledgerDSN), Out: c.out, Redis: c.redis.describe(), Durability: c.cfg.durability}
 	var (
 		doubleCharge = check{Name: "double charges (an order with >1 charged gateway call)"}
 		dupPayments  = check{Name: "duplicate payment rows (an order with >1 row)"}
@@ -265,6 +273,12 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		}
 	}
 
+	done, recordsLost, err := c.chargeRecords(ctx, s.OrdersChecked)
+	if err != nil {
+		return s, err
+	}
+	s.ChargesDone, s.ChargeRecordsLost = done, recordsLost.Count
+
 	var decided []string
 	decisions := map[string]int{}
 	for _, d := range settled.Decisions {
@@ -318,10 +332,20 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		{"operator decisions", dash(strings.Join(decided, ", "))},
 		{"faults injected", sum(injected)},
 		{"worker exits observed", sum(observed)},
+		{"Redis", s.Redis + ", -redis-durability " + s.Durability},
+		{"Redis failovers", strconv.Itoa(injected[failoverFault])},
+		{"charge steps done (a payment row)", strconv.Itoa(done)},
+		{"  of them with their record gone from Redis", strconv.Itoa(recordsLost.Count) + lostNote(c.cfg.durability)},
 		{"settle", fmt.Sprintf("%.1fs, clients finished %v, verify finished %v, %d workflows still running", settled.Seconds,
 			settled.ClientsFinished, settled.VerifyFinished, settled.Running)},
 	}
+	s.Failovers = injected[failoverFault]
 	s.Checks = []check{doubleCharge, dupPayments, money, lost, unfinished, wfBad, changed, stuck, unanswered, reused}
+	if c.cfg.durability != "none" {
+		// With replicas waited for, an acknowledged completion survives
+		// a failover: a lost one is a failure.
+		s.Checks = append(s.Checks, recordsLost)
+	}
 	for _, ch := range s.Checks {
 		if ch.Count > 0 {
 			s.FailedChecks = append(s.FailedChecks, ch.Name)
@@ -337,6 +361,14 @@ func lastAnswer(as []answer) *answer {
 		return nil
 	}
 	return &as[len(as)-1]
+}
+
+// lostNote says what a lost charge record means under durability.
+func lostNote(durability string) string {
+	if durability == "none" {
+		return " (not a failure without -redis-durability replicas: the evidence and the ledger stand in; see double charges)"
+	}
+	return " (a check: replicas were waited for)"
 }
 
 func refundsNote(table bool) string {

@@ -52,7 +52,7 @@ type cluster struct {
 
 	temporalAddr, namespace string
 	tc                      client.Client
-	redis                   *redisServer
+	redis                   redisBackend
 	ledgerDSN               string
 	ledger                  *ledger.Ledger
 	secret                  string
@@ -89,7 +89,7 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	_, _ = rand.Read(secret)
 	c.secret = hex.EncodeToString(secret)
 
-	if c.redis, err = startRedis(ctx, c.spawn, filepath.Join(c.work, "redis"), filepath.Join(out, "redis.log")); err != nil {
+	if c.redis, err = startBackend(ctx, cfg, c, filepath.Join(c.work, "redis")); err != nil {
 		return nil, err
 	}
 	c.closers = append(c.closers, c.redis.kill)
@@ -132,7 +132,7 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 			return nil, err
 		}
 	}
-	log.Info("chaos: cluster ready", "temporal", addr, "namespace", namespace, "redis", c.redis.addr(),
+	log.Info("chaos: cluster ready", "temporal", addr, "namespace", namespace, "redis", c.redis.describe(), "redis_url", c.redis.url(),
 		"ledger", ledger.RedactDSN(c.ledgerDSN), "workers", len(c.workers), "task_queue", cfg.taskQueue)
 	return c, nil
 }
@@ -382,7 +382,11 @@ func (w *workerProc) args(k knobs) []string {
 	cfg := w.c.cfg
 	args := append(w.c.temporalFlags(),
 		"-task-queue", cfg.taskQueue, "-redis-url", w.c.redis.url(), "-ledger-dsn", w.c.ledgerDSN, "-http", w.addr,
-		"-lease", cfg.lease.String(), "-order-wait", cfg.orderWait.String(), "-stop-timeout", "2s", "-outcome-timeout", "2s")
+		"-lease", cfg.lease.String(), "-order-wait", cfg.orderWait.String(), "-stop-timeout", "2s", "-outcome-timeout", "2s",
+		"-redis-durability", cfg.durability)
+	if cfg.durability != "none" {
+		args = append(args, "-redis-durable-replicas", strconv.Itoa(w.c.redis.durableReplicas()))
+	}
 	return append(args, k.flags()...)
 }
 

@@ -33,6 +33,8 @@ type config struct {
 	crashRate     float64
 	latency       time.Duration
 	taskQueue     string
+	redis         string // -redis: standalone, sentinel or cluster
+	durability    string // -redis-durability: none or replicas
 }
 
 // shortPreset is what -short sets, for the flags not given explicitly:
@@ -54,9 +56,12 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: go run ./cmd/chaos [flags]\n\nphases (-phases, in this order):\n")
-		for _, p := range allPhases() {
-			fmt.Fprintf(out, "  %-30s %s\n", p.name, p.what)
+		fmt.Fprintf(out, "usage: go run ./cmd/chaos [flags]\n")
+		for _, topo := range []string{topoStandalone, topoSentinel, topoCluster} {
+			fmt.Fprintf(out, "\nphases under -redis %s (-phases, in this order):\n", topo)
+			for _, p := range allPhases(topo) {
+				fmt.Fprintf(out, "  %-30s %s\n", p.name, p.what)
+			}
 		}
 		fmt.Fprintf(out, "\nflags:\n")
 		fs.PrintDefaults()
@@ -82,6 +87,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.Float64Var(&c.crashRate, "crash-rate", 0.25, "the rate, 0–1, of -gateway-crash-after-charge in its phase (each one kills a worker)")
 	fs.DurationVar(&c.latency, "latency", 2*time.Second, "the -gateway-latency of the gateway-latency phase")
 	fs.StringVar(&c.taskQueue, "task-queue", "onceflow-chaos", "the workers' task queue")
+	fs.StringVar(&c.redis, "redis", topoStandalone, "the Redis topology: standalone (one server, AOF, appendfsync always), sentinel (a primary, 2 replicas, 3 Sentinels) or cluster (3 primaries with a replica each); each has its own Redis phases")
+	fs.StringVar(&c.durability, "redis-durability", "none", "the workers' -redis-durability: none, or replicas (WAIT for every replica: 2 under sentinel, 1 under cluster)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -104,7 +111,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		c.seed = time.Now().UnixNano()
 	}
 	var err error
-	if c.phases, err = parsePhases(*phases); err != nil {
+	if c.phases, err = parsePhases(*phases, c.redis); err != nil {
 		return config{}, err
 	}
 	return c, c.validate()
@@ -131,15 +138,26 @@ func (c config) validate() error {
 	if c.orderWait >= c.lease {
 		errs = append(errs, fmt.Errorf("-order-wait (%v) must stay below -lease (%v): the middleware holds the key's lease while it waits", c.orderWait, c.lease))
 	}
+	switch c.redis {
+	case topoStandalone, topoSentinel, topoCluster:
+	default:
+		errs = append(errs, fmt.Errorf("-redis %q: want standalone, sentinel or cluster", c.redis))
+	}
+	switch {
+	case c.durability != "none" && c.durability != "replicas":
+		errs = append(errs, fmt.Errorf("-redis-durability %q: want none or replicas", c.durability))
+	case c.durability == "replicas" && c.redis == topoStandalone:
+		errs = append(errs, errors.New("-redis-durability replicas needs replicas: -redis sentinel or cluster"))
+	}
 	if c.ledgerDSN != "" && !strings.HasPrefix(c.ledgerDSN, "postgres://") && !strings.HasPrefix(c.ledgerDSN, "postgresql://") && !strings.HasPrefix(c.ledgerDSN, "sqlite:") {
 		errs = append(errs, errors.New("-ledger-dsn must be postgres://… or sqlite:<path>"))
 	}
 	return errors.Join(errs...)
 }
 
-// parsePhases reads -phases: all, none, or names from allPhases.
-func parsePhases(s string) ([]phase, error) {
-	all := allPhases()
+// parsePhases reads -phases: all, none, or names from allPhases(topo).
+func parsePhases(s, topo string) ([]phase, error) {
+	all := allPhases(topo)
 	switch strings.TrimSpace(s) {
 	case "all":
 		return all, nil
@@ -156,7 +174,7 @@ func parsePhases(s string) ([]phase, error) {
 	for _, n := range strings.Split(s, ",") {
 		p, ok := byName[strings.TrimSpace(n)]
 		if !ok {
-			return nil, fmt.Errorf("-phases: unknown phase %q (want all, none, or a comma-separated list of %s)", strings.TrimSpace(n), strings.Join(names, ", "))
+			return nil, fmt.Errorf("-phases: unknown phase %q under -redis %s (want all, none, or a comma-separated list of %s)", strings.TrimSpace(n), topo, strings.Join(names, ", "))
 		}
 		out = append(out, p)
 	}

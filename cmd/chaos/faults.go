@@ -65,9 +65,11 @@ type phase struct {
 	inject func(ctx context.Context, in *injector, end time.Time) error
 }
 
-// allPhases are the phases of -phases all, in their order.
-func allPhases() []phase {
-	return []phase{
+// allPhases are the phases of -phases all under the -redis topology topo,
+// in their order: the worker and gateway faults, then the topology's Redis
+// faults.
+func allPhases(topo string) []phase {
+	common := []phase{
 		{name: "worker-kill", what: "SIGKILL a random worker about three times a phase; the supervisor starts it again", inject: injectWorkerKill},
 		{name: "worker-stop", what: "SIGSTOP a random worker for 1.5 leases (its leases run out, another takes over), then SIGCONT it", inject: injectWorkerStop},
 		{name: "gateway-timeout-after-charge", what: "workers restarted with -gateway-timeout-after-charge -gateway-rate",
@@ -82,15 +84,38 @@ func allPhases() []phase {
 			knobs: func(c config) knobs { return knobs{DeclineRate: c.gatewayRate} }},
 		{name: "gateway-latency", what: "workers restarted with -gateway-latency -latency",
 			knobs: func(c config) knobs { return knobs{Latency: c.latency} }},
-		{name: "redis-kill", what: "kill -9 Redis twice a phase and start it again a second later from its AOF (appendfsync always)", inject: injectRedisKill},
-		{name: "redis-wipe", what: "kill Redis twice a phase, delete its data, start it again empty", inject: injectRedisWipe},
-		{name: "redis-pause", what: "CLIENT PAUSE for 2/3 of a lease, ALL or WRITE, about three times a phase", inject: injectRedisPause},
+	}
+	crash := func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }
+	switch topo {
+	case topoSentinel:
+		return append(common,
+			phase{name: "redis-failover", what: "SENTINEL FAILOVER twice a phase (the old primary takes writes until the Sentinels reconfigure it)", inject: injectSentinelFailover},
+			phase{name: "redis-primary-kill", what: "kill -9 the primary twice a phase; the Sentinels promote a replica after 1s down; the old primary starts again empty, as a replica", inject: injectSentinelKill},
+			// The double charge of a lost record, through a failover: a
+			// worker charges and dies before COMPLETE, and the replica
+			// promoted may lack the EXECUTING record.
+			phase{name: "crash-then-failover", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and the primary killed twice a phase meanwhile",
+				knobs: crash, inject: injectSentinelKill},
+		)
+	case topoCluster:
+		return append(common,
+			phase{name: "redis-failover", what: "CLUSTER FAILOVER on the replica of a random primary, twice a phase", inject: injectClusterFailover},
+			phase{name: "redis-primary-kill", what: "kill -9 a random primary twice a phase; its replica takes over after the 2s node timeout; the killed node starts again empty, as a replica", inject: injectClusterKill},
+			phase{name: "redis-reshard", what: "move 500 slots from one primary to another (redis-cli --cluster reshard: MOVED and ASK) once a phase", inject: injectClusterReshard},
+			phase{name: "crash-then-failover", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and a primary killed twice a phase meanwhile",
+				knobs: crash, inject: injectClusterKill},
+		)
+	}
+	return append(common,
+		phase{name: "redis-kill", what: "kill -9 Redis twice a phase and start it again a second later from its AOF (appendfsync always)", inject: injectRedisKill},
+		phase{name: "redis-wipe", what: "kill Redis twice a phase, delete its data, start it again empty", inject: injectRedisWipe},
+		phase{name: "redis-pause", what: "CLIENT PAUSE for 2/3 of a lease, ALL or WRITE, about three times a phase", inject: injectRedisPause},
 		// The timeline of the double charges this command was written to
 		// find: a worker charges and dies before COMPLETE, then Redis loses
 		// the EXECUTING record before the next attempt claims.
-		{name: "crash-then-wipe", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and Redis wiped twice a phase meanwhile",
-			knobs: func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }, inject: injectRedisWipe},
-	}
+		phase{name: "crash-then-wipe", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and Redis wiped twice a phase meanwhile",
+			knobs: crash, inject: injectRedisWipe},
+	)
 }
 
 // budget asks the load to start n orders spread over the given time.
@@ -201,13 +226,17 @@ func injectWorkerStop(ctx context.Context, in *injector, end time.Time) error {
 	}
 }
 
+// standalone is the one server of the standalone phases, which -phases
+// offers only under -redis standalone.
+func standalone(in *injector) *redisServer { return in.c.redis.(*redisServer) }
+
 func injectRedisKill(ctx context.Context, in *injector, end time.Time) error {
 	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
 		in.c.log.Info("chaos: Redis kill -9; restarting it from its AOF in 1s")
-		in.c.redis.kill()
+		standalone(in).kill()
 		in.c.tl.inject("Redis kill -9, restarted from its AOF")
 		sleepCtx(ctx, time.Second)
-		if err := in.c.redis.start(ctx); err != nil {
+		if err := standalone(in).start(ctx); err != nil {
 			return fmt.Errorf("restart Redis from its AOF: %w", err)
 		}
 		return nil
@@ -217,7 +246,7 @@ func injectRedisKill(ctx context.Context, in *injector, end time.Time) error {
 func injectRedisWipe(ctx context.Context, in *injector, end time.Time) error {
 	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
 		in.c.log.Info("chaos: Redis killed, its data deleted; restarting it empty")
-		if err := in.c.redis.wipe(ctx, 500*time.Millisecond); err != nil {
+		if err := standalone(in).wipe(ctx, 500*time.Millisecond); err != nil {
 			return fmt.Errorf("restart Redis without its data: %w", err)
 		}
 		in.c.tl.inject("Redis killed, data deleted, restarted empty")
@@ -230,11 +259,83 @@ func injectRedisPause(ctx context.Context, in *injector, end time.Time) error {
 	return in.every(ctx, end, in.c.cfg.phaseDuration/3, func() error {
 		mode := []string{"ALL", "WRITE"}[in.rng.IntN(2)]
 		in.c.log.Info("chaos: CLIENT PAUSE", "ms", d.Milliseconds(), "mode", mode)
-		if err := in.c.redis.pause(ctx, d, mode); err != nil {
+		if err := standalone(in).pause(ctx, d, mode); err != nil {
 			in.c.log.Warn("chaos: CLIENT PAUSE failed", "err", err)
 			return nil
 		}
 		in.c.tl.inject("Redis CLIENT PAUSE " + mode)
+		return nil
+	})
+}
+
+// failoverFault is the name every failover is counted under, in every
+// topology (the summary's failovers).
+const failoverFault = "Redis failover"
+
+func injectSentinelFailover(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+		in.c.log.Info("chaos: SENTINEL FAILOVER")
+		primary, err := sentinelOf(in).failover(ctx)
+		if err != nil {
+			return fmt.Errorf("SENTINEL FAILOVER: %w", err)
+		}
+		in.c.tl.inject(failoverFault)
+		in.c.tl.inject("SENTINEL FAILOVER")
+		in.c.log.Info("chaos: SENTINEL FAILOVER done", "primary", primary)
+		return nil
+	})
+}
+
+func injectSentinelKill(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+		in.c.log.Info("chaos: kill -9 of the primary")
+		old, primary, err := sentinelOf(in).killPrimary(ctx)
+		if err != nil {
+			return fmt.Errorf("kill the primary: %w", err)
+		}
+		in.c.tl.inject(failoverFault)
+		in.c.tl.inject("primary kill -9")
+		in.c.log.Info("chaos: the Sentinels promoted a replica", "killed", old, "primary", primary)
+		return nil
+	})
+}
+
+func injectClusterFailover(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+		in.c.log.Info("chaos: CLUSTER FAILOVER")
+		old, primary, err := clusterOf(in).failover(ctx, in.rng)
+		if err != nil {
+			return fmt.Errorf("CLUSTER FAILOVER: %w", err)
+		}
+		in.c.tl.inject(failoverFault)
+		in.c.tl.inject("CLUSTER FAILOVER")
+		in.c.log.Info("chaos: CLUSTER FAILOVER done", "old", old, "primary", primary)
+		return nil
+	})
+}
+
+func injectClusterKill(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+		in.c.log.Info("chaos: kill -9 of a primary")
+		old, primary, err := clusterOf(in).killPrimary(ctx, in.rng)
+		if err != nil {
+			return fmt.Errorf("kill a primary: %w", err)
+		}
+		in.c.tl.inject(failoverFault)
+		in.c.tl.inject("primary kill -9")
+		in.c.log.Info("chaos: the replica took over", "killed", old, "primary", primary)
+		return nil
+	})
+}
+
+func injectClusterReshard(ctx context.Context, in *injector, end time.Time) error {
+	return in.every(ctx, end, in.c.cfg.phaseDuration, func() error {
+		moved, err := clusterOf(in).reshard(ctx, in.rng, 500)
+		if err != nil {
+			return fmt.Errorf("reshard: %w", err)
+		}
+		in.c.tl.inject("slots resharded")
+		in.c.log.Info("chaos: resharded", "slots", moved)
 		return nil
 	})
 }

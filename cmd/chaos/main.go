@@ -5,10 +5,15 @@
 //	go run ./cmd/chaos -short                 # 40 orders, 5 s phases: a minute or two, for CI
 //	go run ./cmd/chaos -orders 300 -ledger-dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	go run ./cmd/chaos -phases worker-kill,redis-wipe -phase-duration 30s -seed 7
+//	go run ./cmd/chaos -short -redis sentinel -redis-durability replicas
+//	go run ./cmd/chaos -short -redis cluster -phases redis-failover,redis-primary-kill,redis-reshard
 //
-// It starts, all on 127.0.0.1 and all its own: an in-process Temporal dev
-// server, a redis-server child process (AOF on, appendfsync always) on a
-// free port, and -workers processes of the real cmd/worker binary (built
+// It starts, all on 127.0.0.1 and all its own: the Temporal dev server
+// (`worker dev-server`, a process of its own), Redis (-redis: standalone,
+// a redis-server child process with AOF on and appendfsync always on a
+// free port; sentinel, a primary with two replicas watched by three
+// Sentinels; cluster, three primaries with a replica each; the workers'
+// -redis-durability is -redis-durability), and -workers processes of the real cmd/worker binary (built
 // once into a temporary directory, or -worker-bin) on one ledger: the
 // PostgreSQL of -ledger-dsn, else a SQLite file in the temporary directory.
 // A worker that exits (the crash knob, a SIGKILL) is started again.
@@ -21,10 +26,15 @@
 // worker SIGSTOPped past its lease and continued, each gateway knob
 // (-gateway-timeout-after-charge, -gateway-crash-after-charge,
 // -gateway-fail-before-charge, -gateway-timeout-before-charge,
-// -gateway-decline-rate, -gateway-latency), Redis killed -9 and restarted
-// from its AOF, Redis restarted with its data deleted, Redis paused
-// (CLIENT PAUSE … ALL or WRITE), and workers that crash after charging
-// while Redis is wiped (crash-then-wipe).
+// -gateway-decline-rate, -gateway-latency), then the topology's Redis
+// faults: standalone, Redis killed -9 and restarted from its AOF, Redis
+// restarted with its data deleted, Redis paused (CLIENT PAUSE … ALL or
+// WRITE), and workers that crash after charging while Redis is wiped
+// (crash-then-wipe); sentinel and cluster, a failover (SENTINEL FAILOVER,
+// CLUSTER FAILOVER), a primary killed -9 (a replica promoted, the old
+// primary started again empty as a replica), a reshard of 500 slots
+// (cluster), and workers that crash after charging while the primary is
+// killed (crash-then-failover).
 //
 // Then it settles: the faults stop, every worker restarts without knobs,
 // the workflows that wait on an operator's decision (`worker pending
@@ -40,7 +50,10 @@
 // named two orders, keys stuck in ABANDONED (a client was told 409
 // outcome unknown: the key needs `worker reopen`, even if a later Redis
 // wipe let it through), keys left without an answer, and per phase the
-// faults injected. It exits with status 1 when a check fails. Worker logs, every answer
+// faults injected, the failovers, and the charge steps done whose record
+// is gone from Redis at the end (a completion Redis acknowledged and lost:
+// a check under -redis-durability replicas, a figure otherwise). It exits
+// with status 1 when a check fails. Worker logs, every answer
 // (answers.jsonl), its own log and summary.json go to -out (default a new
 // temporary directory, kept; its path is printed); the binary, the SQLite
 // ledger and the Redis data are removed unless -keep. Every child process

@@ -54,11 +54,8 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 	deadline := began.Add(c.cfg.settle)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if err := c.redis.start(sctx); err != nil {
-		return settleReport{}, fmt.Errorf("settle: start Redis: %w", err)
-	}
-	if err := c.redis.unpause(sctx); err != nil {
-		c.log.Warn("chaos: CLIENT UNPAUSE failed", "err", err)
+	if err := c.redis.restore(sctx); err != nil {
+		return settleReport{}, fmt.Errorf("settle: bring Redis back (%s): %w", c.redis.describe(), err)
 	}
 	if err := c.restartAll(sctx, knobs{}); err != nil {
 		c.log.Warn("chaos: a worker is not ready after the settle's restart", "err", err)
