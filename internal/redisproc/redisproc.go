@@ -25,6 +25,11 @@ import (
 	"github.com/onceflow/onceflow/internal/childproc"
 )
 
+// EnvServer names the redis-server binary to run instead of the one on
+// PATH: a newer server, or Valkey, for the tests that need one (the
+// WAITAOF test needs Redis 7.2 or newer; docs/production.md).
+const EnvServer = "ONCEFLOW_REDIS_SERVER"
+
 // ErrNotInstalled: there is no redis-server on PATH.
 var ErrNotInstalled = errors.New("redisproc: redis-server is not on PATH (install Debian's redis-server)")
 
@@ -90,8 +95,15 @@ func StartArgs(dir string, port int, conf string, args ...string) (*Server, erro
 }
 
 func start(s *Server, port int) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	name := "redis-server"
+	if b := os.Getenv(EnvServer); b != "" {
+		name = b
+	}
+	bin, err := exec.LookPath(name)
 	if err != nil {
+		if name != "redis-server" {
+			return nil, fmt.Errorf("redisproc: $%s %s: %w", EnvServer, name, err)
+		}
 		return nil, ErrNotInstalled
 	}
 	s.bin, s.spawn = bin, childproc.New()
