@@ -142,6 +142,23 @@ var StepActivityOptions = workflow.ActivityOptions{
 	},
 }
 
+// CompensationActivityOptions are the options of the steps that undo
+// what an order took (the refund, the release of the stock): a step's,
+// retried until they succeed, as the bookkeeping is. A compensation that
+// gave up after a step's eight attempts (a Redis whose durable writes kept
+// failing through failovers) failed the workflow and left the order
+// reserved, perhaps with the money taken
+// (TestACompensationOutlastsTheStepsRetries).
+var CompensationActivityOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: StepActivityOptions.StartToCloseTimeout,
+	HeartbeatTimeout:    StepActivityOptions.HeartbeatTimeout,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    30 * time.Second,
+	},
+}
+
 // bookkeeping are the options of the ledger writes that are idempotent by
 // themselves (an UPDATE to a status, an insert-or-get): retried until the
 // database answers.
@@ -263,7 +280,7 @@ func (s saga) compensates() bool {
 // refund.
 func (s saga) compensate(r *OrderResult, charge ChargeInput) error {
 	if s.compensates() {
-		refund, err := idemwf.Execute[Refund](s.ctx, s.rec, s.step(""), RefundActivity, charge)
+		refund, err := idemwf.Execute[Refund](s.ctx, s.rec, s.compensation(), RefundActivity, charge)
 		if err != nil {
 			return err
 		}
@@ -321,8 +338,14 @@ func (s saga) step(reconcile string) idemwf.Options {
 	return idemwf.Options{Activity: StepActivityOptions, Reconcile: reconcile}
 }
 
+// compensation is the options of a compensating step
+// (CompensationActivityOptions).
+func (s saga) compensation() idemwf.Options {
+	return idemwf.Options{Activity: CompensationActivityOptions}
+}
+
 func (s saga) release() error {
-	_, err := idemwf.Execute[ledger.Reservation](s.ctx, s.rec, s.step(""), ReleaseActivity, OrderRef{OrderID: s.in.OrderID})
+	_, err := idemwf.Execute[ledger.Reservation](s.ctx, s.rec, s.compensation(), ReleaseActivity, OrderRef{OrderID: s.in.OrderID})
 	return err
 }
 
