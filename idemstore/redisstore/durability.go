@@ -24,13 +24,20 @@ const (
 	DurabilityNone Durability = "none"
 	// DurabilityReplicas sends WAIT <DurableReplicas> <DurableTimeout>
 	// after every write that matters (see Config.Durability), on one
-	// connection after a PUBLISH that advances the replication offset
-	// past the write, so that the WAIT covers the record's last write
-	// whoever made it. Fewer replicas by the timeout, or no answer, makes
-	// the call Indeterminate (an Inspect Unavailable), exactly as a lost
-	// reply: the executor then never reports a success it cannot prove
+	// connection to the primary that ran the write, after a write that is
+	// propagated to the replicas and so advances that connection's
+	// replication offset past the record's last write, whoever made it:
+	// the WAIT covers it. With a *redis.Client that write is a PUBLISH;
+	// with a *redis.ClusterClient (whose PUBLISH goes over the cluster
+	// bus, not the replication stream) it is SET of a key in the record's
+	// slot that expires at once, sent to the primary of the slot (see
+	// confirmDurable). Fewer replicas by the timeout, no answer, or a
+	// redirection (the slot moved since the write) makes the call
+	// Indeterminate (an Inspect Unavailable), exactly as a lost reply:
+	// the executor then never reports a success it cannot prove
 	// (TestDurableCompletionIsOnTheReplica,
-	// TestDurableCompletionWithoutReplicaIsNeverASuccess).
+	// TestDurableCompletionWithoutReplicaIsNeverASuccess, and their
+	// Cluster versions in topology_test.go).
 	DurabilityReplicas Durability = "replicas"
 	// DurabilityAOF sends WAITAOF 1 <DurableReplicas> <DurableTimeout>
 	// instead: the write is in the primary's append-only file, fsynced,
@@ -43,7 +50,9 @@ const (
 )
 
 // durableChannel is the Pub/Sub channel of the PUBLISH that precedes each
-// WAIT (under the store's namespace); nobody needs to listen to it.
+// WAIT (under the store's namespace); nobody needs to listen to it. Under
+// a Cluster the same name, followed by ":" and the record key's hash tag,
+// is the key the store writes before the WAIT instead (durableKey).
 const durableChannel = ":idem:durable"
 
 // ErrNotDurable: the store could not confirm that a write reached the
@@ -109,9 +118,12 @@ func (c *Config) setDurabilityDefaults() error {
 		}
 		return nil
 	}
-	if _, ok := c.Client.(*redis.Client); !ok {
-		return fmt.Errorf("redisstore: Config.Durability %q needs a *redis.Client (one server, or redis.NewFailoverClient for Sentinel), not a %T: "+
-			"the WAIT must run on the primary that applied the write, and a Cluster's PUBLISH does not advance its replication offset", c.Durability, c.Client)
+	switch c.Client.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		return fmt.Errorf("redisstore: Config.Durability %q needs a *redis.Client (one server, or redis.NewFailoverClient for Sentinel) "+
+			"or a *redis.ClusterClient, not a %T: the WAIT must run on the primary that applied the write, which only those let the store reach",
+			c.Durability, c.Client)
 	}
 	if c.DurableReplicas == 0 && c.Durability == DurabilityReplicas {
 		c.DurableReplicas = 1
@@ -140,29 +152,102 @@ type durability struct {
 // covers reports whether a call of the script op waits.
 func (d durability) covers(op string) bool { return d.mode != DurabilityNone && durableOp(op) }
 
-// runDurable is run followed by the durability wait: PUBLISH (a command
-// that is propagated to the replicas, so that the connection's replication
-// offset passes the record's last write, whoever made it) and WAIT or
-// WAITAOF, on one connection. A script error is returned as it is; a wait
-// that falls short is a *DurabilityError.
+// runDurable is run followed by the durability wait (confirmDurable). A
+// script error is returned as it is; a wait that falls short is a
+// *DurabilityError; a wait that could not run is an error that matches
+// ErrNotDurable. The caller classifies all of them the same way
+// (classify: Indeterminate, Unavailable for INSPECT).
+//
+// Under a Cluster the primary of the record's slot is looked up before
+// the script, from the client's view of the slots the script is routed
+// by, so that the wait runs on the node the script went to: had the
+// client been redirected (MOVED, ASK) to another node, the durability
+// key's SET on this one is redirected too, and the call is Indeterminate.
 func (s *Store) runDurable(ctx context.Context, sc script, key string, args ...any) (any, error) {
+	w, err := s.durableTarget(ctx, key)
+	if err != nil {
+		return nil, err
+	}
 	v, err := s.run(ctx, sc, key, args...)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.confirmDurable(ctx); err != nil {
+	if err := s.confirmDurable(ctx, w); err != nil {
 		return nil, err
 	}
 	return v, nil
 }
 
-// confirmDurable sends PUBLISH and WAIT (or WAITAOF) in one pipeline, so
-// on one connection of the *redis.Client setDurabilityDefaults requires.
-func (s *Store) confirmDurable(ctx context.Context) error {
+// durableWait is where confirmDurable waits: a node of a Cluster with
+// the durability key of the record's slot, or (node nil) the store's
+// *redis.Client.
+type durableWait struct {
+	node *redis.Client
+	key  string
+}
+
+// durableTarget returns where the durability wait for the record key
+// runs.
+func (s *Store) durableTarget(ctx context.Context, key string) (durableWait, error) {
+	cc, ok := s.client.(*redis.ClusterClient)
+	if !ok {
+		return durableWait{}, nil
+	}
+	k := s.durableKey(key)
+	node, err := cc.MasterForKey(ctx, k)
+	if err != nil {
+		return durableWait{}, fmt.Errorf("%w: find the Cluster primary of %s for the durability wait (%s): %w", ErrNotDurable, k, s.durable.mode, err)
+	}
+	return durableWait{node: node, key: k}, nil
+}
+
+// durableKey is the key a Cluster's durability wait writes: the
+// durability channel's name and the record key's hash tag, so in the
+// record's slot, "<namespace>:idem:durable:{<scopeDigest>}".
+func (s *Store) durableKey(key string) string {
+	tag := key
+	if i := strings.LastIndexByte(key, '{'); i >= 0 {
+		tag = key[i:]
+	}
+	return s.durable.channel + ":" + tag
+}
+
+// confirmDurable sends, in one pipeline so on one connection, a write
+// that is propagated to the replicas and then WAIT (or WAITAOF): the
+// connection's replication offset is then past the record's last write,
+// whoever made it, and the wait covers it.
+//
+// On the store's *redis.Client (one server, Sentinel) that write is a
+// PUBLISH. On a Cluster it is SET of w.key with PX 1, sent to w.node, the
+// primary of the record's slot: a Cluster propagates PUBLISH (and
+// SPUBLISH) over the cluster bus, not the replication stream, so they do
+// not move the offset WAIT waits for, and go-redis sends a keyless WAIT
+// to any node. SET with an expiry is always a change of the dataset, so
+// always propagated (Redis 7 propagates it with the absolute time,
+// PXAT), and leaves nothing behind. If the slot is no longer that node's
+// (a failover, a migration), the SET is answered MOVED or ASK and the
+// wait proves nothing about the record: that, and any other error of
+// the pipeline, is an error matching ErrNotDurable, as a wait that falls
+// short.
+func (s *Store) confirmDurable(ctx context.Context, w durableWait) error {
 	d := s.durable
+	var pipe func(context.Context, func(redis.Pipeliner) error) ([]redis.Cmder, error)
+	where := "the configured server"
+	if w.node != nil {
+		pipe, where = w.node.Pipelined, w.node.Options().Addr
+	} else {
+		pipe = s.client.Pipelined
+		if c, ok := s.client.(*redis.Client); ok {
+			where = c.Options().Addr
+		}
+	}
 	var wait *redis.Cmd
-	_, err := s.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Publish(ctx, d.channel, "")
+	_, err := pipe(ctx, func(p redis.Pipeliner) error {
+		if w.node != nil {
+			p.Set(ctx, w.key, "", time.Millisecond)
+		} else {
+			p.Publish(ctx, d.channel, "")
+		}
 		if d.mode == DurabilityAOF {
 			wait = p.Do(ctx, "waitaof", 1, d.replicas, d.timeout.Milliseconds())
 		} else {
@@ -171,7 +256,12 @@ func (s *Store) confirmDurable(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("redisstore: confirm durability (%s): %w", d.mode, err)
+		hint := ""
+		if w.node != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
+			hint = " (the record's slot moved away from that node after the write, by a failover or a migration: the write may be lost)"
+		}
+		return fmt.Errorf("%w: the durability wait (Config.Durability %q) on %s failed%s, so the call's outcome is unknown until inspected: %w",
+			ErrNotDurable, d.mode, where, hint, err)
 	}
 	local, got, err := waitReply(d.mode, wait.Val())
 	if err != nil {

@@ -31,6 +31,9 @@ func TestDurabilityConfig(t *testing.T) {
 		{Client: c, Durability: redisstore.DurabilityReplicas, DurableReplicas: 2, DurableTimeout: 50 * time.Millisecond},
 		{Client: c, Durability: redisstore.DurabilityAOF, DurableReplicas: 0},
 		{Client: cluster},
+		{Client: cluster, Durability: redisstore.DurabilityReplicas},
+		{Client: cluster, Durability: redisstore.DurabilityReplicas, DurableReplicas: 2, DurableTimeout: 50 * time.Millisecond},
+		{Client: cluster, Durability: redisstore.DurabilityAOF},
 	}
 	for _, cfg := range ok {
 		_, err := redisstore.New(cfg)
@@ -39,7 +42,7 @@ func TestDurabilityConfig(t *testing.T) {
 	refused := map[string]redisstore.Config{
 		"not one of":                      {Client: c, Durability: "fsync"},
 		"need Config.Durability":          {Client: c, DurableReplicas: 1},
-		"needs a *redis.Client":           {Client: cluster, Durability: redisstore.DurabilityReplicas},
+		"needs a *redis.Client":           {Client: wrappedClient{c}, Durability: redisstore.DurabilityReplicas},
 		"at least 1":                      {Client: c, Durability: redisstore.DurabilityReplicas, DurableReplicas: -1},
 		"less than Config.CommandTimeout": {Client: c, Durability: redisstore.DurabilityReplicas, DurableTimeout: time.Second},
 	}
@@ -47,6 +50,22 @@ func TestDurabilityConfig(t *testing.T) {
 		_, err := redisstore.New(cfg)
 		require.ErrorContains(t, err, want)
 	}
+}
+
+// wrappedClient is a redis.UniversalClient of a type the store does not
+// know, so cannot reach the primary of a write through.
+type wrappedClient struct{ redis.UniversalClient }
+
+// TestDurableKeyIsInTheRecordsSlot: under a Cluster the durability wait
+// writes a key with the record key's hash tag, so in its slot, on its
+// primary (TestClusterDurableCompletionIsOnTheReplica runs it).
+func TestDurableKeyIsInTheRecordsSlot(t *testing.T) {
+	t.Parallel()
+	s := newStore(t, redisstore.Config{Namespace: "ns"})
+	f := storetest.NewFixture()
+	k := redisstore.DurableKey(s, s.Key(f.Ref))
+	require.Equal(t, "ns:idem:durable:{"+f.Ref.Digest.Hex+"}", k)
+	require.True(t, strings.HasSuffix(s.Key(f.Ref), "{"+f.Ref.Digest.Hex+"}"), s.Key(f.Ref))
 }
 
 // TestWaitAOFDetection: WAITAOF is Redis 7.2's; CheckPersistence refuses

@@ -74,7 +74,9 @@ type Config struct {
 	// primary's reply), DurabilityReplicas (WAIT) or DurabilityAOF
 	// (WAITAOF, Redis 7.2+). A wait that falls short makes the call
 	// Indeterminate, as a lost reply. Other than none it needs a
-	// *redis.Client (one server or Sentinel).
+	// *redis.Client (one server or Sentinel) or a *redis.ClusterClient
+	// (the wait runs on the primary of the record's slot, and a slot
+	// that moved meanwhile makes the call Indeterminate too).
 	Durability Durability
 	// DurableReplicas is the number of replicas the wait asks for.
 	// Default 1 (DurabilityAOF accepts 0: the primary's own fsync).
