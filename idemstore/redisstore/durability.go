@@ -258,7 +258,7 @@ func (s *Store) confirmDurable(ctx context.Context, w durableWait) error {
 	if err != nil {
 		hint := ""
 		if w.node != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
-			hint = " (the record's slot moved away from that node after the write, by a failover or a migration: the write may be lost)"
+			hint = " (the record's slot is no longer that node's, moved by a failover or a migration: the wait proves nothing about the write, which a failover may have lost)"
 		}
 		return fmt.Errorf("%w: the durability wait (Config.Durability %q) on %s failed%s, so the call's outcome is unknown until inspected: %w",
 			ErrNotDurable, d.mode, where, hint, err)

@@ -296,7 +296,9 @@ func (c clusterDurable) onReplica(t *testing.T, addr string) *redisstore.Store {
 // a SET in that slot), every completion the executor acknowledges is
 // already on the replica of its slot's primary when Execute returns, on
 // each of the three shards. CheckPersistence reads each primary, with
-// its one replica.
+// its one replica. After a CLUSTER FAILOVER that the store's client has
+// not seen yet, a durable call is not confirmed (its durability SET went
+// to the old primary: MOVED), and one on the reloaded map is.
 func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 	t.Parallel()
 	topologyTests(t)
@@ -331,6 +333,38 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 	}
 	t.Logf("completions per primary: %v", perShard)
 	require.Len(t, perShard, 3, "the records reach every shard")
+
+	// A shard fails over behind the store's back: its client still maps
+	// the slot to the old primary, the INSPECT follows the MOVED to the new
+	// one, and the durability SET
+	// sent to the old one is answered MOVED: the wait proves nothing, so
+	// the call is Unavailable. (An INSPECT, because a claim's replay read
+	// would meet the MOVED first, and the client might have reloaded its
+	// map before the durable call looks up the primary.) Once the client
+	// has reloaded its map, a durable call on the new primary is confirmed.
+	f := storetest.NewFixture()
+	primary, replica := c.shard(t, f.Ref)
+	require.NoError(t, c.cl.Failover(t.Context(), replica))
+	require.NoError(t, c.cl.WaitSynced(t.Context()))
+	_, err = c.store.Inspect(t.Context(), f.Ref)
+	require.ErrorIs(t, err, idemstore.ErrUnavailable)
+	require.ErrorIs(t, err, redisstore.ErrNotDurable)
+	require.ErrorContains(t, err, "MOVED")
+	t.Logf("after the failover of %s to %s: %v", primary, replica, err)
+	deadline := time.Now().Add(redistopo.StartTimeout)
+	for {
+		g := storetest.NewFixture()
+		node, err := c.client.MasterForKey(t.Context(), c.store.Key(g.Ref))
+		require.NoError(t, err)
+		if node.Options().Addr == replica {
+			_, err = c.store.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			require.NoError(t, err, "a durable call on the new primary %s", replica)
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the client does not map a slot to the new primary %s", replica)
+		c.client.ReloadState(t.Context())
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestClusterDurableCompletionWithoutReplicaIsNeverASuccess: the replica
