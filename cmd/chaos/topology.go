@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -205,74 +204,15 @@ func sentinelOf(in *injector) *sentinelRedis { return in.c.redis.(*sentinelRedis
 
 func clusterOf(in *injector) *clusterRedis { return in.c.redis.(*clusterRedis) }
 
-// shardNodes are the primaries of the Cluster with their replicas' nodes,
-// as CLUSTER SHARDS answers on a node that runs.
-type shardNodes struct {
-	primaryID string
-	primary   *redistopo.Node
-	replicas  []*redistopo.Node
-}
-
-// shards reads CLUSTER SHARDS from the first node that answers.
-func (c *clusterRedis) shards(ctx context.Context) ([]shardNodes, error) {
-	byAddr := map[string]*redistopo.Node{}
-	for _, n := range c.t.Nodes {
-		byAddr[n.Addr] = n
-	}
-	var errs []error
-	for _, n := range c.t.Nodes {
-		if n.PID() == 0 {
-			continue
-		}
-		rc := redis.NewClient(&redis.Options{Addr: n.Addr})
-		shards, err := rc.ClusterShards(ctx).Result()
-		_ = rc.Close()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var out []shardNodes
-		for _, sh := range shards {
-			if len(sh.Slots) == 0 {
-				continue
-			}
-			var s shardNodes
-			for _, m := range sh.Nodes {
-				node := byAddr[fmt.Sprintf("127.0.0.1:%d", m.Port)]
-				if node == nil || m.Health != "online" {
-					continue
-				}
-				if m.Role == "master" {
-					s.primaryID, s.primary = m.ID, node
-				} else {
-					s.replicas = append(s.replicas, node)
-				}
-			}
-			if s.primary != nil {
-				out = append(out, s)
-			}
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("no Cluster node answers CLUSTER SHARDS: %w", errors.Join(errs...))
-}
-
-// withReplica picks a random primary that has an online replica.
-func (c *clusterRedis) withReplica(ctx context.Context, rng *rand.Rand) (shardNodes, error) {
-	shards, err := c.shards(ctx)
+// withReplica picks a random primary and its connected replica.
+func (c *clusterRedis) withReplica(ctx context.Context, rng *rand.Rand) (primary, replica string, err error) {
+	primaries, err := c.t.Primaries(ctx)
 	if err != nil {
-		return shardNodes{}, err
+		return "", "", err
 	}
-	var ok []shardNodes
-	for _, s := range shards {
-		if len(s.replicas) > 0 {
-			ok = append(ok, s)
-		}
-	}
-	if len(ok) == 0 {
-		return shardNodes{}, errors.New("no primary has an online replica")
-	}
-	return ok[rng.IntN(len(ok))], nil
+	primary = primaries[rng.IntN(len(primaries))]
+	replica, err = c.t.ReplicaOf(ctx, primary)
+	return primary, replica, err
 }
 
 // failover sends CLUSTER FAILOVER to the replica of a random primary and
@@ -281,44 +221,33 @@ func (c *clusterRedis) withReplica(ctx context.Context, rng *rand.Rand) (shardNo
 func (c *clusterRedis) failover(ctx context.Context, rng *rand.Rand) (old, primary string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, err := c.withReplica(ctx, rng)
-	if err != nil {
+	if old, primary, err = c.withReplica(ctx, rng); err != nil {
 		return "", "", err
 	}
-	r := s.replicas[0]
-	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
-	defer rc.Close()
-	if err := rc.ClusterFailover(ctx).Err(); err != nil {
-		return s.primary.Addr, "", fmt.Errorf("CLUSTER FAILOVER on %s: %w", r.Addr, err)
-	}
-	if err := waitRole(ctx, r.Addr, "master"); err != nil {
-		return s.primary.Addr, "", err
-	}
-	return s.primary.Addr, r.Addr, c.t.WaitOK(ctx)
+	return old, primary, c.t.Failover(ctx, primary)
 }
 
-// killPrimary kills a random primary that has a replica with SIGKILL,
-// waits until the replica takes over, and starts the killed node again
-// (empty; it rejoins as the new primary's replica).
+// killPrimary kills a random primary with SIGKILL, waits until its replica
+// takes over, and starts the killed node again (empty; it rejoins as the
+// new primary's replica) and waits until it has synced.
 func (c *clusterRedis) killPrimary(ctx context.Context, rng *rand.Rand) (old, primary string, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, err := c.withReplica(ctx, rng)
+	primaries, err := c.t.Primaries(ctx)
 	if err != nil {
 		return "", "", err
 	}
-	s.primary.Kill()
-	r := s.replicas[0]
-	if err := waitRole(ctx, r.Addr, "master"); err != nil {
-		return s.primary.Addr, "", err
+	old = primaries[rng.IntN(len(primaries))]
+	if primary, err = c.t.KillPrimary(ctx, old); err != nil {
+		return old, "", err
 	}
-	if err := s.primary.Restart(); err != nil {
-		return s.primary.Addr, r.Addr, fmt.Errorf("start the killed primary %s again: %w", s.primary.Addr, err)
+	if err := c.t.NodeAt(old).Restart(); err != nil {
+		return old, primary, fmt.Errorf("start the killed primary %s again: %w", old, err)
 	}
-	if err := waitRole(ctx, s.primary.Addr, "slave"); err != nil {
-		return s.primary.Addr, r.Addr, err
+	if _, err := c.t.ReplicaOf(ctx, primary); err != nil {
+		return old, primary, err
 	}
-	return s.primary.Addr, r.Addr, c.t.WaitOK(ctx)
+	return old, primary, c.t.WaitOK(ctx)
 }
 
 // reshard moves n slots from one random primary to another with
@@ -326,46 +255,30 @@ func (c *clusterRedis) killPrimary(ctx context.Context, rng *rand.Rand) (old, pr
 func (c *clusterRedis) reshard(ctx context.Context, rng *rand.Rand, n int) (string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	shards, err := c.shards(ctx)
+	primaries, err := c.t.Primaries(ctx)
 	if err != nil {
 		return "", err
 	}
-	if len(shards) < 2 {
+	if len(primaries) < 2 {
 		return "", errors.New("fewer than two primaries")
 	}
-	i := rng.IntN(len(shards))
-	j := (i + 1 + rng.IntN(len(shards)-1)) % len(shards)
-	from, to := shards[i], shards[j]
-	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", to.primary.Addr,
-		"--cluster-from", from.primaryID, "--cluster-to", to.primaryID, "--cluster-slots", strconv.Itoa(n), "--cluster-yes").CombinedOutput()
+	i := rng.IntN(len(primaries))
+	from, to := primaries[i], primaries[(i+1+rng.IntN(len(primaries)-1))%len(primaries)]
+	fromID, err := c.t.NodeID(ctx, from)
 	if err != nil {
-		return "", fmt.Errorf("redis-cli --cluster reshard: %w: %s", err, tail2(string(out), 1500))
+		return "", err
 	}
-	return fmt.Sprintf("%d from %s to %s", n, from.primary.Addr, to.primary.Addr), c.t.WaitOK(ctx)
-}
-
-// tail2 is the end of s, for an error message.
-func tail2(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
+	toID, err := c.t.NodeID(ctx, to)
+	if err != nil {
+		return "", err
 	}
-	return s
-}
-
-// waitRole waits, at most redistopo.StartTimeout, until the server at addr
-// answers ROLE with role ("master" or "slave").
-func waitRole(ctx context.Context, addr, role string) error {
-	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer rc.Close()
-	deadline := time.Now().Add(redistopo.StartTimeout)
-	for {
-		r, err := rc.Do(ctx, "ROLE").Slice()
-		if err == nil && len(r) > 0 && r[0] == role {
-			return nil
+	out, err := exec.CommandContext(ctx, "redis-cli", "--cluster", "reshard", to, "--cluster-from", fromID, "--cluster-to", toID,
+		"--cluster-slots", strconv.Itoa(n), "--cluster-yes").CombinedOutput()
+	if err != nil {
+		if len(out) > 1500 {
+			out = out[len(out)-1500:]
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("%s is not a %s after %v: ROLE %v, %v", addr, role, redistopo.StartTimeout, r, err)
-		}
-		sleepCtx(ctx, 50*time.Millisecond)
+		return "", fmt.Errorf("redis-cli --cluster reshard: %w: %s", err, out)
 	}
+	return fmt.Sprintf("%d from %s to %s", n, from, to), c.t.WaitOK(ctx)
 }

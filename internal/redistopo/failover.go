@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The failovers of a Cluster's shard, for the tests: find a primary's
+// The failovers of a Cluster's shard, for the tests and the chaos command: find a primary's
 // replica (ReplicaOf), fail over to it by CLUSTER FAILOVER (Failover) or
 // by killing the primary (KillPrimary), and wait for the cluster to be ok
 // again (WaitOK) and the replicas synced (WaitSynced). Each method asks
@@ -28,6 +28,16 @@ func (c *Cluster) NodeAt(addr string) *Node {
 		}
 	}
 	return nil
+}
+
+// NodeID returns the Cluster node ID of the node at addr (the "myself"
+// line of its CLUSTER NODES), for redis-cli --cluster reshard.
+func (c *Cluster) NodeID(ctx context.Context, addr string) (string, error) {
+	self, err := myself(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	return self[0], nil
 }
 
 // live are the nodes not killed.

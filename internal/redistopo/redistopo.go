@@ -92,21 +92,10 @@ func (p *procs) server(args ...string) (*Node, error) {
 	return p.start(port, "", append([]string{"--repl-diskless-sync-delay", "0"}, args...)...)
 }
 
-// waitFor calls try until it returns nil, for at most StartTimeout.
+// waitFor calls try until it returns nil, for at most StartTimeout
+// (poll, failover.go).
 func waitFor(ctx context.Context, what string, try func(ctx context.Context) error) error {
-	deadline := time.Now().Add(StartTimeout)
-	for {
-		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := try(tctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("redistopo: waited %v for %s: %w", StartTimeout, what, errors.Join(err, ctx.Err()))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return poll(ctx, what, try)
 }
 
 // waitSynced waits until the replica at addr has its link to its primary up.
@@ -377,28 +366,10 @@ func NewCluster(ctx context.Context, dir string, primaries, replicas int) (_ *Cl
 	if out, err := exec.CommandContext(cctx, "redis-cli", args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("redistopo: redis-cli --cluster create: %w\n%s", err, out)
 	}
-	for _, n := range cl.Nodes {
-		if err := waitClusterOK(ctx, n.Addr); err != nil {
-			return nil, err
-		}
+	if err := cl.WaitOK(ctx); err != nil {
+		return nil, err
 	}
 	return cl, nil
-}
-
-// waitClusterOK waits until the node at addr reports cluster_state:ok.
-func waitClusterOK(ctx context.Context, addr string) error {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	return waitFor(ctx, "the cluster node "+addr+" to be ok", func(ctx context.Context) error {
-		info, err := c.ClusterInfo(ctx).Result()
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(info, "cluster_state:ok") {
-			return errors.New("cluster_state is not ok")
-		}
-		return nil
-	})
 }
 
 // StartCluster is NewCluster for a test: in a temporary directory,
@@ -408,19 +379,6 @@ func StartCluster(tb testing.TB, primaries, replicas int) *Cluster {
 	tb.Helper()
 	c, err := NewCluster(context.Background(), tb.TempDir(), primaries, replicas)
 	return must(tb, c, err)
-}
-
-// WaitOK waits until every node that runs reports cluster_state:ok.
-func (c *Cluster) WaitOK(ctx context.Context) error {
-	for _, n := range c.Nodes {
-		if n.PID() == 0 {
-			continue
-		}
-		if err := waitClusterOK(ctx, n.Addr); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Close kills every node of the cluster.
