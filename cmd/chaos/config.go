@@ -35,6 +35,7 @@ type config struct {
 	taskQueue     string
 	redis         string // -redis: standalone, sentinel or cluster
 	durability    string // -redis-durability: none or replicas
+	failoverEvery time.Duration
 }
 
 // shortPreset is what -short sets, for the flags not given explicitly:
@@ -88,6 +89,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.latency, "latency", 2*time.Second, "the -gateway-latency of the gateway-latency phase")
 	fs.StringVar(&c.taskQueue, "task-queue", "onceflow-chaos", "the workers' task queue")
 	fs.StringVar(&c.redis, "redis", topoStandalone, "the Redis topology: standalone (one server, AOF, appendfsync always), sentinel (a primary, 2 replicas, 3 Sentinels) or cluster (3 primaries with a replica each); each has its own Redis phases")
+	fs.DurationVar(&c.failoverEvery, "failover-every", 0, "under -redis sentinel or cluster: how often the failover and primary-kill phases fail the primary over (±25%) (default: twice a phase)")
 	fs.StringVar(&c.durability, "redis-durability", "none", "the workers' -redis-durability: none, or replicas (WAIT for every replica: 2 under sentinel, 1 under cluster)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -128,6 +130,9 @@ func (c config) validate() error {
 	}
 	if c.duplicates > 0 && c.concurrency < 2 {
 		errs = append(errs, errors.New("-duplicates needs -concurrency of at least 2 (a duplicated key runs two clients at once); or set -duplicates 0"))
+	}
+	if c.failoverEvery < 0 || (c.failoverEvery > 0 && c.failoverEvery < 3*time.Second) {
+		errs = append(errs, fmt.Errorf("-failover-every must be 3s or more (a failover takes a second or two), got %v", c.failoverEvery))
 	}
 	if c.phaseDuration <= 0 || c.settle <= 0 || c.orderDeadline <= 0 || c.orderWait <= 0 || c.latency < 0 {
 		errs = append(errs, errors.New("-phase-duration, -settle, -order-deadline and -order-wait must be positive"))

@@ -89,20 +89,20 @@ func allPhases(topo string) []phase {
 	switch topo {
 	case topoSentinel:
 		return append(common,
-			phase{name: "redis-failover", what: "SENTINEL FAILOVER twice a phase (the old primary takes writes until the Sentinels reconfigure it)", inject: injectSentinelFailover},
-			phase{name: "redis-primary-kill", what: "kill -9 the primary twice a phase; the Sentinels promote a replica after 1s down; the old primary starts again empty, as a replica", inject: injectSentinelKill},
+			phase{name: "redis-failover", what: "SENTINEL FAILOVER twice a phase or every -failover-every (the old primary takes writes until the Sentinels reconfigure it)", inject: injectSentinelFailover},
+			phase{name: "redis-primary-kill", what: "kill -9 the primary twice a phase or every -failover-every; the Sentinels promote a replica after 1s down; the old primary starts again empty, as a replica", inject: injectSentinelKill},
 			// The double charge of a lost record, through a failover: a
 			// worker charges and dies before COMPLETE, and the replica
 			// promoted may lack the EXECUTING record.
-			phase{name: "crash-then-failover", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and the primary killed twice a phase meanwhile",
+			phase{name: "crash-then-failover", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and the primary killed twice a phase (or every -failover-every) meanwhile",
 				knobs: crash, inject: injectSentinelKill},
 		)
 	case topoCluster:
 		return append(common,
-			phase{name: "redis-failover", what: "CLUSTER FAILOVER on the replica of a random primary, twice a phase", inject: injectClusterFailover},
-			phase{name: "redis-primary-kill", what: "kill -9 a random primary twice a phase; its replica takes over after the 2s node timeout; the killed node starts again empty, as a replica", inject: injectClusterKill},
+			phase{name: "redis-failover", what: "CLUSTER FAILOVER on the replica of a random primary, twice a phase or every -failover-every", inject: injectClusterFailover},
+			phase{name: "redis-primary-kill", what: "kill -9 a random primary twice a phase or every -failover-every; its replica takes over after the 2s node timeout; the killed node starts again empty, as a replica", inject: injectClusterKill},
 			phase{name: "redis-reshard", what: "move 500 slots from one primary to another (redis-cli --cluster reshard: MOVED and ASK) once a phase", inject: injectClusterReshard},
-			phase{name: "crash-then-failover", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and a primary killed twice a phase meanwhile",
+			phase{name: "crash-then-failover", what: "workers restarted with -gateway-crash-after-charge -crash-rate, and a primary killed twice a phase (or every -failover-every) meanwhile",
 				knobs: crash, inject: injectClusterKill},
 		)
 	}
@@ -272,8 +272,16 @@ func injectRedisPause(ctx context.Context, in *injector, end time.Time) error {
 // topology (the summary's failovers).
 const failoverFault = "Redis failover"
 
+// failoverEvery is -failover-every, by default half a phase.
+func (in *injector) failoverEvery() time.Duration {
+	if d := in.c.cfg.failoverEvery; d > 0 {
+		return d
+	}
+	return in.c.cfg.phaseDuration / 2
+}
+
 func injectSentinelFailover(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+	return in.every(ctx, end, in.failoverEvery(), func() error {
 		in.c.log.Info("chaos: SENTINEL FAILOVER")
 		primary, err := sentinelOf(in).failover(ctx)
 		if err != nil {
@@ -287,7 +295,7 @@ func injectSentinelFailover(ctx context.Context, in *injector, end time.Time) er
 }
 
 func injectSentinelKill(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+	return in.every(ctx, end, in.failoverEvery(), func() error {
 		in.c.log.Info("chaos: kill -9 of the primary")
 		old, primary, err := sentinelOf(in).killPrimary(ctx)
 		if err != nil {
@@ -301,7 +309,7 @@ func injectSentinelKill(ctx context.Context, in *injector, end time.Time) error 
 }
 
 func injectClusterFailover(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+	return in.every(ctx, end, in.failoverEvery(), func() error {
 		in.c.log.Info("chaos: CLUSTER FAILOVER")
 		old, primary, err := clusterOf(in).failover(ctx, in.rng)
 		if err != nil {
@@ -315,7 +323,7 @@ func injectClusterFailover(ctx context.Context, in *injector, end time.Time) err
 }
 
 func injectClusterKill(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.c.cfg.phaseDuration/2, func() error {
+	return in.every(ctx, end, in.failoverEvery(), func() error {
 		in.c.log.Info("chaos: kill -9 of a primary")
 		old, primary, err := clusterOf(in).killPrimary(ctx, in.rng)
 		if err != nil {
