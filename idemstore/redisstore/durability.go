@@ -43,9 +43,11 @@ const (
 	// instead: the write is in the primary's append-only file, fsynced,
 	// and in that of DurableReplicas replicas. It needs Redis 7.2 or
 	// newer with appendonly yes on the primary and the replicas;
-	// CheckPersistence refuses an older server (waitAOFSupported). The
-	// tests here run Redis 7.0, so this mode is exercised only up to the
-	// detection (TestWaitAOFDetection).
+	// CheckPersistence refuses an older server (waitAOFSupported,
+	// TestWaitAOFDetection). Against Valkey 8.0.1 each wait for a replica
+	// took about a second, the replica's acknowledgement cadence
+	// (TestWaitAOFOnAServerThatHasIt, run with ONCEFLOW_REDIS_SERVER):
+	// give DurableTimeout more than that.
 	DurabilityAOF Durability = "aof"
 )
 
