@@ -95,6 +95,14 @@ type Config struct {
 	// maxmemory-policy may evict keys (with a warning). By default it
 	// refuses: an evicted record is a lost guarantee.
 	AllowEviction bool
+	// RequirePersistence makes the worker refuse to start on a Redis whose
+	// persistence can lose a record it acknowledged
+	// (redisstore.Store.CheckPersistence: appendonly no, appendfsync other
+	// than always without durability, fewer replicas than
+	// RedisDurableReplicas). By default it starts with a warning: what Redis
+	// loses, the workflow's history recovers (docs/recovery.md), at the cost
+	// of a reconcile or an operator's decision.
+	RequirePersistence bool
 	// RedisDurability is what the store waits for after the writes a later
 	// attempt relies on (redisstore.Config.Durability): "none" (the
 	// default: the primary's reply), "replicas" (WAIT for

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -151,6 +153,52 @@ func TestWorkerRefusesAnEvictingRedis(t *testing.T) {
 	if err := run(true); err == nil || errors.Is(err, redisstore.ErrEvictionPolicy) {
 		t.Fatalf("with AllowEviction: err = %v, want it to go on (and fail to reach Temporal)", err)
 	}
+}
+
+// TestWorkerWarnsOrRefusesByPersistence: on a Redis with appendonly no,
+// which loses every record on a restart, the worker starts with a warning
+// that names the setting, or, with RequirePersistence, refuses to start.
+func TestWorkerWarnsOrRefusesByPersistence(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t) // appendonly no
+	run := func(require bool) (string, error) {
+		var logs strings.Builder
+		w, err := worker.New(worker.Config{
+			Secret: secret, RedisURL: "redis://" + srv.Addr() + "/0", RequirePersistence: require,
+			TemporalAddress: "127.0.0.1:1", HTTPAddr: "off", // Temporal is never reached
+			Logger: slog.New(slog.NewTextHandler(&syncWriter{w: &logs}, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		err = w.Run(ctx)
+		return logs.String(), err
+	}
+	if _, err := run(true); !errors.Is(err, redisstore.ErrPersistence) || !strings.Contains(err.Error(), "appendonly") ||
+		!strings.Contains(err.Error(), "-require-persistence") {
+		t.Fatalf("err = %v, want a refusal naming appendonly and -require-persistence", err)
+	}
+	logs, err := run(false)
+	if err == nil || errors.Is(err, redisstore.ErrPersistence) {
+		t.Fatalf("without RequirePersistence: err = %v, want it to go on (and fail to reach Temporal)", err)
+	}
+	if !strings.Contains(logs, "Redis may lose acknowledged idempotency records") || !strings.Contains(logs, "appendonly") {
+		t.Fatalf("without RequirePersistence the log has no warning naming appendonly:\n%s", logs)
+	}
+}
+
+// syncWriter serializes the writes of concurrent log calls.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // TestMain checks that no goroutine (a server, a poller) outlived the

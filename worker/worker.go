@@ -207,13 +207,17 @@ func (w *Worker) openStore(ctx context.Context, p *parts) error {
 			log.Warn("onceflow: could not check Redis' maxmemory-policy; make sure it is noeviction", "err", err)
 		}
 	}
-	// A persistence that can lose an acknowledged record is a warning, not
-	// a refusal: what it loses, workflow history recovers (docs/recovery.md),
-	// and a durable write the server cannot confirm fails as unknown.
+	// A persistence that can lose an acknowledged record is a warning
+	// unless RequirePersistence: what it loses, workflow history recovers
+	// (docs/recovery.md), and a durable write the server cannot confirm
+	// fails as unknown.
 	if _, err := store.CheckPersistence(ctx); err != nil {
-		if errors.Is(err, redisstore.ErrPersistence) {
+		switch {
+		case errors.Is(err, redisstore.ErrPersistence) && c.RequirePersistence:
+			return fmt.Errorf("worker: %w; fix the settings named, or leave out -require-persistence (ONCEFLOW_REQUIRE_PERSISTENCE) to start with a warning", err)
+		case errors.Is(err, redisstore.ErrPersistence):
 			log.Warn("onceflow: Redis may lose acknowledged idempotency records (docs/production.md#redis-settings)", "err", err, "durability", string(c.RedisDurability))
-		} else {
+		default:
 			log.Warn("onceflow: could not check Redis' persistence settings; check appendonly and appendfsync by other means", "err", err)
 		}
 	}
