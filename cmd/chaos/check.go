@@ -333,13 +333,13 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		{"faults injected", sum(injected)},
 		{"worker exits observed", sum(observed)},
 		{"Redis", s.Redis + ", -redis-durability " + s.Durability},
-		{"Redis failovers", strconv.Itoa(injected[failoverFault])},
+		{"Redis failovers", strconv.Itoa(injected[failoverCount])},
 		{"charge steps done (a payment row)", strconv.Itoa(done)},
 		{"  of them with their record gone from Redis", strconv.Itoa(recordsLost.Count) + lostNote(c.cfg.durability)},
 		{"settle", fmt.Sprintf("%.1fs, clients finished %v, verify finished %v, %d workflows still running", settled.Seconds,
 			settled.ClientsFinished, settled.VerifyFinished, settled.Running)},
 	}
-	s.Failovers = injected[failoverFault]
+	s.Failovers = injected[failoverCount]
 	s.Checks = []check{doubleCharge, dupPayments, money, lost, unfinished, wfBad, changed, stuck, unanswered, reused}
 	if c.cfg.durability != "none" {
 		// With replicas waited for, an acknowledged completion survives

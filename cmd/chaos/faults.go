@@ -268,9 +268,9 @@ func injectRedisPause(ctx context.Context, in *injector, end time.Time) error {
 	})
 }
 
-// failoverFault is the name every failover is counted under, in every
+// failoverCount is the name every failover is counted under, in every
 // topology (the summary's failovers).
-const failoverFault = "Redis failover"
+const failoverCount = "Redis failover"
 
 // failoverEvery is -failover-every, by default half a phase.
 func (in *injector) failoverEvery() time.Duration {
@@ -280,61 +280,40 @@ func (in *injector) failoverEvery() time.Duration {
 	return in.c.cfg.phaseDuration / 2
 }
 
-func injectSentinelFailover(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.failoverEvery(), func() error {
-		in.c.log.Info("chaos: SENTINEL FAILOVER")
+// failoverFault injects a failover every -failover-every: do fails the
+// primary over and returns the old primary and the new one; what names it
+// in the table.
+func failoverFault(what string, do func(ctx context.Context, in *injector) (old, primary string, err error)) func(context.Context, *injector, time.Time) error {
+	return func(ctx context.Context, in *injector, end time.Time) error {
+		return in.every(ctx, end, in.failoverEvery(), func() error {
+			in.c.log.Info("chaos: " + what)
+			old, primary, err := do(ctx, in)
+			if err != nil {
+				return fmt.Errorf("%s: %w", what, err)
+			}
+			in.c.tl.inject(failoverCount)
+			in.c.tl.inject(what)
+			in.c.log.Info("chaos: "+what+" done", "old", old, "primary", primary)
+			return nil
+		})
+	}
+}
+
+var (
+	injectSentinelFailover = failoverFault("SENTINEL FAILOVER", func(ctx context.Context, in *injector) (string, string, error) {
 		primary, err := sentinelOf(in).failover(ctx)
-		if err != nil {
-			return fmt.Errorf("SENTINEL FAILOVER: %w", err)
-		}
-		in.c.tl.inject(failoverFault)
-		in.c.tl.inject("SENTINEL FAILOVER")
-		in.c.log.Info("chaos: SENTINEL FAILOVER done", "primary", primary)
-		return nil
+		return "", primary, err
 	})
-}
-
-func injectSentinelKill(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.failoverEvery(), func() error {
-		in.c.log.Info("chaos: kill -9 of the primary")
-		old, primary, err := sentinelOf(in).killPrimary(ctx)
-		if err != nil {
-			return fmt.Errorf("kill the primary: %w", err)
-		}
-		in.c.tl.inject(failoverFault)
-		in.c.tl.inject("primary kill -9")
-		in.c.log.Info("chaos: the Sentinels promoted a replica", "killed", old, "primary", primary)
-		return nil
+	injectSentinelKill = failoverFault("primary kill -9", func(ctx context.Context, in *injector) (string, string, error) {
+		return sentinelOf(in).killPrimary(ctx)
 	})
-}
-
-func injectClusterFailover(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.failoverEvery(), func() error {
-		in.c.log.Info("chaos: CLUSTER FAILOVER")
-		old, primary, err := clusterOf(in).failover(ctx, in.rng)
-		if err != nil {
-			return fmt.Errorf("CLUSTER FAILOVER: %w", err)
-		}
-		in.c.tl.inject(failoverFault)
-		in.c.tl.inject("CLUSTER FAILOVER")
-		in.c.log.Info("chaos: CLUSTER FAILOVER done", "old", old, "primary", primary)
-		return nil
+	injectClusterFailover = failoverFault("CLUSTER FAILOVER", func(ctx context.Context, in *injector) (string, string, error) {
+		return clusterOf(in).failover(ctx, in.rng)
 	})
-}
-
-func injectClusterKill(ctx context.Context, in *injector, end time.Time) error {
-	return in.every(ctx, end, in.failoverEvery(), func() error {
-		in.c.log.Info("chaos: kill -9 of a primary")
-		old, primary, err := clusterOf(in).killPrimary(ctx, in.rng)
-		if err != nil {
-			return fmt.Errorf("kill a primary: %w", err)
-		}
-		in.c.tl.inject(failoverFault)
-		in.c.tl.inject("primary kill -9")
-		in.c.log.Info("chaos: the replica took over", "killed", old, "primary", primary)
-		return nil
+	injectClusterKill = failoverFault("primary kill -9", func(ctx context.Context, in *injector) (string, string, error) {
+		return clusterOf(in).killPrimary(ctx, in.rng)
 	})
-}
+)
 
 func injectClusterReshard(ctx context.Context, in *injector, end time.Time) error {
 	return in.every(ctx, end, in.c.cfg.phaseDuration, func() error {

@@ -153,14 +153,7 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 					stop(t, r.replica)
 					return []byte("charged"), nil
 				})
-			require.Equal(t, int32(1), runs.Load())
-			require.ErrorIs(t, err, idemstore.ErrRecoveryRequired)
-			require.ErrorIs(t, err, idemstore.ErrEffectUnknown)
-			require.ErrorIs(t, err, redisstore.ErrNotDurable)
-			var de *redisstore.DurabilityError
-			require.ErrorAs(t, err, &de)
-			require.Equal(t, 1, de.Want)
-			require.Equal(t, 0, de.Got)
+			requireUnconfirmed(t, err, runs.Load(), redisstore.DurabilityReplicas)
 
 			// The primary applied the completion: it is the write a
 			// failover may lose, so it was not acknowledged.
@@ -177,6 +170,22 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 			require.ErrorIs(t, err, redisstore.ErrNotDurable)
 		})
 	}
+}
+
+// requireUnconfirmed checks the end of an operation whose action ran once
+// and whose completion no replica confirmed: never a success, but an
+// unknown effect to recover, saying the write was not made durable.
+func requireUnconfirmed(t *testing.T, err error, runs int32, mode redisstore.Durability) {
+	t.Helper()
+	require.Equal(t, int32(1), runs)
+	require.ErrorIs(t, err, idemstore.ErrRecoveryRequired)
+	require.ErrorIs(t, err, idemstore.ErrEffectUnknown)
+	require.ErrorIs(t, err, redisstore.ErrNotDurable)
+	var de *redisstore.DurabilityError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, mode, de.Durability)
+	require.Equal(t, 1, de.Want)
+	require.Equal(t, 0, de.Got)
 }
 
 // TestCheckPersistence: appendonly no is a problem; appendonly yes with
