@@ -508,9 +508,15 @@ func TestLongActivityKeepsOwnershipThroughHeartbeats(t *testing.T) {
 	h := newHarness(t, lease)
 	h.startWorker(func(r worker.Registry) error { return registerEffect(r, h.rdb, h.keys) })
 	in := effectIn{Key: h.keys + "/long", Mode: "sleep:" + (3 * lease).String()}
-	first := h.start(effectWorkflow, "long-1-"+h.keys, "effect", in, time.Second)
+	// Temporal's heartbeat timeout is not what this test is about (the
+	// lease's renewal is): 3 s, so that a heartbeat late by a second on a
+	// machine that compiles beside the test does not time the activity
+	// out (a cold CI run did, at 1 s). The renewal still ticks every
+	// lease/3.
+	const heartbeat = lease + time.Second
+	first := h.start(effectWorkflow, "long-1-"+h.keys, "effect", in, heartbeat)
 	h.waitFor("the first activity to start", func() bool { return h.get("entered") == "1" })
-	second := h.start(effectWorkflow, "long-2-"+h.keys, "effect", in, time.Second)
+	second := h.start(effectWorkflow, "long-2-"+h.keys, "effect", in, heartbeat)
 	var a, b effectOut
 	if err := first.Get(context.Background(), &a); err != nil {
 		t.Fatal(err)
