@@ -17,34 +17,15 @@ import (
 	"github.com/onceflow/onceflow/idemstore"
 )
 
-// The stable ApplicationError type strings, as package onceflow defines
-// them (workflows and operators' tools import that leaf package; these
-// are here for code that already imports this one).
-const (
-	TypeInProgress               = onceflow.TypeInProgress
-	TypeFingerprintMismatch      = onceflow.TypeFingerprintMismatch
-	TypeOwnerOperationConflict   = onceflow.TypeOwnerOperationConflict
-	TypeCodecMismatch            = onceflow.TypeCodecMismatch
-	TypeEffectUnknown            = onceflow.TypeEffectUnknown
-	TypeRetryableNoEffect        = onceflow.TypeRetryableNoEffect
-	TypeStoreUnavailable         = onceflow.TypeStoreUnavailable
-	TypeHeartbeatTimeoutRequired = onceflow.TypeHeartbeatTimeoutRequired
-	TypeInvalidInput             = onceflow.TypeInvalidInput
-	TypeCorruptRecord            = onceflow.TypeCorruptRecord
-	TypeOperationFailed          = onceflow.TypeOperationFailed
-	TypeCanceled                 = onceflow.TypeCanceled
-	TypeInternal                 = onceflow.TypeInternal
-)
-
-// Scope says which runs of an activity share one idempotency record.
-type Scope int
+// ScopeKind says which runs of an activity share one idempotency record.
+type ScopeKind int
 
 const (
 	// RunScoped (the default) dedupes the retries of one activity in one
 	// workflow run: namespace + workflow ID + run ID + activity ID.
 	// Temporal's own recommendation, and safe across continue-as-new and
 	// reset, which reuse activity IDs with a new meaning.
-	RunScoped Scope = iota
+	RunScoped ScopeKind = iota
 	// WorkflowScoped dedupes across runs of one workflow ID (workflow
 	// retries, cron): namespace + workflow ID + activity ID. Pitfall: a
 	// continue-as-new run that calls the same activity ID again gets the
@@ -55,25 +36,12 @@ const (
 	BusinessScoped
 )
 
-// Checkpoint is what the wrapper heartbeats: onceflow.Checkpoint.
-type Checkpoint = onceflow.Checkpoint
-
-// Checkpoint phases (onceflow.PhaseExecuting, onceflow.PhaseSettled).
-const (
-	PhaseExecuting = onceflow.PhaseExecuting
-	PhaseSettled   = onceflow.PhaseSettled
-)
-
-// EffectUnknownDetails are the details of a TypeEffectUnknown error:
-// onceflow.EffectUnknownDetails.
-type EffectUnknownDetails = onceflow.EffectUnknownDetails
-
 // Config configures a Wrapper.
 type Config struct {
 	// Executor runs the idempotent actions. Required.
 	Executor *idemstore.Executor
 	// Digester digests scopes and derives owner tokens. Required.
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	// Logger receives the wrapper's lines. Default: discard.
 	Logger *slog.Logger
 	// Client, when set, is the worker's Temporal client: the wrapper has
@@ -90,12 +58,12 @@ type Config struct {
 // worker and pass it to Wrap.
 type Wrapper struct {
 	exec     *idemstore.Executor
-	digester *idemstore.Digester
+	digester *onceflow.Digester
 	logger   *slog.Logger
 	client   client.Client
 	// resolvers encode a decided result (JSON) with the codec of the
 	// wrapped activity of its operation code, for ResolveRecord.
-	resolvers sync.Map // idemstore.OperationCode → resolver
+	resolvers sync.Map // onceflow.OperationCode → resolver
 	// mu guards running and idle: running counts the wrapped activities
 	// that have not returned yet, and idle is closed when it falls to
 	// zero, so Wait can wait for them without a goroutine of its own.
@@ -160,9 +128,9 @@ func New(cfg Config) (*Wrapper, error) {
 type Options[In, Out any] struct {
 	// Code is the operation code of the use case, [a-z0-9-]{1,64}, such
 	// as "charge-payment". Required.
-	Code idemstore.OperationCode
+	Code onceflow.OperationCode
 	// Scope selects the dedupe key. Default RunScoped.
-	Scope Scope
+	Scope ScopeKind
 	// Key returns the business key for BusinessScoped, such as
 	// "order-42/charge". Required with BusinessScoped.
 	Key func(In) string
@@ -175,7 +143,7 @@ type Options[In, Out any] struct {
 	// provider knows the operation key), with its result. Without it, and
 	// without IdempotentDownstream, such a claim fails with
 	// TypeEffectUnknown and does not run the action.
-	Reconcile func(ctx context.Context, in In, rec idemstore.Record) (out Out, found bool, err error)
+	Reconcile func(ctx context.Context, in In, rec onceflow.Record) (out Out, found bool, err error)
 	// IdempotentDownstream declares the action safe to re-run after such a
 	// takeover (it passes OperationKey to a provider that deduplicates).
 	IdempotentDownstream bool
@@ -274,15 +242,15 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: activity %s was scheduled without a HeartbeatTimeout; set ActivityOptions.HeartbeatTimeout "+
 				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
-			TypeHeartbeatTimeoutRequired, nil)
+			onceflow.TypeHeartbeatTimeoutRequired, nil)
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
-		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), TypeInvalidInput, err)
+		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)
 	}
 	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	opID := w.digester.Operation(rawOp)
-	var digest idemstore.ScopeDigest
+	var digest onceflow.ScopeDigest
 	switch opts.Scope {
 	case RunScoped:
 		digest = w.digester.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...)
@@ -290,20 +258,20 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		digest = w.digester.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...)
 	case BusinessScoped:
 		if opts.Key == nil {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", TypeInvalidInput, nil)
+			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
 		}
 		key := opts.Key(in)
 		if key == "" {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", TypeInvalidInput, nil)
+			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
 		}
 		digest = w.digester.Digest(onceflow.BusinessScope(info.Namespace, key)...)
 	default:
-		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), TypeInvalidInput, nil)
+		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), onceflow.TypeInvalidInput, nil)
 	}
 
-	var prev *Checkpoint
+	var prev *onceflow.Checkpoint
 	if sdkactivity.HasHeartbeatDetails(ctx) {
-		var cp Checkpoint
+		var cp onceflow.Checkpoint
 		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil && cp.Phase != "" {
 			prev = &cp
 		}
@@ -321,15 +289,15 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	}
 	req := idemstore.Request{
 		Codec:                codec.ID(),
-		Ref:                  idemstore.Ref{Code: opts.Code, Digest: digest},
+		Ref:                  onceflow.Ref{Code: opts.Code, Digest: digest},
 		Operation:            opID,
-		Fingerprint:          idemstore.FingerprintOf(input),
+		Fingerprint:          onceflow.FingerprintOf(input),
 		Owner:                w.digester.Owner(opID, int(info.Attempt)),
 		IdempotentDownstream: opts.IdempotentDownstream,
 		Doubt:                doubt,
 	}
 	if opts.Reconcile != nil {
-		req.Reconcile = func(ctx context.Context, rec idemstore.Record) ([]byte, bool, error) {
+		req.Reconcile = func(ctx context.Context, rec onceflow.Record) ([]byte, bool, error) {
 			out, found, err := opts.Reconcile(ctx, in, rec)
 			if err != nil || !found {
 				return nil, found, err
@@ -352,7 +320,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		// so a tick that read an older checkpoint cannot send it after the
 		// action's confirmed one.
 		mu sync.Mutex
-		cp *Checkpoint
+		cp *onceflow.Checkpoint
 	)
 	// Before the action starts (claiming, waiting on Reconcile) the
 	// heartbeat carries the previous attempt's checkpoint on, so it is not
@@ -372,7 +340,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	}
 	// checkpoint makes c the attempt's checkpoint and, where the worker
 	// can, has the Temporal server confirm it before returning.
-	checkpoint := func(ctx context.Context, c Checkpoint) error {
+	checkpoint := func(ctx context.Context, c onceflow.Checkpoint) error {
 		mu.Lock()
 		defer mu.Unlock()
 		cp = &c
@@ -407,8 +375,8 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 			// Evidence first, then the effect: Temporal holds the
 			// checkpoint before the action can start, so an attempt that
 			// finds the record lost knows this one may have acted.
-			c := Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
-				Phase: PhaseExecuting, TemporalAttempt: info.Attempt}
+			c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
+				Phase: onceflow.PhaseExecuting, TemporalAttempt: info.Attempt}
 			// Under the action's context: the lease bounds the wait.
 			if err := checkpoint(actx, c); err != nil {
 				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
@@ -451,7 +419,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		// not doubt it even if Redis loses the record. Best effort: if it
 		// fails, the next attempt doubts, which is safe.
 		settled := *reached
-		settled.Phase = PhaseSettled
+		settled.Phase = onceflow.PhaseSettled
 		if cerr := checkpoint(ctx, settled); cerr != nil {
 			log.WarnContext(ctx, "onceflow: could not record the settled checkpoint; the next attempt will reconcile first", "err", cerr)
 		}
@@ -462,7 +430,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
 		return zero, temporal.NewNonRetryableApplicationError(
-			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), TypeCodecMismatch, err)
+			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), onceflow.TypeCodecMismatch, err)
 	}
 	if res.Disposition != idemstore.Ran {
 		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
@@ -474,9 +442,9 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 // last checkpoint, and the attempt number. Heartbeat details alone are not
 // enough where they are not confirmed (an attempt may have died before its
 // checkpoint reached the server), so then any earlier attempt is a doubt.
-func evidence(info sdkactivity.Info, prev *Checkpoint, confirmed bool) *idemstore.Doubt {
+func evidence(info sdkactivity.Info, prev *onceflow.Checkpoint, confirmed bool) *idemstore.Doubt {
 	switch {
-	case prev != nil && prev.Phase == PhaseExecuting:
+	case prev != nil && prev.Phase == onceflow.PhaseExecuting:
 		return &idemstore.Doubt{Fence: prev.Fence(), Reason: fmt.Sprintf(
 			"activity attempt %d reached the action at fence %s and did not settle it (its heartbeat checkpoint)", prev.TemporalAttempt, prev.Fence())}
 	case prev == nil && info.Attempt > 1 && !confirmed:
@@ -501,27 +469,27 @@ type temporalError struct {
 
 // temporalErrors maps every error outcome of idemstore.OutcomeOf.
 var temporalErrors = map[onceflow.Outcome]temporalError{
-	onceflow.OutcomeInProgress:          {TypeInProgress, true},
-	onceflow.OutcomeFingerprintMismatch: {TypeFingerprintMismatch, false},
-	onceflow.OutcomeOwnerConflict:       {TypeOwnerOperationConflict, false},
-	onceflow.OutcomeCodecMismatch:       {TypeCodecMismatch, false},
-	onceflow.OutcomeRetryable:           {TypeRetryableNoEffect, true},
-	onceflow.OutcomeNotStored:           {TypeRetryableNoEffect, true},
-	onceflow.OutcomeEffectUnknown:       {TypeEffectUnknown, false},
-	onceflow.OutcomeRecoveryRequired:    {TypeEffectUnknown, false},
-	onceflow.OutcomeFailed:              {TypeOperationFailed, false},
-	onceflow.OutcomeInvalid:             {TypeInvalidInput, false},
-	onceflow.OutcomeCorrupt:             {TypeCorruptRecord, false},
-	onceflow.OutcomeCanceled:            {TypeCanceled, true},
-	onceflow.OutcomeStoreUnavailable:    {TypeStoreUnavailable, true},
-	onceflow.OutcomeError:               {TypeInternal, true},
+	onceflow.OutcomeInProgress:          {onceflow.TypeInProgress, true},
+	onceflow.OutcomeFingerprintMismatch: {onceflow.TypeFingerprintMismatch, false},
+	onceflow.OutcomeOwnerConflict:       {onceflow.TypeOwnerOperationConflict, false},
+	onceflow.OutcomeCodecMismatch:       {onceflow.TypeCodecMismatch, false},
+	onceflow.OutcomeRetryable:           {onceflow.TypeRetryableNoEffect, true},
+	onceflow.OutcomeNotStored:           {onceflow.TypeRetryableNoEffect, true},
+	onceflow.OutcomeEffectUnknown:       {onceflow.TypeEffectUnknown, false},
+	onceflow.OutcomeRecoveryRequired:    {onceflow.TypeEffectUnknown, false},
+	onceflow.OutcomeFailed:              {onceflow.TypeOperationFailed, false},
+	onceflow.OutcomeInvalid:             {onceflow.TypeInvalidInput, false},
+	onceflow.OutcomeCorrupt:             {onceflow.TypeCorruptRecord, false},
+	onceflow.OutcomeCanceled:            {onceflow.TypeCanceled, true},
+	onceflow.OutcomeStoreUnavailable:    {onceflow.TypeStoreUnavailable, true},
+	onceflow.OutcomeError:               {onceflow.TypeInternal, true},
 }
 
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
 // reason) add it here.
-func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) error {
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -531,21 +499,21 @@ func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) er
 		of *idemstore.OperationFailedError
 	)
 	switch t.typ {
-	case TypeEffectUnknown:
+	case onceflow.TypeEffectUnknown:
 		errors.As(err, &eu)
 		opts.Cause = eu.Err
-		opts.Details = []any{EffectUnknownDetails{
+		opts.Details = []any{onceflow.EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
 			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
 		}}
-	case TypeRetryableNoEffect:
+	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)
 		opts.Cause = re.Err
-	case TypeOperationFailed:
+	case onceflow.TypeOperationFailed:
 		errors.As(err, &of)
 		opts.Details = []any{of.Reason}
-	case TypeInProgress:
+	case onceflow.TypeInProgress:
 		errors.As(err, &ip)
 		opts.NextRetryDelay = max(ip.RetryAfter, 100*time.Millisecond)
 	}
@@ -578,7 +546,7 @@ func Doubt(ctx context.Context) string {
 // Fence returns the fencing token (epoch, attempt, rev) of the running attempt:
 // it grows on every takeover, so a downstream store that keeps the highest
 // token it saw can reject a stale writer.
-func Fence(ctx context.Context) (idemstore.Fence, bool) {
+func Fence(ctx context.Context) (onceflow.Fence, bool) {
 	x, ok := idemstore.ExecutionFrom(ctx)
 	return x.Fence, ok
 }
@@ -588,6 +556,6 @@ func Fence(ctx context.Context) (idemstore.Fence, bool) {
 // Temporal namespace: what a reconcile activity, an HTTP handler or an
 // operator's tool looks the operation's downstream effect up by, outside
 // the wrapped activity.
-func (w *Wrapper) BusinessOperationKey(namespace string, code idemstore.OperationCode, key string) string {
-	return idemstore.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
+func (w *Wrapper) BusinessOperationKey(namespace string, code onceflow.OperationCode, key string) string {
+	return onceflow.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
 }

@@ -23,10 +23,10 @@ import (
 
 // Defaults.
 const (
-	DefaultCode            idemstore.OperationCode = "http"
-	DefaultMaxBodyBytes                            = 1 << 20
-	DefaultMaxWait                                 = 10 * time.Second
-	DefaultStoreRetryAfter                         = time.Second
+	DefaultCode            onceflow.OperationCode = "http"
+	DefaultMaxBodyBytes                           = 1 << 20
+	DefaultMaxWait                                = 10 * time.Second
+	DefaultStoreRetryAfter                        = time.Second
 	// Codec is the codec ID of stored responses.
 	Codec = "http-v1"
 )
@@ -37,10 +37,10 @@ type Config struct {
 	Executor *idemstore.Executor
 	// Digester digests each request's scope, so no raw key or principal
 	// reaches Redis. Required.
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	// Code is the operation code of the records, [a-z0-9-]{1,64}. Default
 	// "http". Give each API its own.
-	Code idemstore.OperationCode
+	Code onceflow.OperationCode
 	// Principal names who sent the request: a key is scoped to principal +
 	// method + route pattern + key. Default AuthorizationPrincipal.
 	Principal func(*http.Request) string
@@ -197,7 +197,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Code == "" {
 		cfg.Code = DefaultCode
 	}
-	if _, err := idemstore.ParseOperationCode(string(cfg.Code)); err != nil {
+	if _, err := onceflow.ParseOperationCode(string(cfg.Code)); err != nil {
 		return nil, fmt.Errorf("idemhttp: Config.Code: %w", err)
 	}
 	if cfg.Principal == nil {
@@ -246,7 +246,7 @@ type Scope struct {
 	// Ref names the record: the operation code and the scope's digest
 	// (HMAC of principal, method, route and key). Its Digest.Hex is a
 	// stable, opaque name for the request, fit for a workflow ID.
-	Ref idemstore.Ref
+	Ref onceflow.Ref
 }
 
 // ScopeFrom returns the scope of a request the middleware passed on.
@@ -329,11 +329,11 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		route = r.URL.Path
 	}
 	principal := m.cfg.Principal(r)
-	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
+	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
 	req := idemstore.Request{
 		Ref:                  ref,
 		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),
-		Fingerprint:          idemstore.FingerprintOf([]byte(r.Method), []byte(route), fingerprinted),
+		Fingerprint:          onceflow.FingerprintOf([]byte(r.Method), []byte(route), fingerprinted),
 		Codec:                Codec,
 		IdempotentDownstream: m.cfg.IdempotentHandler,
 	}
@@ -434,64 +434,64 @@ type problemSpec struct {
 	typ, title string
 	status     int
 	// detail says what happened and what to do.
-	detail func(ref idemstore.Ref, err error) string
+	detail func(ref onceflow.Ref, err error) string
 }
 
 // problems maps every error outcome of idemstore.OutcomeOf to its answer.
 var problems = map[onceflow.Outcome]problemSpec{
-	onceflow.OutcomeInProgress: {ProblemInProgress, "Request in progress", http.StatusConflict, func(idemstore.Ref, error) string {
+	onceflow.OutcomeInProgress: {ProblemInProgress, "Request in progress", http.StatusConflict, func(onceflow.Ref, error) string {
 		return "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"
 	}},
-	onceflow.OutcomeFingerprintMismatch: {ProblemKeyReused, "Idempotency key reused", http.StatusUnprocessableEntity, func(idemstore.Ref, error) string {
+	onceflow.OutcomeFingerprintMismatch: {ProblemKeyReused, "Idempotency key reused", http.StatusUnprocessableEntity, func(onceflow.Ref, error) string {
 		return "this key was used for a request with another method, route or body: send a new key for a new request"
 	}},
 	onceflow.OutcomeOwnerConflict:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
 	onceflow.OutcomeCodecMismatch:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
 	onceflow.OutcomeEffectUnknown:    {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
 	onceflow.OutcomeRecoveryRequired: {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
-	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ idemstore.Ref, err error) string {
+	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ onceflow.Ref, err error) string {
 		var of *idemstore.OperationFailedError
 		errors.As(err, &of)
 		return "an operator marked the request with this key as failed (" + of.Reason + "): send a new key"
 	}},
-	onceflow.OutcomeCorrupt: {ProblemCorruptRecord, "Idempotency record corrupt", http.StatusInternalServerError, func(ref idemstore.Ref, _ error) string {
+	onceflow.OutcomeCorrupt: {ProblemCorruptRecord, "Idempotency record corrupt", http.StatusInternalServerError, func(ref onceflow.Ref, _ error) string {
 		return "the record of this key does not decode; an operator must delete record " + ref.String()
 	}},
-	onceflow.OutcomeInvalid: {ProblemInvalidRequest, "Request cannot be checked", http.StatusBadRequest, func(_ idemstore.Ref, err error) string {
-		var ve *idemstore.ValidationError
+	onceflow.OutcomeInvalid: {ProblemInvalidRequest, "Request cannot be checked", http.StatusBadRequest, func(_ onceflow.Ref, err error) string {
+		var ve *onceflow.ValidationError
 		errors.As(err, &ve)
 		return "the request's idempotency identity is invalid (" + ve.Field + " " + ve.Reason + "): it was not processed"
 	}},
-	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "an earlier attempt with this key failed with no effect, and this request was not processed; retry it with the same key after Retry-After seconds"
 	}},
 	// A store call cut short by the request's own context (the client
 	// went away, a server timeout): the store may be fine.
-	onceflow.OutcomeNotStored: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeNotStored: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "an earlier attempt with this key failed with no effect, and this request was not processed; retry it with the same key after Retry-After seconds"
 	}},
 	// A store call cut short by the request's own context (the client
 	// went away, a server timeout): the store may be fine.
-	onceflow.OutcomeCanceled: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeCanceled: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "the request was cancelled or timed out before its key could be checked, and was not processed; retry it with the same key"
 	}},
 	// Redis unreachable or not answering within its command timeout (a
 	// transport error, or the store's own deadline: never the request's).
-	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "the idempotency store is unavailable, so the request's key could not be checked and the request was not processed; retry it with the same key after Retry-After seconds"
 	}},
-	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(idemstore.Ref, error) string {
+	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
 		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
 	}},
 }
 
-func conflictDetail(_ idemstore.Ref, err error) string {
+func conflictDetail(_ onceflow.Ref, err error) string {
 	var ce *idemstore.ConflictError
 	errors.As(err, &ce)
 	return "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"
 }
 
-func outcomeUnknownDetail(ref idemstore.Ref, _ error) string {
+func outcomeUnknownDetail(ref onceflow.Ref, _ error) string {
 	return "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
 		"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"
 }
@@ -499,7 +499,7 @@ func outcomeUnknownDetail(ref idemstore.Ref, _ error) string {
 // problem maps an Execute error to the answer, through idemstore.OutcomeOf
 // and problems. A store that did not answer because the client went away
 // is the client's cancellation, not an unavailable store.
-func (m *Middleware) problem(ctx context.Context, ref idemstore.Ref, err error) *Problem {
+func (m *Middleware) problem(ctx context.Context, ref onceflow.Ref, err error) *Problem {
 	o := idemstore.OutcomeOf(idemstore.Result{}, err)
 	if o == onceflow.OutcomeStoreUnavailable && ctx.Err() != nil {
 		o = onceflow.OutcomeCanceled

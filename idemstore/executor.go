@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -34,7 +35,7 @@ const (
 // Store means its default.
 type ExecutorConfig struct {
 	// Store is the record store. Required.
-	Store Store
+	Store driver.Store
 	// Lease is the processing lease: how long an owner may go without a
 	// confirmed renewal before another may take over. Default 30s. It must
 	// be at least 3 × RenewInterval and at most ReplayTTL.
@@ -217,18 +218,18 @@ type Action func(ctx context.Context) ([]byte, error)
 // attempt happened, for instance by looking the operation key up at the
 // payment provider. found with a response completes the operation with that
 // response; not found lets the action run.
-type ReconcileFunc func(ctx context.Context, rec Record) (response []byte, found bool, err error)
+type ReconcileFunc func(ctx context.Context, rec onceflow.Record) (response []byte, found bool, err error)
 
 // Request is one call of Execute.
 type Request struct {
-	Ref         Ref
-	Operation   OperationID
-	Fingerprint Fingerprint
+	Ref         onceflow.Ref
+	Operation   onceflow.OperationID
+	Fingerprint onceflow.Fingerprint
 	// Owner is the retained attempt's owner token. Invocations with the
 	// same owner are the same attempt: only the one whose start the store
 	// confirmed runs the action. Default: a new random owner, that is a
 	// new attempt.
-	Owner Owner
+	Owner onceflow.Owner
 	// Reconcile is consulted when this attempt takes over a record whose
 	// previous owner's lease expired in EXECUTING. Without it (and without
 	// IdempotentDownstream) that takeover ends in ABANDONED and
@@ -250,7 +251,7 @@ type Request struct {
 	// BeforeStart, when set, selects the two-step path: CLAIM, then
 	// BeforeStart, then START. If it fails the claim is released (nothing
 	// ran) and Execute returns its error.
-	BeforeStart func(ctx context.Context, o Ownership) error
+	BeforeStart func(ctx context.Context, o driver.Ownership) error
 	// RenewTicks, when set, drives lease renewal instead of the executor's
 	// own ticker (the Temporal binding ticks it from heartbeats).
 	RenewTicks <-chan time.Time
@@ -274,13 +275,13 @@ type Doubt struct {
 	// Fence.Epoch) that the store moved to FAILED_RETRYABLE at that
 	// attempt or later settles the doubt: the store recorded that the
 	// attempt had no effect, and that record is the one being taken over.
-	Fence Fence
+	Fence onceflow.Fence
 }
 
 // settledBy reports whether taking over r from state from settles the
 // doubt.
-func (d *Doubt) settledBy(r Record, from State) bool {
-	return from == StateFailedRetryable && d.Fence.Epoch != 0 && r.Fence().Epoch == d.Fence.Epoch && r.Attempt-1 >= d.Fence.Attempt
+func (d *Doubt) settledBy(r onceflow.Record, from onceflow.State) bool {
+	return from == onceflow.StateFailedRetryable && d.Fence.Epoch != 0 && r.Fence().Epoch == d.Fence.Epoch && r.Attempt-1 >= d.Fence.Attempt
 }
 
 // Disposition says how Execute produced its response.
@@ -302,21 +303,21 @@ type Result struct {
 	Disposition Disposition
 	Response    []byte
 	// Fence is the fencing token of the attempt that produced the response.
-	Fence Fence
+	Fence onceflow.Fence
 	// TookOver is the state this invocation took the record over from, if
 	// it did.
-	TookOver State
+	TookOver onceflow.State
 }
 
 // Execution describes the running action; the action's context carries it.
 type Execution struct {
-	Ref       Ref
-	Operation OperationID
-	Owner     Owner
-	Nonce     driver.Nonce
+	Ref       onceflow.Ref
+	Operation onceflow.OperationID
+	Owner     onceflow.Owner
+	Nonce     onceflow.Nonce
 	// Fence is the running attempt's fencing token, with the record's
 	// Epoch.
-	Fence Fence
+	Fence onceflow.Fence
 	// Doubt says why an earlier attempt may have had an effect, when this
 	// one runs although it might have: Reconcile found nothing, or the
 	// downstream is idempotent. "" when the record proved that nothing
@@ -329,7 +330,7 @@ type Execution struct {
 // operation, so it can be the idempotency key of a downstream call. It
 // names the record ("<code>:d<version>:<digest>"), so it holds no raw key.
 func (x Execution) Key() string {
-	if x.Ref == (Ref{}) {
+	if x.Ref == (onceflow.Ref{}) {
 		return ""
 	}
 	return x.Ref.String()
@@ -389,11 +390,11 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 	if err := req.Validate(); err != nil {
 		return Result{}, err
 	}
-	var nonce driver.Nonce
+	var nonce onceflow.Nonce
 	if req.Owner == "" {
-		req.Owner, nonce = driver.NewOwnerAndNonce()
+		req.Owner, nonce = onceflow.NewOwnerAndNonce()
 	} else {
-		nonce = driver.NewNonce()
+		nonce = onceflow.NewNonce()
 	}
 	span := trace.SpanFromContext(ctx)
 	switch {
@@ -438,7 +439,7 @@ func (v *invocation) log(ctx context.Context, level slog.Level, msg string, args
 
 // log writes one line about a record when the logger takes the level: the
 // attributes are built only then.
-func (e *Executor) log(ctx context.Context, ref Ref, op OperationID, level slog.Level, msg string, args ...any) {
+func (e *Executor) log(ctx context.Context, ref onceflow.Ref, op onceflow.OperationID, level slog.Level, msg string, args ...any) {
 	l := e.cfg.Logger
 	if !l.Enabled(ctx, level) {
 		return
@@ -450,7 +451,7 @@ func (e *Executor) log(ctx context.Context, ref Ref, op OperationID, level slog.
 type invocation struct {
 	e     *Executor
 	req   Request
-	nonce driver.Nonce
+	nonce onceflow.Nonce
 	// sent is when the request that last confirmed the lease was sent:
 	// the lease a reply reports is measured from no later than that.
 	sent time.Time
@@ -462,13 +463,13 @@ type invocation struct {
 }
 
 // fence is own's fencing token with the record's epoch.
-func (v *invocation) fence(own Ownership) Fence {
+func (v *invocation) fence(own driver.Ownership) onceflow.Fence {
 	f := own.Fence()
 	f.Epoch = v.epoch
 	return f
 }
 
-func (v *invocation) store() Store { return v.e.cfg.Store }
+func (v *invocation) store() driver.Store { return v.e.cfg.Store }
 
 func (v *invocation) claimRequest() driver.ClaimRequest {
 	c := v.e.cfg
@@ -497,7 +498,7 @@ func (v *invocation) claim(ctx context.Context) (out driver.ClaimOutcome, err er
 }
 
 // inspect reads the record, as a phase of its own.
-func (v *invocation) inspect(ctx context.Context, ref Ref) (obs driver.Observation, err error) {
+func (v *invocation) inspect(ctx context.Context, ref onceflow.Ref) (obs driver.Observation, err error) {
 	ctx, ph := v.e.phase(ctx, ref.Code, "inspect")
 	if ph != nil {
 		defer func() { ph.end(err, attribute.Bool("onceflow.found", obs.Found)) }()
@@ -507,7 +508,7 @@ func (v *invocation) inspect(ctx context.Context, ref Ref) (obs driver.Observati
 
 func (v *invocation) execute(ctx context.Context, action Action) (Result, error) {
 	out, err := v.claim(ctx)
-	if errors.Is(err, ErrIndeterminate) {
+	if errors.Is(err, onceflow.ErrIndeterminate) {
 		out, err = v.reclaim(ctx, err)
 	}
 	if err != nil {
@@ -528,10 +529,10 @@ func (v *invocation) reclaim(ctx context.Context, claimErr error) (driver.ClaimO
 	if obs.Found {
 		r := obs.Record
 		mine := r.Owner == v.req.Owner && r.Operation == v.req.Operation
-		if mine && (r.State == StateClaimed || r.State == StateExecuting || r.State == StateFailedRetryable) {
+		if mine && (r.State == onceflow.StateClaimed || r.State == onceflow.StateExecuting || r.State == onceflow.StateFailedRetryable) {
 			return driver.ReplayedAcquire{Ownership: ownership(v.req.Ref, r), Record: r}, nil
 		}
-		if live := r.State == StateClaimed || r.State == StateExecuting; live && r.LeaseRemaining() > 0 {
+		if live := r.State == onceflow.StateClaimed || r.State == onceflow.StateExecuting; live && r.LeaseRemaining() > 0 {
 			if r.Owner == v.req.Owner {
 				return driver.OwnerOperationConflict{Record: r}, nil
 			}
@@ -544,8 +545,8 @@ func (v *invocation) reclaim(ctx context.Context, claimErr error) (driver.ClaimO
 	return v.claim(ctx)
 }
 
-func ownership(ref Ref, r Record) Ownership {
-	return Ownership{Ref: ref, Operation: r.Operation, Owner: r.Owner, Attempt: r.Attempt, Rev: r.Rev}
+func ownership(ref onceflow.Ref, r onceflow.Record) driver.Ownership {
+	return driver.Ownership{Ref: ref, Operation: r.Operation, Owner: r.Owner, Attempt: r.Attempt, Rev: r.Rev}
 }
 
 func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, action Action) (Result, error) {
@@ -560,19 +561,19 @@ func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, actio
 	case driver.ReplayedAcquire:
 		r := o.Record
 		switch r.State {
-		case StateExecuting:
+		case onceflow.StateExecuting:
 			if r.Nonce == v.nonce { // our own start whose reply was lost
 				return v.started(ctx, o.Ownership, r, "", action)
 			}
 			// The same attempt is running in another invocation: evidence
 			// of work in flight, not permission to run (seed flaw 1).
 			return Result{}, &InProgressError{Ref: ref, RetryAfter: r.LeaseRemaining(), SameOwner: true}
-		case StateClaimed:
+		case onceflow.StateClaimed:
 			return v.acquired(ctx, o.Ownership, r, "", action)
-		case StateFailedRetryable:
+		case onceflow.StateFailedRetryable:
 			return Result{}, &RetryableError{Ref: ref, Recorded: true, Err: fmt.Errorf("this attempt already failed with no effect: %s", r.Reason)}
 		}
-		return Result{}, fmt.Errorf("%w: replayed acquire in state %s", ErrUnexpectedReply, r.State)
+		return Result{}, fmt.Errorf("%w: replayed acquire in state %s", onceflow.ErrUnexpectedReply, r.State)
 	case driver.CompletedReplay:
 		v.log(ctx, slog.LevelDebug, "onceflow: replayed")
 		return Result{Disposition: Replayed, Response: o.Record.Response, Fence: o.Record.Fence()}, nil
@@ -593,13 +594,13 @@ func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, actio
 		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
 			Recorded: true, RecoveryRequired: true, Reason: "the record is ABANDONED: " + r.Reason}
 	}
-	return Result{}, fmt.Errorf("%w: claim outcome %T", ErrUnexpectedReply, out)
+	return Result{}, fmt.Errorf("%w: claim outcome %T", onceflow.ErrUnexpectedReply, out)
 }
 
 // acquired holds a claim (CLAIMED, or EXECUTING after the fused path) and
 // brings it to a confirmed start.
-func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
-	if r.State == StateExecuting && r.Nonce == v.nonce {
+func (v *invocation) acquired(ctx context.Context, own driver.Ownership, r onceflow.Record, from onceflow.State, action Action) (Result, error) {
+	if r.State == onceflow.StateExecuting && r.Nonce == v.nonce {
 		return v.started(ctx, own, r, from, action)
 	}
 	if v.req.BeforeStart != nil {
@@ -622,31 +623,31 @@ func (v *invocation) acquired(ctx context.Context, own Ownership, r Record, from
 }
 
 // start confirms EXECUTING for this invocation's nonce.
-func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Record, error) {
+func (v *invocation) start(ctx context.Context, own driver.Ownership) (driver.Ownership, onceflow.Record, error) {
 	c := v.e.cfg
 	req := driver.StartRequest{Ownership: own, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
 	for try := 0; ; try++ {
 		v.sent = time.Now()
 		out, err := v.store().Start(ctx, req)
 		if err != nil {
-			if !errors.Is(err, ErrIndeterminate) || try > 0 {
-				return Ownership{}, Record{}, err
+			if !errors.Is(err, onceflow.ErrIndeterminate) || try > 0 {
+				return driver.Ownership{}, onceflow.Record{}, err
 			}
 			obs, ierr := v.inspect(ctx, v.req.Ref)
 			if ierr != nil {
-				return Ownership{}, Record{}, errors.Join(err, ierr)
+				return driver.Ownership{}, onceflow.Record{}, errors.Join(err, ierr)
 			}
 			r := obs.Record
 			mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
 			switch {
-			case mine && r.State == StateExecuting && r.Nonce == v.nonce:
+			case mine && r.State == onceflow.StateExecuting && r.Nonce == v.nonce:
 				return ownership(own.Ref, r), r, nil
-			case mine && r.State == StateClaimed:
+			case mine && r.State == onceflow.StateClaimed:
 				continue // the start did not apply: send it again
 			case obs.Found:
-				return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: r.LeaseRemaining(), SameOwner: r.Owner == own.Owner}
+				return driver.Ownership{}, onceflow.Record{}, &InProgressError{Ref: own.Ref, RetryAfter: r.LeaseRemaining(), SameOwner: r.Owner == own.Owner}
 			}
-			return Ownership{}, Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry: %w", own.Ref, err)
+			return driver.Ownership{}, onceflow.Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry: %w", own.Ref, err)
 		}
 		switch o := out.(type) {
 		case driver.Transitioned:
@@ -655,13 +656,13 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 			if o.Record.Nonce == v.nonce {
 				return ownership(own.Ref, o.Record), o.Record, nil
 			}
-			return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: true}
+			return driver.Ownership{}, onceflow.Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: true}
 		case driver.Refused:
-			return Ownership{}, Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
+			return driver.Ownership{}, onceflow.Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
 		case driver.Missing:
-			return Ownership{}, Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry", own.Ref)
+			return driver.Ownership{}, onceflow.Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry", own.Ref)
 		}
-		return Ownership{}, Record{}, fmt.Errorf("%w: start outcome %T", ErrUnexpectedReply, out)
+		return driver.Ownership{}, onceflow.Record{}, fmt.Errorf("%w: start outcome %T", onceflow.ErrUnexpectedReply, out)
 	}
 }
 
@@ -669,7 +670,7 @@ func (v *invocation) start(ctx context.Context, own Ownership) (Ownership, Recor
 // from state from ("" for a claim that created it): the record itself says
 // an earlier attempt's effect is unsettled, or the request brings evidence
 // of one that r does not settle. "" when nothing may have run.
-func (v *invocation) doubt(r Record, from State) string {
+func (v *invocation) doubt(r onceflow.Record, from onceflow.State) string {
 	switch {
 	case r.Uncertain:
 		return "taken over from an expired EXECUTING record"
@@ -684,7 +685,7 @@ func (v *invocation) doubt(r Record, from State) string {
 // started runs with EXECUTING confirmed for this invocation: r is the
 // record as the request sent at v.sent confirmed it. A record that may carry
 // an earlier attempt's effect is settled first.
-func (v *invocation) started(ctx context.Context, own Ownership, r Record, from State, action Action) (Result, error) {
+func (v *invocation) started(ctx context.Context, own driver.Ownership, r onceflow.Record, from onceflow.State, action Action) (Result, error) {
 	v.leaseEnd = v.sent.Add(r.LeaseRemaining())
 	v.epoch = r.Fence().Epoch
 	doubt := v.doubt(r, from)
@@ -776,7 +777,7 @@ func (v *invocation) runnable(ctx context.Context) error {
 }
 
 // renewRequest is the RENEW of this invocation's lease.
-func (v *invocation) renewRequest(own Ownership) driver.RenewRequest {
+func (v *invocation) renewRequest(own driver.Ownership) driver.RenewRequest {
 	c := v.e.cfg
 	return driver.RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
 }
@@ -786,7 +787,7 @@ func (v *invocation) renewRequest(own Ownership) driver.RenewRequest {
 // lasts, the renewal must come back before it ends; once it has run out
 // (a slow Reconcile), the store still renews it if nobody took the record
 // over, and refuses if somebody did.
-func (v *invocation) confirmLease(ctx context.Context, own Ownership) error {
+func (v *invocation) confirmLease(ctx context.Context, own driver.Ownership) error {
 	sent := time.Now()
 	if sent.Before(v.leaseEnd) {
 		var cancel context.CancelFunc
@@ -812,7 +813,7 @@ func (v *invocation) confirmLease(ctx context.Context, own Ownership) error {
 	return fmt.Errorf("idemstore: %s vanished before it ran; retry", own.Ref)
 }
 
-func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, found bool, err error) {
+func (v *invocation) reconcile(ctx context.Context, r onceflow.Record) (resp []byte, found bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("reconcile panicked: %v", p)
@@ -824,7 +825,7 @@ func (v *invocation) reconcile(ctx context.Context, r Record) (resp []byte, foun
 // run calls the action under a kept lease (see lease). The action's
 // context is cancelled with ErrLeaseLost or ErrLeaseUnconfirmed when the
 // lease cannot be kept.
-func (v *invocation) run(ctx context.Context, own Ownership, action Action) (resp []byte, err error) {
+func (v *invocation) run(ctx context.Context, own driver.Ownership, action Action) (resp []byte, err error) {
 	ctx, ph := v.e.phase(ctx, own.Ref.Code, "action")
 	if ph != nil {
 		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(own.Rev)) }()
@@ -863,7 +864,7 @@ func writeCtx(ctx context.Context) context.Context { return context.WithoutCance
 // complete records the response. A lost reply, or one that does not
 // decode, is verified with INSPECT; a success the store did not confirm is
 // never reported.
-func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (res Result, err error) {
+func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []byte) (res Result, err error) {
 	ctx, ph := v.e.phase(writeCtx(ctx), own.Ref.Code, "complete")
 	if ph != nil {
 		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(res.Fence.Rev)) }()
@@ -873,7 +874,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 	recovery := func(reason string, err error) (Result, error) {
 		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
 		return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
-			State: StateExecuting, RecoveryRequired: true, Reason: "the action succeeded but " + reason, Err: err}
+			State: onceflow.StateExecuting, RecoveryRequired: true, Reason: "the action succeeded but " + reason, Err: err}
 	}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Complete(ctx, req)
@@ -893,9 +894,9 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 			case driver.Missing:
 				return recovery("the record is gone", nil)
 			}
-			return recovery("the store answered unexpectedly", fmt.Errorf("%w: %T", ErrUnexpectedReply, out))
+			return recovery("the store answered unexpectedly", fmt.Errorf("%w: %T", onceflow.ErrUnexpectedReply, out))
 		}
-		if errors.Is(err, ErrInvalidInput) {
+		if errors.Is(err, onceflow.ErrInvalidInput) {
 			// The effect happened, but the store refuses its response (too
 			// large): it will never be recorded, so say so now rather
 			// than leave the record EXECUTING until its lease runs out.
@@ -906,7 +907,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		// ErrUnexpectedReply), may follow a write that applied: INSPECT
 		// tells.
 		what := "complete was indeterminate"
-		if !errors.Is(err, ErrIndeterminate) {
+		if !errors.Is(err, onceflow.ErrIndeterminate) {
 			what = "complete's reply could not be read (" + err.Error() + ")"
 		}
 		obs, ierr := v.inspect(ctx, own.Ref)
@@ -916,10 +917,10 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 		r := obs.Record
 		mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
 		switch {
-		case mine && r.State == StateCompleted && bytes.Equal(r.Response, resp) && r.Nonce == v.nonce:
+		case mine && r.State == onceflow.StateCompleted && bytes.Equal(r.Response, resp) && r.Nonce == v.nonce:
 			ok.Fence = v.fence(ownership(own.Ref, r))
 			return ok, nil
-		case mine && r.State == StateExecuting && r.Nonce == v.nonce:
+		case mine && r.State == onceflow.StateExecuting && r.Nonce == v.nonce:
 			continue // not applied: complete again
 		}
 		return recovery(what+" and the record shows another outcome", err)
@@ -930,7 +931,7 @@ func (v *invocation) complete(ctx context.Context, own Ownership, resp []byte) (
 // fail records FAILED_RETRYABLE or ABANDONED and verifies an indeterminate
 // write, or one whose reply does not decode, with INSPECT before returning
 // (seed flaw 6).
-func (v *invocation) fail(ctx context.Context, own Ownership, target State, reason string) (recorded bool, rec Record) {
+func (v *invocation) fail(ctx context.Context, own driver.Ownership, target onceflow.State, reason string) (recorded bool, rec onceflow.Record) {
 	ctx, ph := v.e.phase(ctx, own.Ref.Code, "fail")
 	if ph != nil {
 		defer func() { ph.end(nil, AttrState.String(string(target)), attribute.Bool("onceflow.recorded", recorded)) }()
@@ -938,7 +939,7 @@ func (v *invocation) fail(ctx context.Context, own Ownership, target State, reas
 	ctx = writeCtx(ctx)
 	// The reason comes from an action's error text, a panic value or a
 	// Doubt: sanitised, it is one the store accepts (no NUL, not too long).
-	req := driver.FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: driver.SanitizeReason(reason), TTL: v.e.cfg.FailureRetention}
+	req := driver.FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: onceflow.SanitizeReason(reason), TTL: v.e.cfg.FailureRetention}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Fail(ctx, req)
 		if err == nil {
@@ -950,45 +951,45 @@ func (v *invocation) fail(ctx context.Context, own Ownership, target State, reas
 			case driver.Refused:
 				return false, o.Record
 			}
-			return false, Record{}
+			return false, onceflow.Record{}
 		}
-		if errors.Is(err, ErrInvalidInput) {
+		if errors.Is(err, onceflow.ErrInvalidInput) {
 			v.log(ctx, slog.LevelError, "onceflow: the store refused to record the failure", "target", target, "err", err)
-			return false, Record{}
+			return false, onceflow.Record{}
 		}
 		// A lost reply, or one that does not decode, may follow a write
 		// that applied: INSPECT tells whether it was recorded.
 		obs, ierr := v.inspect(ctx, own.Ref)
 		if ierr != nil {
 			v.log(ctx, slog.LevelError, "onceflow: recording the failure is unconfirmed and inspect failed", "target", target, "err", errors.Join(err, ierr))
-			return false, Record{}
+			return false, onceflow.Record{}
 		}
 		r := obs.Record
 		mine := obs.Found && r.Owner == own.Owner && r.Operation == own.Operation
 		switch {
 		case mine && r.State == target:
 			return true, r
-		case mine && r.State == StateExecuting && r.Nonce == v.nonce:
+		case mine && r.State == onceflow.StateExecuting && r.Nonce == v.nonce:
 			continue // not applied: send it again
 		}
 		return false, r
 	}
-	return false, Record{}
+	return false, onceflow.Record{}
 }
 
-func (v *invocation) failRetryable(ctx context.Context, own Ownership, cause error) (Result, error) {
-	recorded, _ := v.fail(ctx, own, StateFailedRetryable, cause.Error())
+func (v *invocation) failRetryable(ctx context.Context, own driver.Ownership, cause error) (Result, error) {
+	recorded, _ := v.fail(ctx, own, onceflow.StateFailedRetryable, cause.Error())
 	return Result{}, &RetryableError{Ref: own.Ref, Recorded: recorded, Err: cause}
 }
 
-func (v *invocation) abandon(ctx context.Context, own Ownership, reason string, cause error) (Result, error) {
+func (v *invocation) abandon(ctx context.Context, own driver.Ownership, reason string, cause error) (Result, error) {
 	full := reason
 	if cause != nil {
 		full += ": " + cause.Error()
 	}
-	recorded, r := v.fail(ctx, own, StateAbandoned, full)
+	recorded, r := v.fail(ctx, own, onceflow.StateAbandoned, full)
 	v.log(ctx, slog.LevelWarn, "onceflow: effect unknown; record abandoned", "recorded", recorded, "reason", full)
-	attempt, rev, state := own.Attempt, own.Rev, StateExecuting
+	attempt, rev, state := own.Attempt, own.Rev, onceflow.StateExecuting
 	if recorded {
 		attempt, rev, state = r.Attempt, r.Rev, r.State
 	}

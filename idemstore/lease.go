@@ -62,7 +62,7 @@ type lease struct {
 
 // keepLease starts keeping the lease confirmed at v.sent (v.leaseEnd) for
 // the action whose context cancel cancels.
-func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFunc, own Ownership) *lease {
+func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFunc, own driver.Ownership) *lease {
 	c := v.e.cfg
 	l := &lease{e: v.e, req: v.renewRequest(own), cancel: cancel, margin: c.SafetyMargin, end: v.leaseEnd, parent: ctx}
 	l.ticked = v.req.RenewTicks == nil

@@ -38,28 +38,6 @@ const (
 	MetricPhaseDuration = "onceflow.phase.duration"
 )
 
-// Outcomes of an Execute, the "outcome" label of MetricExecutions and the
-// "onceflow.outcome" attribute of the execute span (onceflow.Outcome).
-const (
-	OutcomeRan                 = onceflow.OutcomeRan
-	OutcomeReplayed            = onceflow.OutcomeReplayed
-	OutcomeReconciled          = onceflow.OutcomeReconciled
-	OutcomeInProgress          = onceflow.OutcomeInProgress
-	OutcomeFingerprintMismatch = onceflow.OutcomeFingerprintMismatch
-	OutcomeOwnerConflict       = onceflow.OutcomeOwnerConflict
-	OutcomeCodecMismatch       = onceflow.OutcomeCodecMismatch
-	OutcomeRetryable           = onceflow.OutcomeRetryable
-	OutcomeNotStored           = onceflow.OutcomeNotStored
-	OutcomeEffectUnknown       = onceflow.OutcomeEffectUnknown
-	OutcomeRecoveryRequired    = onceflow.OutcomeRecoveryRequired
-	OutcomeFailed              = onceflow.OutcomeFailed
-	OutcomeInvalid             = onceflow.OutcomeInvalid
-	OutcomeCorrupt             = onceflow.OutcomeCorrupt
-	OutcomeCanceled            = onceflow.OutcomeCanceled
-	OutcomeStoreUnavailable    = onceflow.OutcomeStoreUnavailable
-	OutcomeError               = onceflow.OutcomeError
-)
-
 // Span attribute keys. None carries a raw key, principal, workflow ID or
 // payload: a record is named by its operation code and HMAC digest.
 const (
@@ -135,11 +113,11 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 	if err == nil {
 		switch res.Disposition {
 		case Replayed:
-			return OutcomeReplayed
+			return onceflow.OutcomeReplayed
 		case Reconciled:
-			return OutcomeReconciled
+			return onceflow.OutcomeReconciled
 		}
-		return OutcomeRan
+		return onceflow.OutcomeRan
 	}
 	var (
 		ip  *InProgressError
@@ -147,48 +125,48 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 		re  *RetryableError
 		eu  *EffectUnknownError
 		of  *OperationFailedError
-		ve  *ValidationError
-		se  *StoreError
-		cor *CorruptRecordError
+		ve  *onceflow.ValidationError
+		se  *onceflow.StoreError
+		cor *onceflow.CorruptRecordError
 	)
 	switch {
 	case errors.As(err, &eu) && eu.RecoveryRequired:
-		return OutcomeRecoveryRequired
+		return onceflow.OutcomeRecoveryRequired
 	case errors.As(err, &eu):
-		return OutcomeEffectUnknown
+		return onceflow.OutcomeEffectUnknown
 	case errors.As(err, &re) && re.NotStored:
-		return OutcomeNotStored
+		return onceflow.OutcomeNotStored
 	case errors.As(err, &re):
-		return OutcomeRetryable
+		return onceflow.OutcomeRetryable
 	case errors.As(err, &of):
-		return OutcomeFailed
+		return onceflow.OutcomeFailed
 	case errors.As(err, &ip):
-		return OutcomeInProgress
+		return onceflow.OutcomeInProgress
 	case errors.As(err, &ce):
 		switch {
 		case errors.Is(err, ErrOwnerOperationConflict):
-			return OutcomeOwnerConflict
+			return onceflow.OutcomeOwnerConflict
 		case errors.Is(err, ErrCodecMismatch):
-			return OutcomeCodecMismatch
+			return onceflow.OutcomeCodecMismatch
 		}
-		return OutcomeFingerprintMismatch
-	case errors.As(err, &cor), errors.Is(err, ErrUnexpectedReply):
-		return OutcomeCorrupt
+		return onceflow.OutcomeFingerprintMismatch
+	case errors.As(err, &cor), errors.Is(err, onceflow.ErrUnexpectedReply):
+		return onceflow.OutcomeCorrupt
 	case errors.As(err, &ve):
-		return OutcomeInvalid
-	case errors.As(err, &se), errors.Is(err, ErrIndeterminate):
-		return OutcomeStoreUnavailable
+		return onceflow.OutcomeInvalid
+	case errors.As(err, &se), errors.Is(err, onceflow.ErrIndeterminate):
+		return onceflow.OutcomeStoreUnavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return OutcomeCanceled
+		return onceflow.OutcomeCanceled
 	}
-	return OutcomeError
+	return onceflow.OutcomeError
 }
 
 // phaseSpan is one executor phase being traced or measured.
 type phaseSpan struct {
 	e     *Executor
 	ctx   context.Context
-	code  OperationCode
+	code  onceflow.OperationCode
 	name  string
 	start time.Time
 	span  trace.Span // nil when the context's span does not record
@@ -198,7 +176,7 @@ type phaseSpan struct {
 // records, and a latency sample when the executor measures. It returns
 // nil when neither is on, so an untraced, unmeasured call builds nothing
 // (callers check before they build end's attributes).
-func (e *Executor) phase(ctx context.Context, code OperationCode, name string) (context.Context, *phaseSpan) {
+func (e *Executor) phase(ctx context.Context, code onceflow.OperationCode, name string) (context.Context, *phaseSpan) {
 	parent := trace.SpanFromContext(ctx)
 	recording := parent.IsRecording()
 	if !recording && e.metrics == nil {
@@ -231,19 +209,19 @@ func (p *phaseSpan) end(err error, attrs ...attribute.KeyValue) {
 	p.span.End()
 }
 
-func (e *Executor) countTakeover(ctx context.Context, code OperationCode, from State) {
+func (e *Executor) countTakeover(ctx context.Context, code onceflow.OperationCode, from onceflow.State) {
 	if e.metrics != nil {
 		e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelTakeoverFrom.String(string(from))))
 	}
 }
 
-func (e *Executor) countRenewal(ctx context.Context, code OperationCode, result string) {
+func (e *Executor) countRenewal(ctx context.Context, code onceflow.OperationCode, result string) {
 	if e.metrics != nil {
 		e.metrics.renewals.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelResult.String(result)))
 	}
 }
 
-func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause error) {
+func (e *Executor) countLostLease(ctx context.Context, code onceflow.OperationCode, cause error) {
 	if e.metrics == nil {
 		return
 	}
@@ -257,7 +235,7 @@ func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause
 // outcomeAttrs are the span attributes of a store reply: the record's
 // state, attempt and rev as the reply shows them.
 func outcomeAttrs(out any) []attribute.KeyValue {
-	var r Record
+	var r onceflow.Record
 	switch o := out.(type) {
 	case driver.Acquired:
 		r = o.Record
@@ -293,7 +271,7 @@ func outcomeAttrs(out any) []attribute.KeyValue {
 	return recordAttrs(r)
 }
 
-func recordAttrs(r Record) []attribute.KeyValue {
+func recordAttrs(r onceflow.Record) []attribute.KeyValue {
 	return []attribute.KeyValue{AttrState.String(string(r.State)), AttrAttempt.Int64(r.Attempt), AttrRev.Int64(r.Rev)}
 }
 

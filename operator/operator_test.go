@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -27,12 +28,12 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("operator test secret, 32 bytes.."), 1)
+	dig, err := onceflow.NewDigester([]byte("operator test secret, 32 bytes.."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := idemstore.Ref{Code: "http", Digest: dig.Digest("k")}
-	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: idemstore.FingerprintOf([]byte("body")), Codec: "raw"}
+	ref := onceflow.Ref{Code: "http", Digest: dig.Digest("k")}
+	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: onceflow.FingerprintOf([]byte("body")), Codec: "raw"}
 	runs := 0
 	unknown := func(context.Context) ([]byte, error) {
 		runs++
@@ -46,7 +47,7 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 		t.Fatalf("before reopen: err %v, %d runs", err, runs)
 	}
 	was, err := operator.Reopen(t.Context(), store, ref, "no charge at the provider")
-	if err != nil || was.State != idemstore.StateAbandoned {
+	if err != nil || was.State != onceflow.StateAbandoned {
 		t.Fatalf("reopen: %+v, %v", was, err)
 	}
 	if res, err := exec.Execute(t.Context(), req, ok); err != nil || string(res.Response) != "done" || runs != 2 {
@@ -55,7 +56,7 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 	if _, err := operator.Reopen(t.Context(), store, ref, ""); !errors.Is(err, operator.ErrNotReopenable) {
 		t.Fatalf("reopening a COMPLETED record: %v", err)
 	}
-	missing := idemstore.Ref{Code: "http", Digest: dig.Digest("never used")}
+	missing := onceflow.Ref{Code: "http", Digest: dig.Digest("never used")}
 	if _, err := operator.Reopen(t.Context(), store, missing, ""); !errors.Is(err, operator.ErrNoRecord) {
 		t.Fatalf("reopening a missing record: %v", err)
 	}
@@ -63,7 +64,7 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 
 // TestInspectReportsARecordAndACorruptOne: Inspect reads a business key's
 // record (BusinessRef), a missing one without an error, and reports a
-// corrupt one with an error matching idemstore.ErrCorruptRecord.
+// corrupt one with an error matching onceflow.ErrCorruptRecord.
 func TestInspectReportsARecordAndACorruptOne(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -76,7 +77,7 @@ func TestInspectReportsARecordAndACorruptOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("inspect test secret, 32 bytes..."), 1)
+	dig, err := onceflow.NewDigester([]byte("inspect test secret, 32 bytes..."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,19 +85,19 @@ func TestInspectReportsARecordAndACorruptOne(t *testing.T) {
 	if rep, err := operator.Inspect(t.Context(), store, ref); err != nil || rep.Found || rep.Key != ref.String() {
 		t.Fatalf("before the claim: %+v, %v", rep, err)
 	}
-	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: idemstore.FingerprintOf([]byte("body"))}
+	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: onceflow.FingerprintOf([]byte("body"))}
 	if _, err := exec.Execute(t.Context(), req, func(context.Context) ([]byte, error) { return []byte("ch_1"), nil }); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := operator.Inspect(t.Context(), store, ref)
-	if err != nil || !rep.Found || rep.State != idemstore.StateCompleted || rep.Attempt != 1 || rep.Rev != 2 || rep.Response != 4 {
+	if err != nil || !rep.Found || rep.State != onceflow.StateCompleted || rep.Attempt != 1 || rep.Rev != 2 || rep.Response != 4 {
 		t.Fatalf("inspect: %+v, %v", rep, err)
 	}
 	if err := rdb.HSet(t.Context(), store.Key(ref), "state", "BOGUS").Err(); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = operator.Inspect(t.Context(), store, ref)
-	if !errors.Is(err, idemstore.ErrCorruptRecord) || rep.Corrupt == "" || !rep.Found {
+	if !errors.Is(err, onceflow.ErrCorruptRecord) || rep.Corrupt == "" || !rep.Found {
 		t.Fatalf("a corrupt record: %+v, %v", rep, err)
 	}
 }

@@ -6,8 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
-
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -30,22 +29,22 @@ const DefaultReopenReason = "reopened by an operator"
 // A missing record is ErrNoRecord, one in another state
 // ErrNotReopenable; a record that moved on meanwhile is an error saying
 // so (run it again).
-func Reopen(ctx context.Context, store idemstore.Store, ref idemstore.Ref, reason string) (idemstore.Record, error) {
+func Reopen(ctx context.Context, store driver.Store, ref onceflow.Ref, reason string) (onceflow.Record, error) {
 	obs, err := store.Inspect(ctx, ref)
 	if err != nil {
-		return idemstore.Record{}, fmt.Errorf("operator: reopen: read %s: %w", ref, err)
+		return onceflow.Record{}, fmt.Errorf("operator: reopen: read %s: %w", ref, err)
 	}
 	if !obs.Found {
-		return idemstore.Record{}, fmt.Errorf("%w: %s", ErrNoRecord, ref)
+		return onceflow.Record{}, fmt.Errorf("%w: %s", ErrNoRecord, ref)
 	}
 	r := obs.Record
-	if r.State != idemstore.StateFailed && r.State != idemstore.StateAbandoned {
+	if r.State != onceflow.StateFailed && r.State != onceflow.StateAbandoned {
 		return r, fmt.Errorf("%w: %s is %s", ErrNotReopenable, ref, r.State)
 	}
 	if reason == "" {
 		reason = DefaultReopenReason
 	}
-	res, err := store.Resolve(ctx, driver.ResolveRequest{Ref: ref, Attempt: r.Attempt, Rev: r.Rev, Target: idemstore.StateFailedRetryable,
+	res, err := store.Resolve(ctx, driver.ResolveRequest{Ref: ref, Attempt: r.Attempt, Rev: r.Rev, Target: onceflow.StateFailedRetryable,
 		Reason: reason, TTL: max(r.TTL, time.Minute)})
 	if err != nil {
 		return r, fmt.Errorf("operator: reopen %s: %w", ref, err)
@@ -58,6 +57,6 @@ func Reopen(ctx context.Context, store idemstore.Store, ref idemstore.Ref, reaso
 	case driver.Missing:
 		return r, fmt.Errorf("%w: %s expired before it was reopened: there is nothing to reopen, the next attempt claims it afresh", ErrNoRecord, ref)
 	default:
-		return r, fmt.Errorf("operator: reopen %s: %w: %T", ref, idemstore.ErrUnexpectedReply, res)
+		return r, fmt.Errorf("operator: reopen %s: %w: %T", ref, onceflow.ErrUnexpectedReply, res)
 	}
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -120,7 +120,7 @@ func TestDurableCompletionIsOnTheReplica(t *testing.T) {
 		obs, err := r.onReplica.Inspect(t.Context(), f.Ref)
 		require.NoError(t, err)
 		require.True(t, obs.Found, "operation %d: acknowledged, but the replica has no record", i)
-		require.Equal(t, idemstore.StateCompleted, obs.Record.State, "operation %d", i)
+		require.Equal(t, onceflow.StateCompleted, obs.Record.State, "operation %d", i)
 		require.Equal(t, resp, obs.Record.Response, "operation %d", i)
 	}
 }
@@ -158,15 +158,15 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 			// The primary applied the completion: it is the write a
 			// failover may lose, so it was not acknowledged.
 			plain := newStore(t, redisstore.Config{Client: redistest.NewClient(t, r.primary.Addr()), Namespace: keyNamespace(r.store)})
-			require.Equal(t, idemstore.StateCompleted, inspect(t, plain, f.Ref).State)
+			require.Equal(t, onceflow.StateCompleted, inspect(t, plain, f.Ref).State)
 
 			// The store itself: a write is Indeterminate, a read Unavailable.
 			g := storetest.NewFixture()
-			_, err = r.store.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-			require.ErrorIs(t, err, idemstore.ErrIndeterminate)
+			_, err = r.store.ClaimStart(t.Context(), g.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+			require.ErrorIs(t, err, onceflow.ErrIndeterminate)
 			require.ErrorIs(t, err, redisstore.ErrNotDurable)
 			_, err = r.store.Inspect(t.Context(), g.Ref)
-			require.ErrorIs(t, err, idemstore.ErrUnavailable)
+			require.ErrorIs(t, err, onceflow.ErrUnavailable)
 			require.ErrorIs(t, err, redisstore.ErrNotDurable)
 		})
 	}

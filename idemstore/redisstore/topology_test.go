@@ -19,8 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistopo"
@@ -39,15 +39,15 @@ func topologyTests(t *testing.T) {
 // acknowledged.
 type ledger struct {
 	mu      sync.Mutex
-	effects map[idemstore.OperationID]int
-	acked   map[idemstore.OperationID][]byte
-	refs    map[idemstore.OperationID]storetest.Fixture
+	effects map[onceflow.OperationID]int
+	acked   map[onceflow.OperationID][]byte
+	refs    map[onceflow.OperationID]storetest.Fixture
 	errs    map[string]int
 }
 
 func newLedger() *ledger {
-	return &ledger{effects: map[idemstore.OperationID]int{}, acked: map[idemstore.OperationID][]byte{},
-		refs: map[idemstore.OperationID]storetest.Fixture{}, errs: map[string]int{}}
+	return &ledger{effects: map[onceflow.OperationID]int{}, acked: map[onceflow.OperationID][]byte{},
+		refs: map[onceflow.OperationID]storetest.Fixture{}, errs: map[string]int{}}
 }
 
 // execute runs f's operation once through exec, counting its effect and
@@ -84,9 +84,9 @@ func errClass(err error) string {
 		return "effect unknown"
 	case errors.Is(err, idemstore.ErrInProgress):
 		return "in progress"
-	case errors.Is(err, idemstore.ErrIndeterminate):
+	case errors.Is(err, onceflow.ErrIndeterminate):
 		return "indeterminate"
-	case errors.Is(err, idemstore.ErrUnavailable):
+	case errors.Is(err, onceflow.ErrUnavailable):
 		return "unavailable"
 	}
 	return "other"
@@ -97,18 +97,18 @@ func errClass(err error) string {
 func (l *ledger) check(t *testing.T, exec *idemstore.Executor, s *redisstore.Store) {
 	t.Helper()
 	l.mu.Lock()
-	acked := make(map[idemstore.OperationID][]byte, len(l.acked))
+	acked := make(map[onceflow.OperationID][]byte, len(l.acked))
 	for op, r := range l.acked {
 		acked[op] = r
 	}
 	refs := l.refs
 	l.mu.Unlock()
-	var lost []idemstore.OperationID
+	var lost []onceflow.OperationID
 	for op, resp := range acked {
 		f := refs[op]
 		obs, err := s.Inspect(t.Context(), f.Ref)
 		require.NoError(t, err)
-		if !obs.Found || obs.Record.State != idemstore.StateCompleted {
+		if !obs.Found || obs.Record.State != onceflow.StateCompleted {
 			lost = append(lost, op)
 			continue
 		}
@@ -277,7 +277,7 @@ func newClusterDurable(t *testing.T) clusterDurable {
 
 // shard returns the address of the primary of ref's slot, as the client
 // sees it, and of its replica.
-func (c clusterDurable) shard(t *testing.T, ref idemstore.Ref) (primary, replica string) {
+func (c clusterDurable) shard(t *testing.T, ref onceflow.Ref) (primary, replica string) {
 	t.Helper()
 	node, err := c.client.MasterForKey(t.Context(), c.store.Key(ref))
 	require.NoError(t, err)
@@ -334,7 +334,7 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 		obs, err := replicas[replica].Inspect(t.Context(), f.Ref)
 		require.NoError(t, err, "operation %d: inspect on the replica %s", i, replica)
 		require.True(t, obs.Found, "operation %d: acknowledged, but the replica %s of %s has no record", i, replica, primary)
-		require.Equal(t, idemstore.StateCompleted, obs.Record.State, "operation %d", i)
+		require.Equal(t, onceflow.StateCompleted, obs.Record.State, "operation %d", i)
 		require.Equal(t, resp, obs.Record.Response, "operation %d", i)
 	}
 	t.Logf("completions per primary: %v", perShard)
@@ -353,7 +353,7 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 	require.NoError(t, c.cl.Failover(t.Context(), replica))
 	require.NoError(t, c.cl.WaitSynced(t.Context()))
 	_, err = c.store.Inspect(t.Context(), f.Ref)
-	require.ErrorIs(t, err, idemstore.ErrUnavailable)
+	require.ErrorIs(t, err, onceflow.ErrUnavailable)
 	require.ErrorIs(t, err, redisstore.ErrNotDurable)
 	require.ErrorContains(t, err, "MOVED")
 	t.Logf("after the failover of %s to %s: %v", primary, replica, err)
@@ -363,7 +363,7 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 		node, err := c.client.MasterForKey(t.Context(), c.store.Key(g.Ref))
 		require.NoError(t, err)
 		if node.Options().Addr == replica {
-			_, err = c.store.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			_, err = c.store.ClaimStart(t.Context(), g.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			require.NoError(t, err, "a durable call on the new primary %s", replica)
 			break
 		}
@@ -398,7 +398,7 @@ func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 	// The primary applied the completion: it is the write a failover may
 	// lose, so it was not acknowledged.
 	plain := newStore(t, redisstore.Config{Client: c.client, Namespace: keyNamespace(c.store)})
-	require.Equal(t, idemstore.StateCompleted, inspect(t, plain, f.Ref).State)
+	require.Equal(t, onceflow.StateCompleted, inspect(t, plain, f.Ref).State)
 
 	// On that shard a write is Indeterminate, a read Unavailable; on
 	// another a write is confirmed.
@@ -413,13 +413,13 @@ func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 			other = g
 		}
 	}
-	_, err = c.store.ClaimStart(t.Context(), same.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-	require.ErrorIs(t, err, idemstore.ErrIndeterminate)
+	_, err = c.store.ClaimStart(t.Context(), same.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+	require.ErrorIs(t, err, onceflow.ErrIndeterminate)
 	require.ErrorIs(t, err, redisstore.ErrNotDurable)
 	_, err = c.store.Inspect(t.Context(), same.Ref)
-	require.ErrorIs(t, err, idemstore.ErrUnavailable)
+	require.ErrorIs(t, err, onceflow.ErrUnavailable)
 	require.ErrorIs(t, err, redisstore.ErrNotDurable)
-	_, err = c.store.ClaimStart(t.Context(), other.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+	_, err = c.store.ClaimStart(t.Context(), other.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 	require.NoError(t, err)
 }
 

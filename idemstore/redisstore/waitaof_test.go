@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -71,7 +72,7 @@ func TestWaitAOFOnAServerThatHasIt(t *testing.T) {
 			func(context.Context) ([]byte, error) { return resp, nil })
 		require.NoError(t, err, "operation %d", i)
 		rec := inspect(t, onReplica, f.Ref)
-		require.Equal(t, idemstore.StateCompleted, rec.State, "operation %d", i)
+		require.Equal(t, onceflow.StateCompleted, rec.State, "operation %d", i)
 		require.Equal(t, resp, rec.Response, "operation %d", i)
 	}
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
@@ -561,13 +561,13 @@ func luaInvalid(k schema.Kind, x string) string {
 	case schema.KindMillis:
 		return fmt.Sprintf("#%[1]s > %[2]d or not (%[1]s == '0' or find(%[1]s, '^[1-9]%%d*$'))", x, schema.MaxIntegerDigits)
 	case schema.KindOperation:
-		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, idemstore.MaxOperationIDLen)
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, onceflow.MaxOperationIDLen)
 	case schema.KindCodec:
 		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > 32 or find(%[1]s, '[^a-z0-9.%%-]')", x)
 	case schema.KindFlag:
 		return fmt.Sprintf("%[1]s ~= '0' and %[1]s ~= '1'", x)
 	case schema.KindText:
-		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, idemstore.MaxReasonLen)
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, onceflow.MaxReasonLen)
 	}
 	panic("gen: no Lua check for field kind " + string(k))
 }
