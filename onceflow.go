@@ -103,6 +103,10 @@ const (
 	// OutcomeStoreUnavailable: the store could not be reached or did not
 	// answer.
 	OutcomeStoreUnavailable Outcome = "store_unavailable"
+	// OutcomeResolveRefused: a resolution changed nothing: the record
+	// moved on since the decision was taken, is in a state the
+	// resolution does not apply to, or is gone.
+	OutcomeResolveRefused Outcome = "resolve_refused"
 	// OutcomeError: an error the executor does not classify (a bug).
 	OutcomeError Outcome = "error"
 )
@@ -113,7 +117,7 @@ func Outcomes() []Outcome {
 	return []Outcome{OutcomeRan, OutcomeReplayed, OutcomeReconciled,
 		OutcomeInProgress, OutcomeFingerprintMismatch, OutcomeOwnerConflict, OutcomeCodecMismatch,
 		OutcomeRetryable, OutcomeNotStored, OutcomeEffectUnknown, OutcomeRecoveryRequired, OutcomeFailed, OutcomeInvalid,
-		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeError}
+		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeResolveRefused, OutcomeError}
 }
 
 // Succeeded reports whether o is a result rather than an error.

@@ -482,6 +482,7 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 	onceflow.OutcomeCorrupt:             {onceflow.TypeCorruptRecord, false},
 	onceflow.OutcomeCanceled:            {onceflow.TypeCanceled, true},
 	onceflow.OutcomeStoreUnavailable:    {onceflow.TypeStoreUnavailable, true},
+	onceflow.OutcomeResolveRefused:      {onceflow.TypeResolveRefused, false},
 	onceflow.OutcomeError:               {onceflow.TypeInternal, true},
 }
 

@@ -480,6 +480,10 @@ var problems = map[onceflow.Outcome]problemSpec{
 	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "the idempotency store is unavailable, so the request's key could not be checked and the request was not processed; retry it with the same key after Retry-After seconds"
 	}},
+	// The middleware never resolves a record: a refused resolution here is a bug.
+	onceflow.OutcomeResolveRefused: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
+		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
+	}},
 	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
 		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
 	}},

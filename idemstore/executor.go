@@ -497,15 +497,6 @@ func (v *invocation) claim(ctx context.Context) (out driver.ClaimOutcome, err er
 	return v.store().Claim(ctx, v.claimRequest())
 }
 
-// inspect reads the record, as a phase of its own.
-func (v *invocation) inspect(ctx context.Context, ref onceflow.Ref) (obs driver.Observation, err error) {
-	ctx, ph := v.e.phase(ctx, ref.Code, "inspect")
-	if ph != nil {
-		defer func() { ph.end(err, attribute.Bool("onceflow.found", obs.Found)) }()
-	}
-	return v.store().Inspect(ctx, ref)
-}
-
 func (v *invocation) execute(ctx context.Context, action Action) (Result, error) {
 	out, err := v.claim(ctx)
 	if errors.Is(err, onceflow.ErrIndeterminate) {
@@ -522,7 +513,7 @@ func (v *invocation) execute(ctx context.Context, action Action) (Result, error)
 // invocation's nonce. Only when the record shows the claim cannot have
 // applied is the claim sent again.
 func (v *invocation) reclaim(ctx context.Context, claimErr error) (driver.ClaimOutcome, error) {
-	obs, err := v.inspect(ctx, v.req.Ref)
+	obs, err := v.e.Inspect(ctx, v.req.Ref)
 	if err != nil {
 		return nil, errors.Join(claimErr, err)
 	}
@@ -633,7 +624,7 @@ func (v *invocation) start(ctx context.Context, own driver.Ownership) (driver.Ow
 			if !errors.Is(err, onceflow.ErrIndeterminate) || try > 0 {
 				return driver.Ownership{}, onceflow.Record{}, err
 			}
-			obs, ierr := v.inspect(ctx, v.req.Ref)
+			obs, ierr := v.e.Inspect(ctx, v.req.Ref)
 			if ierr != nil {
 				return driver.Ownership{}, onceflow.Record{}, errors.Join(err, ierr)
 			}
@@ -910,7 +901,7 @@ func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []
 		if !errors.Is(err, onceflow.ErrIndeterminate) {
 			what = "complete's reply could not be read (" + err.Error() + ")"
 		}
-		obs, ierr := v.inspect(ctx, own.Ref)
+		obs, ierr := v.e.Inspect(ctx, own.Ref)
 		if ierr != nil {
 			return recovery(what+" and inspect failed", errors.Join(err, ierr))
 		}
@@ -959,7 +950,7 @@ func (v *invocation) fail(ctx context.Context, own driver.Ownership, target once
 		}
 		// A lost reply, or one that does not decode, may follow a write
 		// that applied: INSPECT tells whether it was recorded.
-		obs, ierr := v.inspect(ctx, own.Ref)
+		obs, ierr := v.e.Inspect(ctx, own.Ref)
 		if ierr != nil {
 			v.log(ctx, slog.LevelError, "onceflow: recording the failure is unconfirmed and inspect failed", "target", target, "err", errors.Join(err, ierr))
 			return false, onceflow.Record{}

@@ -34,7 +34,7 @@ const (
 	MetricLostLeases = "onceflow.lost_leases"
 	// MetricPhaseDuration is the latency of each executor phase, in
 	// seconds: claim, start, reconcile, action, complete, fail, inspect,
-	// renew.
+	// renew, resolve.
 	MetricPhaseDuration = "onceflow.phase.duration"
 )
 
@@ -128,6 +128,7 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 		ve  *onceflow.ValidationError
 		se  *onceflow.StoreError
 		cor *onceflow.CorruptRecordError
+		rr  *ResolveRefusedError
 	)
 	switch {
 	case errors.As(err, &eu) && eu.RecoveryRequired:
@@ -150,6 +151,8 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 			return onceflow.OutcomeCodecMismatch
 		}
 		return onceflow.OutcomeFingerprintMismatch
+	case errors.As(err, &rr):
+		return onceflow.OutcomeResolveRefused
 	case errors.As(err, &cor), errors.Is(err, onceflow.ErrUnexpectedReply):
 		return onceflow.OutcomeCorrupt
 	case errors.As(err, &ve):

@@ -37,14 +37,17 @@ type Duration time.Duration
 // MarshalJSON writes d as "1.5s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// Inspect reads one record, read-only (the store's Inspect changes
-// nothing). A missing record is a report with Found false and no error. A
-// corrupt record is reported (Corrupt) and is also an error matching
+// Inspect reads one record, read-only, from an idemstore.Executor (its
+// Inspect; a tool without an executor may pass its driver.Store). A
+// missing record is a report with Found false and no error. A corrupt
+// record is reported (Corrupt) and is also an error matching
 // onceflow.ErrCorruptRecord; any other error reading it is returned as it
 // is.
-func Inspect(ctx context.Context, store driver.Store, ref onceflow.Ref) (RecordReport, error) {
+func Inspect(ctx context.Context, from interface {
+	Inspect(context.Context, onceflow.Ref) (driver.Observation, error)
+}, ref onceflow.Ref) (RecordReport, error) {
 	rep := RecordReport{Key: ref.String()}
-	obs, err := store.Inspect(ctx, ref)
+	obs, err := from.Inspect(ctx, ref)
 	var corrupt *onceflow.CorruptRecordError
 	if errors.As(err, &corrupt) {
 		rep.Found, rep.Corrupt = true, corrupt.Error()

@@ -17,6 +17,7 @@ import (
 	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"
@@ -448,9 +449,13 @@ func reopen(ctx context.Context, c worker.Config, record, reason string, out io.
 		return err
 	}
 	defer closeStore()
-	was, err := operator.Reopen(ctx, store, ref, reason)
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		return err
+	}
+	was, err := exec.Reopen(ctx, ref, reason)
 	switch {
-	case errors.Is(err, operator.ErrNoRecord) && !was.State.Valid():
+	case errors.Is(err, idemstore.ErrNoRecord) && !was.State.Valid():
 		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
 	case err != nil:
 		return fmt.Errorf("reopen: %w", err)
@@ -488,7 +493,11 @@ func inspect(ctx context.Context, c worker.Config, getenv func(string) string, r
 		return err
 	}
 	defer closeStore()
-	rep, err := operator.Inspect(ctx, store, ref)
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		return err
+	}
+	rep, err := operator.Inspect(ctx, exec, ref)
 	if asJSON {
 		if jerr := printJSON(out, rep); jerr != nil {
 			return jerr
