@@ -3,8 +3,9 @@ package idemstore
 import (
 	"errors"
 	"fmt"
-	"github.com/onceflow/onceflow"
 	"time"
+
+	"github.com/onceflow/onceflow"
 )
 
 // Errors Execute returns. Match them with errors.Is; the concrete types

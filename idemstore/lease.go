@@ -254,13 +254,8 @@ func (l *lease) renew() (more bool) {
 
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(rctx, end)
-	ctx, ph := l.e.phase(ctx, l.req.Ref.Code, "renew")
-	out, err := l.e.cfg.Store.Renew(ctx, l.req)
-	if ph != nil {
-		ph.end(err, outcomeAttrs(out)...)
-	}
+	out, err := l.e.store.Renew(ctx, l.req)
 	cancel()
-	l.e.countRenewal(rctx, l.req.Ref.Code, renewalResult(out, err))
 	if err != nil {
 		l.mu.Lock()
 		stopped := l.stopped

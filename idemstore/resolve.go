@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
@@ -60,15 +58,11 @@ func (e *ResolveRefusedError) Is(target error) bool {
 // Inspect reads the record ref names, changing nothing. Its errors are
 // the store's (a *onceflow.StoreError matching onceflow.ErrUnavailable, a
 // *onceflow.CorruptRecordError), classified by OutcomeOf like Execute's.
-func (e *Executor) Inspect(ctx context.Context, ref onceflow.Ref) (obs driver.Observation, err error) {
+func (e *Executor) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observation, error) {
 	if err := ref.Validate(); err != nil {
 		return driver.Observation{}, err
 	}
-	ctx, ph := e.phase(ctx, ref.Code, "inspect")
-	if ph != nil {
-		defer func() { ph.end(err, attribute.Bool("onceflow.found", obs.Found)) }()
-	}
-	return e.cfg.Store.Inspect(ctx, ref)
+	return e.store.Inspect(ctx, ref)
 }
 
 // Resolve settles an ABANDONED record, or reopens a FAILED one, as
@@ -83,7 +77,7 @@ func (e *Executor) Inspect(ctx context.Context, ref onceflow.Ref) (obs driver.Ob
 // A record that refuses the resolution, or is gone, is a
 // *ResolveRefusedError; every other error is the store's. OutcomeOf
 // classifies them all, as it does Execute's.
-func (e *Executor) Resolve(ctx context.Context, req driver.ResolveRequest) (rec onceflow.Record, err error) {
+func (e *Executor) Resolve(ctx context.Context, req driver.ResolveRequest) (onceflow.Record, error) {
 	c := e.cfg
 	if req.Target == onceflow.StateCompleted && req.Codec == "" {
 		req.Codec, req.Policy = c.Codec, c.PolicyRevision
@@ -94,11 +88,7 @@ func (e *Executor) Resolve(ctx context.Context, req driver.ResolveRequest) (rec 
 			req.TTL = c.ReplayTTL
 		}
 	}
-	ctx, ph := e.phase(ctx, req.Ref.Code, "resolve")
-	if ph != nil {
-		defer func() { ph.end(err, recordAttrs(rec)...) }()
-	}
-	out, err := c.Store.Resolve(ctx, req)
+	out, err := e.store.Resolve(ctx, req)
 	if err != nil {
 		return onceflow.Record{}, err
 	}
