@@ -214,10 +214,7 @@ func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(dat
 // heartbeats and renews its lease on a ticker derived from it and from the
 // lease, and the heartbeats deliver cancellation.
 func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	codec := opts.Codec
-	if codec == nil {
-		codec = JSONCodec{}
-	}
+	codec := opts.codec()
 	// A completed decision arrives as JSON (the workflow's result type);
 	// it is stored under this activity's codec, so the next claim replays
 	// it instead of refusing a codec it cannot read.
@@ -248,128 +245,34 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	if err != nil {
 		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)
 	}
+	digest, err := scopeDigest(w.digester, opts, info, in)
+	if err != nil {
+		return zero, err
+	}
 	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	opID := w.digester.Operation(rawOp)
-	var digest onceflow.ScopeDigest
-	switch opts.Scope {
-	case RunScoped:
-		digest = w.digester.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...)
-	case WorkflowScoped:
-		digest = w.digester.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...)
-	case BusinessScoped:
-		if opts.Key == nil {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
-		}
-		key := opts.Key(in)
-		if key == "" {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
-		}
-		digest = w.digester.Digest(onceflow.BusinessScope(info.Namespace, key)...)
-	default:
-		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), onceflow.TypeInvalidInput, nil)
-	}
-
-	var prev *onceflow.Checkpoint
-	if sdkactivity.HasHeartbeatDetails(ctx) {
-		var cp onceflow.Checkpoint
-		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil && cp.Phase != "" {
-			prev = &cp
-		}
-	}
 	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
-	confirms := w.client != nil && !info.IsLocalActivity && len(info.TaskToken) > 0
-	doubt := evidence(info, prev, confirms)
-	if prev != nil {
-		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", prev.Attempt, "checkpoint_rev", prev.Rev, "phase", prev.Phase)
+	h := newHeart(ctx, w, info)
+	if h.prev != nil {
+		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", h.prev.Attempt, "checkpoint_rev", h.prev.Rev, "phase", h.prev.Phase)
 	}
-
-	codec := opts.Codec
-	if codec == nil {
-		codec = JSONCodec{}
-	}
+	codec := opts.codec()
 	req := idemstore.Request{
 		Codec:                codec.ID(),
 		Ref:                  onceflow.Ref{Code: opts.Code, Digest: digest},
 		Operation:            opID,
 		Fingerprint:          onceflow.FingerprintOf(input),
 		Owner:                w.digester.Owner(opID, int(info.Attempt)),
+		Reconcile:            reconcileOf(opts, codec, in),
 		IdempotentDownstream: opts.IdempotentDownstream,
-		Doubt:                doubt,
+		Doubt:                evidence(info, h.prev, h.confirms),
 	}
-	if opts.Reconcile != nil {
-		req.Reconcile = func(ctx context.Context, rec onceflow.Record) ([]byte, bool, error) {
-			out, found, err := opts.Reconcile(ctx, in, rec)
-			if err != nil || !found {
-				return nil, found, err
-			}
-			b, err := codec.Marshal(out)
-			return b, err == nil, err
-		}
-	}
-
 	// Heartbeats drive renewal: each tick records a heartbeat (which also
 	// delivers cancellation) and then renews the lease.
-	interval := w.exec.Config().RenewInterval
-	if hb := info.HeartbeatTimeout / 2; hb < interval {
-		interval = hb
-	}
+	interval := min(w.exec.Config().RenewInterval, info.HeartbeatTimeout/2)
 	ticks := make(chan time.Time)
 	req.RenewTicks = ticks
-	var (
-		// mu makes reading the checkpoint and heartbeating it one step,
-		// so a tick that read an older checkpoint cannot send it after the
-		// action's confirmed one.
-		mu sync.Mutex
-		cp *onceflow.Checkpoint
-	)
-	// Before the action starts (claiming, waiting on Reconcile) the
-	// heartbeat carries the previous attempt's checkpoint on, so it is not
-	// lost if this attempt dies too; from the start of the action, this
-	// attempt's own.
-	heartbeat := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case cp != nil:
-			sdkactivity.RecordHeartbeat(ctx, *cp)
-		case prev != nil:
-			sdkactivity.RecordHeartbeat(ctx, *prev)
-		default:
-			sdkactivity.RecordHeartbeat(ctx)
-		}
-	}
-	// checkpoint makes c the attempt's checkpoint and, where the worker
-	// can, has the Temporal server confirm it before returning.
-	checkpoint := func(ctx context.Context, c onceflow.Checkpoint) error {
-		mu.Lock()
-		defer mu.Unlock()
-		cp = &c
-		sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
-		if !confirms {
-			return nil
-		}
-		return w.client.RecordActivityHeartbeat(ctx, info.TaskToken, c)
-	}
-	hbCtx, stopHeartbeats := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbCtx.Done():
-				return
-			case now := <-t.C:
-				heartbeat()
-				// Renew on the same beat, unless renewal has stopped (lease
-				// lost): heartbeats must go on to deliver cancellation.
-				select {
-				case ticks <- now:
-				default:
-				}
-			}
-		}
-	})
+	stopHeartbeats := h.beat(interval, ticks)
 	action := func(actx context.Context) ([]byte, error) {
 		if x, ok := idemstore.ExecutionFrom(actx); ok {
 			// Evidence first, then the effect: Temporal holds the
@@ -378,7 +281,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 			c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
 				Phase: onceflow.PhaseExecuting, TemporalAttempt: info.Attempt}
 			// Under the action's context: the lease bounds the wait.
-			if err := checkpoint(actx, c); err != nil {
+			if err := h.checkpoint(actx, c); err != nil {
 				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
 			}
 		}
@@ -393,9 +296,8 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		}
 		return b, nil
 	}
-	wait := opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped
 	var res idemstore.Result
-	if wait {
+	if opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped {
 		// Another attempt holds the operation: wait for it here, beating
 		// the heart, instead of using up a retry.
 		res, _, err = w.exec.ExecuteWaiting(ctx, req, action, idemstore.Waiting{
@@ -408,24 +310,12 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		res, err = w.exec.Execute(ctx, req, action)
 	}
 	stopHeartbeats()
-	wg.Wait()
-	mu.Lock()
-	reached := cp
-	mu.Unlock()
 	var re *idemstore.RetryableError
-	if reached != nil && errors.As(err, &re) && re.Recorded {
-		// This attempt reached the action and the store recorded that it
-		// had no effect: say so in Temporal too, so the next attempt does
-		// not doubt it even if Redis loses the record. Best effort: if it
-		// fails, the next attempt doubts, which is safe.
-		settled := *reached
-		settled.Phase = onceflow.PhaseSettled
-		if cerr := checkpoint(ctx, settled); cerr != nil {
-			log.WarnContext(ctx, "onceflow: could not record the settled checkpoint; the next attempt will reconcile first", "err", cerr)
-		}
+	if errors.As(err, &re) && re.Recorded {
+		h.settled(ctx, log)
 	}
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, prev)
+		return zero, toTemporal(err, req.Ref, rawOp, h.prev)
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
@@ -436,6 +326,159 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
 	}
 	return out, nil
+}
+
+// codec is the activity's Codec, JSONCodec by default.
+func (o Options[In, Out]) codec() Codec {
+	if o.Codec == nil {
+		return JSONCodec{}
+	}
+	return o.Codec
+}
+
+// scopeDigest is the digest of the activity's scope (Options.Scope), or
+// an ApplicationError when the scope cannot be made.
+func scopeDigest[In, Out any](dig *onceflow.Digester, opts Options[In, Out], info sdkactivity.Info, in In) (onceflow.ScopeDigest, error) {
+	switch opts.Scope {
+	case RunScoped:
+		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
+	case WorkflowScoped:
+		return dig.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...), nil
+	case BusinessScoped:
+		if opts.Key == nil {
+			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
+		}
+		key := opts.Key(in)
+		if key == "" {
+			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
+		}
+		return dig.Digest(onceflow.BusinessScope(info.Namespace, key)...), nil
+	}
+	return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), onceflow.TypeInvalidInput, nil)
+}
+
+// reconcileOf is opts.Reconcile as the executor calls it, its result
+// encoded with codec; nil without one.
+func reconcileOf[In, Out any](opts Options[In, Out], codec Codec, in In) idemstore.ReconcileFunc {
+	if opts.Reconcile == nil {
+		return nil
+	}
+	return func(ctx context.Context, rec onceflow.Record) ([]byte, bool, error) {
+		out, found, err := opts.Reconcile(ctx, in, rec)
+		if err != nil || !found {
+			return nil, found, err
+		}
+		b, err := codec.Marshal(out)
+		return b, err == nil, err
+	}
+}
+
+// heart is one attempt's heartbeat and checkpoint. Before the action
+// starts (claiming, waiting on Reconcile) the heartbeat carries the
+// previous attempt's checkpoint on, so it is not lost if this attempt dies
+// too; from the start of the action, this attempt's own.
+type heart struct {
+	ctx    context.Context
+	info   sdkactivity.Info
+	client client.Client
+	// prev is the previous attempt's checkpoint, if any; confirms says
+	// whether the Temporal server confirms this attempt's before the
+	// action starts.
+	prev     *onceflow.Checkpoint
+	confirms bool
+	// mu makes reading the checkpoint and heartbeating it one step, so a
+	// tick that read an older checkpoint cannot send it after the
+	// action's confirmed one.
+	mu sync.Mutex
+	cp *onceflow.Checkpoint
+}
+
+// newHeart reads the previous attempt's checkpoint from the heartbeat
+// details Temporal kept.
+func newHeart(ctx context.Context, w *Wrapper, info sdkactivity.Info) *heart {
+	h := &heart{ctx: ctx, info: info, client: w.client, confirms: w.client != nil && !info.IsLocalActivity && len(info.TaskToken) > 0}
+	if sdkactivity.HasHeartbeatDetails(ctx) {
+		var cp onceflow.Checkpoint
+		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil && cp.Phase != "" {
+			h.prev = &cp
+		}
+	}
+	return h
+}
+
+// heartbeat records a heartbeat with the checkpoint it carries.
+func (h *heart) heartbeat() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.cp != nil:
+		sdkactivity.RecordHeartbeat(h.ctx, *h.cp)
+	case h.prev != nil:
+		sdkactivity.RecordHeartbeat(h.ctx, *h.prev)
+	default:
+		sdkactivity.RecordHeartbeat(h.ctx)
+	}
+}
+
+// checkpoint makes c the attempt's checkpoint and, where the worker can,
+// has the Temporal server confirm it before returning.
+func (h *heart) checkpoint(ctx context.Context, c onceflow.Checkpoint) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cp = &c
+	sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
+	if !h.confirms {
+		return nil
+	}
+	return h.client.RecordActivityHeartbeat(ctx, h.info.TaskToken, c)
+}
+
+// beat heartbeats every interval and sends each beat on ticks, for the
+// executor to renew the lease on, until the function it returns is
+// called; that function returns when the beating stopped.
+func (h *heart) beat(interval time.Duration, ticks chan<- time.Time) (stop func()) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				h.heartbeat()
+				// Renew on the same beat, unless renewal has stopped (lease
+				// lost): heartbeats must go on to deliver cancellation.
+				select {
+				case ticks <- now:
+				default:
+				}
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// settled: the store recorded that the attempt had no effect. When this
+// attempt reached the action, say so in Temporal too, so the next attempt
+// does not doubt it even if Redis loses the record. Best effort: if it
+// fails, the next attempt doubts, which is safe.
+func (h *heart) settled(ctx context.Context, log *slog.Logger) {
+	h.mu.Lock()
+	reached := h.cp
+	h.mu.Unlock()
+	if reached == nil {
+		return
+	}
+	settled := *reached
+	settled.Phase = onceflow.PhaseSettled
+	if err := h.checkpoint(ctx, settled); err != nil {
+		log.WarnContext(ctx, "onceflow: could not record the settled checkpoint; the next attempt will reconcile first", "err", err)
+	}
 }
 
 // evidence is what Temporal says of the attempts before this one: the

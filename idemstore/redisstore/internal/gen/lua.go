@@ -453,13 +453,7 @@ func luaLoad() string {
 	fmt.Fprintf(&b, "  if v[%d] then\n", nv)
 	fmt.Fprintf(&b, "    local %s = unpack_m(v[%d])\n", strings.Join(metaVars[:], ", "), nv)
 	b.WriteString("    if not m_attempt then return nil, nil, m_rev end\n    ")
-	for n, i := range schema.MetaParts {
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("r." + schema.Fields[i].Name)
-	}
-	b.WriteString(" = " + strings.Join(metaVars[:], ", ") + "\n")
+	b.WriteString(metaTargets() + " = " + strings.Join(metaVars[:], ", ") + "\n")
 	b.WriteString("  else\n    -- The layout before m: its fields one by one.\n    local w = redis.call('HMGET', key")
 	for _, i := range schema.MetaParts {
 		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Name)
@@ -471,14 +465,7 @@ func luaLoad() string {
 	}
 	legacyChecks := legacy.String()
 	b.WriteString(indent(legacyChecks))
-	b.WriteString("    ")
-	for n, i := range schema.MetaParts {
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("r." + schema.Fields[i].Name)
-	}
-	b.WriteString(" = ")
+	b.WriteString("    " + metaTargets() + " = ")
 	for n := range schema.MetaParts {
 		if n > 0 {
 			b.WriteString(", ")
@@ -515,7 +502,24 @@ func luaLoad() string {
   return r, resp, nil
 end
 
--- pack joins the record's fields, in schema order, with NUL bytes; an
+`)
+	b.WriteString(luaPack())
+	return b.String()
+}
+
+// metaTargets is "r.<field>, …" of the fields m packs, in order.
+func metaTargets() string {
+	names := make([]string, len(schema.MetaParts))
+	for n, i := range schema.MetaParts {
+		names[n] = "r." + schema.Fields[i].Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// luaPack renders pack, which joins a record's fields for a reply.
+func luaPack() string {
+	var b strings.Builder
+	b.WriteString(`-- pack joins the record's fields, in schema order, with NUL bytes; an
 -- absent field is empty (no present field is). (The replies' layout, not
 -- the stored one.)
 local function pack(r)
