@@ -28,16 +28,37 @@ type telemetryEnv struct {
 	env
 	spans  *tracetest.InMemoryExporter
 	reader *sdkmetric.ManualReader
+	// renewed receives when a renew span ended (and was exported).
+	renewed <-chan struct{}
+}
+
+// spanEnded signals on ch when a span named name ends, without blocking.
+type spanEnded struct {
+	name string
+	ch   chan struct{}
+}
+
+func (p spanEnded) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p spanEnded) Shutdown(context.Context) error                  { return nil }
+func (p spanEnded) ForceFlush(context.Context) error                { return nil }
+func (p spanEnded) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.Name() == p.name {
+		select {
+		case p.ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func newTelemetryEnv(t *testing.T, cfg idemstore.ExecutorConfig) telemetryEnv {
 	t.Helper()
 	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	renewed := make(chan struct{}, 1)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSpanProcessor(spanEnded{name: "onceflow.renew", ch: renewed}))
 	reader := sdkmetric.NewManualReader()
 	cfg.TracerProvider = tp
 	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	return telemetryEnv{env: newEnv(t, cfg), spans: spans, reader: reader}
+	return telemetryEnv{env: newEnv(t, cfg), spans: spans, reader: reader, renewed: renewed}
 }
 
 // tree returns the spans of the last trace as "parent>child" names, and
@@ -124,7 +145,11 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	var runs atomic.Int32
 	slow := func(ctx context.Context) ([]byte, error) {
 		runs.Add(1)
-		time.Sleep(60 * time.Millisecond) // long enough for renewals
+		select {
+		case <-te.renewed: // a renewal's span ended under the action's
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 		return []byte("ch_1"), nil
 	}
 	if _, err := te.exec.Execute(t.Context(), request(f), slow); err != nil {
