@@ -3,8 +3,6 @@ package idemhttp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,9 +39,25 @@ type Config struct {
 	// Code is the operation code of the records, [a-z0-9-]{1,64}. Default
 	// "http". Give each API its own.
 	Code idemstore.OperationCode
-	// Principal names who sent the request: a key is scoped to principal +
-	// method + route pattern + key. Default AuthorizationPrincipal.
-	Principal func(*http.Request) string
+	// Principal names who sent the request, from the identity the service
+	// authenticated (an account or client ID, as ContextPrincipal reads
+	// it from the context), never from credential bytes: a client that
+	// retries with a re-formatted or rotated credential of the same
+	// account must meet the same record, or its retry runs the handler a
+	// second time. A key is scoped to principal + method + route pattern +
+	// key, as the IETF draft scopes keys per client. It is called before
+	// the body is read. An error matching ErrUnauthenticated, or an empty
+	// principal, is answered 401; a *Problem it wraps is answered as it
+	// is; any other error is answered 503 (the identity could not be
+	// checked). Required unless Anonymous.
+	Principal func(*http.Request) (string, error)
+	// Anonymous declares that the requests carry no identity: every
+	// client shares one scope, so two clients that pick the same key meet
+	// one record (the second gets the first's response, or a 422). Fit
+	// for a service with a single client, or behind a gateway that scopes
+	// keys itself. It cannot be combined with Principal. Default false:
+	// New refuses a Config with neither.
+	Anonymous bool
 	// Key returns the request's idempotency key from the request and its
 	// body (read whole, at most MaxBodyBytes). It returns ErrKeyMissing
 	// when there is none, an error matching ErrInvalidKey when it is
@@ -144,15 +158,32 @@ func JSONFieldKey(field string) func(*http.Request, []byte) (string, error) {
 	}
 }
 
-// AuthorizationPrincipal names the principal by the SHA-256 of the
-// Authorization header, or "anonymous" without one.
-func AuthorizationPrincipal(r *http.Request) string {
-	a := r.Header.Get("Authorization")
-	if a == "" {
-		return "anonymous"
+// ErrUnauthenticated is what a Config.Principal returns, or wraps, for a
+// request that carries no valid identity: the middleware answers it 401
+// before it reads the body.
+var ErrUnauthenticated = errors.New("idemhttp: request not authenticated")
+
+// AnonymousPrincipal is the principal of every request under
+// Config.Anonymous.
+const AnonymousPrincipal = "anonymous"
+
+type principalKey struct{}
+
+// WithPrincipal returns a context that names the request's principal, for
+// ContextPrincipal: an authentication middleware in front of the
+// idempotency middleware calls it once it knows who the caller is.
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+// ContextPrincipal is a Config.Principal that reads the principal an
+// authentication middleware put in the request's context with
+// WithPrincipal, and returns ErrUnauthenticated when there is none.
+func ContextPrincipal(r *http.Request) (string, error) {
+	if p, ok := r.Context().Value(principalKey{}).(string); ok && p != "" {
+		return p, nil
 	}
-	sum := sha256.Sum256([]byte(a))
-	return hex.EncodeToString(sum[:])
+	return "", fmt.Errorf("%w: no authenticated principal in the request's context (serve the route behind your authentication middleware, which calls idemhttp.WithPrincipal)", ErrUnauthenticated)
 }
 
 // StoreStatus is the default Config.Store: final 2xx and 4xx answers are
@@ -200,8 +231,15 @@ func New(cfg Config) (*Middleware, error) {
 	if _, err := idemstore.ParseOperationCode(string(cfg.Code)); err != nil {
 		return nil, fmt.Errorf("idemhttp: Config.Code: %w", err)
 	}
-	if cfg.Principal == nil {
-		cfg.Principal = AuthorizationPrincipal
+	switch {
+	case cfg.Principal == nil && !cfg.Anonymous:
+		return nil, errors.New("idemhttp: Config.Principal is required: name each request's client from the identity your authentication " +
+			"established (idemhttp.ContextPrincipal reads what your middleware put there with idemhttp.WithPrincipal), " +
+			"or set Config.Anonymous to let every client share one scope")
+	case cfg.Principal != nil && cfg.Anonymous:
+		return nil, errors.New("idemhttp: Config.Principal and Config.Anonymous contradict each other: keep one")
+	case cfg.Anonymous:
+		cfg.Principal = func(*http.Request) (string, error) { return AnonymousPrincipal, nil }
 	}
 	if cfg.Key == nil {
 		cfg.Key = HeaderKey
@@ -274,11 +312,20 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	// Who is asking comes first: an unauthenticated client's body is not
+	// read.
+	principal, err := m.cfg.Principal(r)
+	if err == nil && principal == "" {
+		err = fmt.Errorf("%w: the request's principal is empty", ErrUnauthenticated)
+	}
+	if err != nil {
+		WriteProblem(w, m.principalProblem(r.Context(), err))
+		return
+	}
 	// A declared body over the limit is answered before any of it is read,
 	// so a client that sent Expect: 100-continue gets no 100 Continue.
 	tooLong := r.ContentLength > m.cfg.MaxBodyBytes
 	var body []byte
-	var err error
 	if !tooLong {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
 	}
@@ -328,7 +375,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if route == "" {
 		route = r.URL.Path
 	}
-	principal := m.cfg.Principal(r)
 	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
 	req := idemstore.Request{
 		Ref:                  ref,
@@ -410,6 +456,21 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	default:
 		WriteProblem(w, m.problem(r.Context(), ref, err))
 	}
+}
+
+// principalProblem answers a request whose principal is unknown.
+func (m *Middleware) principalProblem(ctx context.Context, err error) *Problem {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, ErrUnauthenticated):
+		return &Problem{Type: ProblemUnauthenticated, Title: "Unauthenticated", Status: http.StatusUnauthorized,
+			Detail: "this request needs the client's credentials, and the request was not processed: send them, and the same Idempotency-Key when you retry"}
+	}
+	m.log.WarnContext(ctx, "idemhttp: the request's principal could not be checked; refusing the request", "err", err)
+	return &Problem{Type: ProblemAuthUnavailable, Title: "Authentication unavailable", Status: http.StatusServiceUnavailable, RetryAfter: m.cfg.StoreRetryAfter,
+		Detail: "the client's identity could not be checked, and the request was not processed; retry it with the same key after Retry-After seconds"}
 }
 
 // run calls the handler and returns what it panicked with, if it did.
