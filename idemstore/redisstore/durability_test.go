@@ -222,7 +222,11 @@ func TestCheckPersistence(t *testing.T) {
 	replicas := newStore(t, redisstore.Config{Client: c, Durability: redisstore.DurabilityReplicas})
 	require.Contains(t, problems(replicas), "0 replicas are connected and Config.DurableReplicas is 1")
 	aof := newStore(t, redisstore.Config{Client: c, Durability: redisstore.DurabilityAOF})
-	require.Contains(t, problems(aof), "has no WAITAOF")
+	if hasWaitAOF(t, c) { // Redis 7.2+, Valkey
+		require.NotContains(t, problems(aof), "WAITAOF")
+	} else {
+		require.Contains(t, problems(aof), "has no WAITAOF")
+	}
 
 	redistest.StartReplica(t, srv.Addr())
 	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "everysec").Err())
@@ -240,4 +244,13 @@ func TestCheckPersistence(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, redisstore.ErrPersistence)
 	require.Contains(t, err.Error(), "CONFIG GET")
+}
+
+// hasWaitAOF says whether the server knows WAITAOF (Redis 7.2 and newer,
+// Valkey).
+func hasWaitAOF(t *testing.T, c *redis.Client) bool {
+	t.Helper()
+	info, err := c.Do(t.Context(), "COMMAND", "INFO", "WAITAOF").Slice()
+	require.NoError(t, err)
+	return len(info) == 1 && info[0] != nil
 }
