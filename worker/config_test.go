@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/internal/redisproc"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -186,6 +187,30 @@ func TestWorkerWarnsOrRefusesByPersistence(t *testing.T) {
 	}
 	if !strings.Contains(logs, "Redis may lose acknowledged idempotency records") || !strings.Contains(logs, "appendonly") {
 		t.Fatalf("without RequirePersistence the log has no warning naming appendonly:\n%s", logs)
+	}
+}
+
+// TestWorkerRefusesARedisWithoutScripting: a server without Lua scripting
+// is refused at startup, naming what is missing; before, the worker
+// started and every operation failed.
+func TestWorkerRefusesARedisWithoutScripting(t *testing.T) {
+	t.Parallel()
+	srv, err := redisproc.StartArgs(t.TempDir(), 0, "rename-command EVAL eval-disabled-for-the-test\nrename-command EVALSHA evalsha-disabled-for-the-test\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	w, err := worker.New(worker.Config{
+		Secret: secret, RedisURL: "redis://" + srv.Addr() + "/0",
+		TemporalAddress: "127.0.0.1:1", HTTPAddr: "off", // Temporal is never reached
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); !errors.Is(err, redisstore.ErrMissingCapability) || !strings.Contains(err.Error(), "Lua scripting (EVAL)") {
+		t.Fatalf("err = %v; want a refusal naming Lua scripting", err)
 	}
 }
 

@@ -185,8 +185,9 @@ func (w *Worker) connectRedis(p *parts) error {
 	return nil
 }
 
-// openStore makes the idempotency store, loads its scripts and checks
-// that Redis will not evict records.
+// openStore makes the idempotency store, checks that Redis runs what it
+// sends (scripting above all), loads its scripts, and checks that Redis
+// will not evict records nor lose them.
 func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	c, log := w.cfg, w.cfg.Logger
 	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
@@ -194,8 +195,13 @@ func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	if err != nil {
 		return err
 	}
-	if err := store.LoadScripts(ctx); err != nil {
+	if err := store.CheckCapabilities(ctx); err != nil {
 		return fmt.Errorf("worker: Redis at %s is not usable (check -redis-url / REDIS_URL): %w", redactURL(c.RedisURL), err)
+	}
+	// Optional: a script missing from the server's cache is sent whole on
+	// its first use (an ACL user may run scripts without SCRIPT LOAD).
+	if err := store.LoadScripts(ctx); err != nil {
+		log.Warn("onceflow: could not load the scripts into Redis' cache; each is sent whole on its first use", "err", err)
 	}
 	if err := store.CheckEvictionPolicy(ctx); err != nil {
 		switch {
