@@ -17,7 +17,6 @@ import (
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
-	"golang.org/x/net/netutil"
 
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
@@ -330,8 +329,9 @@ func (w *Worker) register(p *parts) error {
 }
 
 // listenHTTP listens on HTTPAddr (unless "off"), at most HTTPMaxConns
-// connections at once, and makes the server of the mux with the HTTP*
-// bounds, traced and measured when the Config asks for it.
+// connections at once of which HTTPMaxIdleConns idle (connLimiter), and
+// makes the server of the mux with the HTTP* bounds, traced and measured
+// when the Config asks for it.
 func (w *Worker) listenHTTP(p *parts) error {
 	c := w.cfg
 	if c.HTTPAddr == "off" {
@@ -341,7 +341,8 @@ func (w *Worker) listenHTTP(p *parts) error {
 	if err != nil {
 		return fmt.Errorf("worker: listen on %s (check -http / HTTP_ADDR): %w", c.HTTPAddr, err)
 	}
-	ln = netutil.LimitListener(ln, c.HTTPMaxConns)
+	limited := newConnLimiter(ln, c.HTTPMaxConns, c.HTTPMaxIdleConns, c.HTTPMaxConnsPerClient)
+	ln = limited
 	p.ln = ln
 	w.mu.Lock()
 	w.httpLn = ln
@@ -370,6 +371,8 @@ func (w *Worker) listenHTTP(p *parts) error {
 		ReadHeaderTimeout: c.HTTPReadHeaderTimeout,
 		ReadTimeout:       c.HTTPReadTimeout,
 		IdleTimeout:       c.HTTPIdleTimeout,
+		MaxHeaderBytes:    c.HTTPMaxHeaderBytes,
+		ConnState:         limited.connState,
 		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelWarn),
 	}
 	return nil
