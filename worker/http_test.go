@@ -408,7 +408,10 @@ func TestHTTPSlowClientsDoNotPileUp(t *testing.T) {
 // address.
 func serveHealth(t *testing.T, cfg Config) string {
 	t.Helper()
-	cfg.Secret, cfg.HTTPAddr, cfg.Logger = secret32, "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	if !cfg.Dev {
+		cfg.Secret = secret32
+	}
+	cfg.HTTPAddr, cfg.Logger = "127.0.0.1:0", slog.New(slog.DiscardHandler)
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -562,5 +565,51 @@ func TestHTTPMaxHeaderBytesAnswers431(t *testing.T) {
 	send(t, c, "GET /ok HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n", strings.Repeat("x", 16<<10))
 	if resp, body, err := answer(t, c, bufio.NewReader(c)); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("16 KiB of headers: %v %v %s", err, resp, body)
+	}
+}
+
+// A -dev worker's server answers only requests for a loopback host, on
+// every route (here /healthz and the routes an application adds, as the
+// order API, /metrics and the console are added): a page of evil.example
+// rebound to 127.0.0.1 is same-origin to the browser, so its requests
+// carry Host: evil.example, and get 421 before any handler runs. Outside
+// -dev any Host is served (behind a proxy, on the operator's names).
+func TestDevHTTPAnswersOnlyLoopbackHosts(t *testing.T) {
+	t.Parallel()
+	get := func(addr, host, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	dev := serveHealth(t, Config{Dev: true})
+	devApp := serveTestHTTP(t, Config{Dev: true})
+	_, port, _ := net.SplitHostPort(dev)
+	for _, host := range []string{"evil.example", "evil.example:" + port, "localhost.evil.example:" + port, "127.0.0.1.evil.example", "0.0.0.0:" + port, "10.0.0.1", "[::2]:" + port} {
+		if status, body := get(dev, host, "/healthz"); status != http.StatusMisdirectedRequest || !strings.Contains(body, "http://localhost:"+port+"/healthz") {
+			t.Errorf("GET /healthz for Host %q: %d %s, want 421 naming http://localhost:%s/healthz", host, status, body, port)
+		}
+		if status, body := get(devApp, host, "/ok"); status != http.StatusMisdirectedRequest {
+			t.Errorf("an application's route for Host %q: %d %s, want 421", host, status, body)
+		}
+	}
+	for _, host := range []string{"localhost", "LocalHost:" + port, "127.0.0.1:" + port, "127.0.0.2", "[::1]:" + port, "[::1]"} {
+		if status, body := get(dev, host, "/healthz"); status != http.StatusOK {
+			t.Errorf("GET /healthz for Host %q: %d %s", host, status, body)
+		}
+	}
+	prod := serveHealth(t, Config{})
+	if status, body := get(prod, "worker.internal.example", "/healthz"); status != http.StatusOK {
+		t.Errorf("outside -dev, GET /healthz for the operator's name: %d %s", status, body)
 	}
 }
