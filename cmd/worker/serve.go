@@ -34,6 +34,7 @@ type appFlags struct {
 	principal string
 	devReset  bool
 	devAddr   string
+	devRemote bool
 	errs      []error
 }
 
@@ -50,7 +51,9 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.devReset, "dev-reset", a.getenv("ONCEFLOW_DEV_RESET") == "true",
 		"with -dev: delete the dev state (Temporal's workflows, Redis' records, the ledger) before starting (ONCEFLOW_DEV_RESET=true)")
 	fs.StringVar(&a.devAddr, "dev-temporal-address", a.getenv("ONCEFLOW_DEV_TEMPORAL_ADDRESS"),
-		"with -dev: where the embedded Temporal server listens (ONCEFLOW_DEV_TEMPORAL_ADDRESS; default "+devserver.DefaultTemporalAddress+")")
+		"with -dev: where the embedded Temporal server listens, on loopback unless -dev-allow-remote (ONCEFLOW_DEV_TEMPORAL_ADDRESS; default "+devserver.DefaultTemporalAddress+")")
+	fs.BoolVar(&a.devRemote, "dev-allow-remote", a.getenv("ONCEFLOW_DEV_ALLOW_REMOTE") == "true",
+		"with -dev: let -dev-temporal-address be other than loopback; the embedded Temporal server has no authentication, so anyone who reaches it drives every workflow (ONCEFLOW_DEV_ALLOW_REMOTE=true)")
 	a.registerGatewayKnobs(fs) // none in a production build (simulate_off.go)
 }
 
@@ -83,13 +86,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	if app.ledgerDSN == "" && !cfg.Dev {
 		return errNoServeLedger
 	}
-	if !cfg.Dev && (app.devReset || app.devAddr != "") {
-		return cli.Usagef("worker", "-dev-reset and -dev-temporal-address go with -dev")
+	if !cfg.Dev && (app.devReset || app.devAddr != "" || app.devRemote) {
+		return cli.Usagef("worker", "-dev-reset, -dev-temporal-address and -dev-allow-remote go with -dev")
+	}
+	if app.devAddr != "" {
+		if err := devserver.CheckListenAddress(app.devAddr, app.devRemote, "-dev-allow-remote (ONCEFLOW_DEV_ALLOW_REMOTE=true)"); err != nil {
+			return cli.Usagef("worker", "-dev-temporal-address / ONCEFLOW_DEV_TEMPORAL_ADDRESS: %v", err)
+		}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Dev {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-		dev, err := devserver.Start(&cfg, devserver.Options{TemporalAddress: app.devAddr, Reset: app.devReset}, log)
+		dev, err := devserver.Start(&cfg, devserver.Options{TemporalAddress: app.devAddr, Reset: app.devReset, AllowRemote: app.devRemote}, log)
 		if err != nil {
 			return err
 		}
