@@ -128,3 +128,20 @@ func TestDevListenAddressesAreLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+// A console token too short to hold 32 random bytes is a usage error
+// (exit 2) that says how to make one, before anything starts.
+func TestShortConsoleTokenIsAUsageError(t *testing.T) {
+	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
+	t.Chdir(t.TempDir())
+	env := map[string]string{"ONCEFLOW_CONSOLE_TOKEN": "console-e2e-token"}
+	for _, args := range [][]string{{"-ledger-dsn", "sqlite:never.db"}, {"-dev", "-console-token", "hunter2"}} {
+		err := dispatch(context.Background(), args, func(k string) string { return env[k] }, &bytes.Buffer{})
+		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-console-token") || !strings.Contains(err.Error(), "openssl rand -hex 32") {
+			t.Errorf("worker %q with a short token: %v, want a usage error naming -console-token and how to make one", args, err)
+		}
+	}
+	if entries, _ := os.ReadDir("."); len(entries) != 0 {
+		t.Errorf("the refusal created %v", entries)
+	}
+}

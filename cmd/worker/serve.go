@@ -42,7 +42,7 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.ledgerDSN, "ledger-dsn", a.getenv("LEDGER_DSN"),
 		"the order ledger: sqlite:<path> (created if missing) or postgres://… (LEDGER_DSN); required, except under -dev: ledger.db in the dev state directory")
 	fs.StringVar(&a.console, "console-token", a.getenv("ONCEFLOW_CONSOLE_TOKEN"),
-		"the operator console's token (/console on -http; ONCEFLOW_CONSOLE_TOKEN); empty: the console is off, except under -dev")
+		"the operator console's token, at least 64 hex digits or 43 base64 characters (openssl rand -hex 32) (/console on -http; ONCEFLOW_CONSOLE_TOKEN; prefer the variable: flags show in ps); empty: the console is off, except under -dev")
 	fs.StringVar(&a.principal, "console-principal-header", a.getenv("ONCEFLOW_CONSOLE_PRINCIPAL_HEADER"),
 		"the request header that names the console's user for the decisions' audit, set by an authenticating proxy in front of it, such as X-Forwarded-User (ONCEFLOW_CONSOLE_PRINCIPAL_HEADER); empty: \"console\", or under -dev \"dev:$USER\"")
 	a.orderWait = order.DefaultAPIWait
@@ -82,6 +82,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	}
 	if err := errors.Join(app.errs...); err != nil {
 		return err
+	}
+	if app.console != "" {
+		if err := console.CheckToken(app.console); err != nil {
+			return cli.Usagef("worker", "-console-token / ONCEFLOW_CONSOLE_TOKEN: %v", err)
+		}
 	}
 	if app.ledgerDSN == "" && !cfg.Dev {
 		return errNoServeLedger
