@@ -39,6 +39,9 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		"negative idle timeout":                 {worker.Config{Dev: true, HTTPIdleTimeout: -time.Second}, "-http-idle-timeout"},
 		"header timeout over the read timeout":  {worker.Config{Dev: true, HTTPReadHeaderTimeout: 2 * time.Second, HTTPReadTimeout: time.Second}, "-http-read-header-timeout"},
 		"negative connection limit":             {worker.Config{Dev: true, HTTPMaxConns: -1}, "-http-max-conns"},
+		"negative idle budget":                  {worker.Config{Dev: true, HTTPMaxIdleConns: -1}, "-http-max-idle-conns"},
+		"negative per-client limit":             {worker.Config{Dev: true, HTTPMaxConnsPerClient: -1}, "-http-max-conns-per-client"},
+		"negative header limit":                 {worker.Config{Dev: true, HTTPMaxHeaderBytes: -1}, "-http-max-header-bytes"},
 		"negative body limit":                   {worker.Config{Dev: true, HTTPMaxBodyBytes: -1}, "-http-max-body-bytes"},
 		"unknown durability":                    {worker.Config{Dev: true, RedisDurability: "quorum"}, "-redis-durability"},
 		"replicas without durability":           {worker.Config{Dev: true, RedisDurableReplicas: 2}, "-redis-durable-replicas"},
@@ -56,7 +59,8 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || string(c.Secret) != worker.DevSecret ||
 		c.StopTimeout != worker.DefaultStopTimeout || c.OutcomeTimeout != worker.DefaultOutcomeTimeout || c.Logger == nil ||
 		c.HTTPReadHeaderTimeout != worker.DefaultHTTPReadHeaderTimeout || c.HTTPReadTimeout != worker.DefaultHTTPReadTimeout ||
-		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes {
+		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes ||
+		c.HTTPMaxIdleConns != worker.DefaultHTTPMaxIdleConns || c.HTTPMaxHeaderBytes != worker.DefaultHTTPMaxHeaderBytes || c.HTTPMaxConnsPerClient != 0 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	// A read timeout shorter than the header timeout's default bounds the
