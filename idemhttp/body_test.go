@@ -3,6 +3,7 @@ package idemhttp_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -176,7 +177,7 @@ func TestStoreOutageAndCancellationSayWhichTheyAre(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "things"})
+		mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "things", Anonymous: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -195,4 +196,51 @@ func TestStoreOutageAndCancellationSayWhichTheyAre(t *testing.T) {
 			t.Fatalf("a cancelled request: %d %s (ran %v)", rec.Code, rec.Body, ran)
 		}
 	})
+}
+
+// A malformed Idempotency-Key header is refused before the body is read:
+// before, the whole body (up to MaxBodyBytes) was read and canonicalised
+// first.
+func TestHeaderKeyIsCheckedBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	exec, dig := testDeps(t)
+	mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Anonymous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("the handler ran") }))
+	for key, typ := range map[string]string{"": idemhttp.ProblemKeyMissing, "a,b": idemhttp.ProblemKeyInvalid, `"open`: idemhttp.ProblemKeyInvalid} {
+		body := &bodyWatch{}
+		req := httptest.NewRequest(http.MethodPost, "/things", body)
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		problem(t, response{rec.Code, rec.Header(), rec.Body.String()}, http.StatusBadRequest, typ)
+		if body.read.Load() {
+			t.Errorf("key %q: the body was read", key)
+		}
+	}
+}
+
+// Data after the JSON value, which a handler decoding one value ignores,
+// was fingerprinted as raw bytes and the request run: `{…}]` and `{…}`
+// are now one 400, before any claim.
+func TestDataAfterTheJSONValueIsRefused(t *testing.T) {
+	t.Parallel()
+	a := newAPI(t, "")
+	for i, body := range []string{`{"a":1}]`, `{"a":1} {"a":2}`, `{"a":1}x`, `{"a":`} {
+		key := fmt.Sprintf("k-%d", i)
+		if detail := refused(t, a.do("POST", "/things", key, body)); body != `{"a":` && !strings.Contains(detail, "data follows the JSON value") {
+			t.Errorf("%q: %s", body, detail)
+		}
+	}
+	// Without a Content-Type, a body that is not JSON is bytes.
+	if r := a.do("POST", "/things", "k-text", `{"a":1} and more`, "Content-Type", ""); r.status != http.StatusCreated {
+		t.Fatalf("a text body: %d %s", r.status, r.body)
+	}
+	if a.runs.Load() != 1 {
+		t.Fatalf("%d runs; want only the text body's", a.runs.Load())
+	}
 }

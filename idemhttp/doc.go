@@ -3,15 +3,25 @@
 // retried with the same key runs its handler once and replays the stored
 // response.
 //
-//	mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: digester, Code: "orders-api"})
-//	mux.Handle("POST /orders", mw.Handler(createOrder))
+//	mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: digester, Code: "orders-api",
+//		Principal: idemhttp.ContextPrincipal})
+//	mux.Handle("POST /orders", authenticate(mw.Handler(createOrder)))
 //
 // For each request that needs a key (Config.Require; POST and PATCH by
 // default):
 //
+//   - its principal is who the service authenticated (Config.Principal:
+//     an account or client ID, which authenticate put in the context with
+//     WithPrincipal), never the bytes of a credential, so a retry with a
+//     re-formatted or rotated credential of the same account meets the same
+//     record; none: 401, before the body is read. Without a Principal,
+//     New refuses the Config unless Config.Anonymous says every client
+//     shares one scope;
 //   - the key is the Idempotency-Key header, an RFC 8941 sf-string or a bare
-//     value, 1–255 printable ASCII (Config.Key may take it from the body,
-//     such as a webhook's event ID); missing or malformed: 400;
+//     token (letters, digits and !#$%&'*+-.^_`|~:/), 1–255 printable ASCII,
+//     checked before the body is read (Config.Key may take it from the
+//     body instead, such as a webhook's event ID); missing or malformed:
+//     400;
 //   - its scope is principal + method + route pattern + key, digested with
 //     the Digester's secret: no raw key or principal reaches Redis;
 //   - its fingerprint is the SHA-256 of method, route and body, a JSON body
@@ -22,7 +32,9 @@
 //     that differ only in case (RFC 7493 I-JSON; encoding/json reads them
 //     as one field), invalid UTF-8 or an unpaired surrogate escape (read as
 //     U+FFFD), nesting deeper than MaxJSONDepth (1000), an exponent of more
-//     than 9 digits;
+//     than 9 digits, data after the value, or a body declared JSON that is
+//     not; canonicalising takes time and memory linear in the body's size
+//     whatever its depth;
 //   - the same key with another fingerprint: 422; in progress: 409 with
 //     Retry-After (the lease left, at least 1 s), or, with Prefer: wait=N
 //     (RFC 7240), a wait of up to N seconds (capped by Config.MaxWait) for
@@ -30,6 +42,10 @@
 //   - final 2xx and 4xx answers but 202, 408, 409, 425 and 429 are stored
 //     and replayed byte for byte, with Content-Type, Location and
 //     Config.ReplayHeaders (never Set-Cookie) and Idempotency-Replayed: true;
+//     a response to be stored over Config.MaxResponseBytes (1 MiB, the
+//     store's limit; the handler learns it from ScopeFrom) is not sent:
+//     the request is answered 500 response-too-large, and that answer is
+//     stored and replayed, so a retry never finds the key stuck;
 //     anything else, a 5xx and a panic leave the key retryable, or, with
 //     Config.UnknownOn5xx, effect-unknown: later requests get a 409 until an
 //     operator resolves the record;

@@ -3,8 +3,6 @@ package idemhttp
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,8 +25,13 @@ const (
 	DefaultMaxBodyBytes                           = 1 << 20
 	DefaultMaxWait                                = 10 * time.Second
 	DefaultStoreRetryAfter                        = time.Second
-	// Codec is the codec ID of stored responses.
-	Codec = "http-v1"
+	// DefaultMaxResponseBytes is the default Config.MaxResponseBytes: the
+	// idempotency store's own default limit on a stored response.
+	DefaultMaxResponseBytes = 1 << 20
+	// Codec is the codec ID of stored responses: the status and the
+	// replayed headers as a JSON object, a newline, then the body's bytes
+	// as they are.
+	Codec = "http-v2"
 )
 
 // Config configures a Middleware. Empty fields take their defaults.
@@ -41,9 +44,25 @@ type Config struct {
 	// Code is the operation code of the records, [a-z0-9-]{1,64}. Default
 	// "http". Give each API its own.
 	Code onceflow.OperationCode
-	// Principal names who sent the request: a key is scoped to principal +
-	// method + route pattern + key. Default AuthorizationPrincipal.
-	Principal func(*http.Request) string
+	// Principal names who sent the request, from the identity the service
+	// authenticated (an account or client ID, as ContextPrincipal reads
+	// it from the context), never from credential bytes: a client that
+	// retries with a re-formatted or rotated credential of the same
+	// account must meet the same record, or its retry runs the handler a
+	// second time. A key is scoped to principal + method + route pattern +
+	// key, as the IETF draft scopes keys per client. It is called before
+	// the body is read. An error matching ErrUnauthenticated, or an empty
+	// principal, is answered 401; a *Problem it wraps is answered as it
+	// is; any other error is answered 503 (the identity could not be
+	// checked). Required unless Anonymous.
+	Principal func(*http.Request) (string, error)
+	// Anonymous declares that the requests carry no identity: every
+	// client shares one scope, so two clients that pick the same key meet
+	// one record (the second gets the first's response, or a 422). Fit
+	// for a service with a single client, or behind a gateway that scopes
+	// keys itself. It cannot be combined with Principal. Default false:
+	// New refuses a Config with neither.
+	Anonymous bool
 	// Key returns the request's idempotency key from the request and its
 	// body (read whole, at most MaxBodyBytes). It returns ErrKeyMissing
 	// when there is none, an error matching ErrInvalidKey when it is
@@ -86,6 +105,16 @@ type Config struct {
 	// it. Default false: such a key is effect-unknown. It cannot be
 	// combined with UnknownOn5xx.
 	IdempotentHandler bool
+	// MaxResponseBytes is the largest response kept for replay: its body
+	// plus its status and replayed headers (a few hundred bytes). A
+	// response to be stored that is larger is not sent: the request, which
+	// was processed, is answered 500 response-too-large, and that answer
+	// is kept and replayed to every retry of the key, so a retry never
+	// runs the handler again nor finds the key stuck. A handler that may
+	// answer large bodies learns the limit from ScopeFrom and answers a
+	// reference instead (a Location to fetch). Default 1 MiB; it must not
+	// exceed the store's own limit (redisstore.Config.MaxResponseBytes).
+	MaxResponseBytes int
 	// StoreRetryAfter is the Retry-After of the 503 answered when Redis
 	// cannot be reached. Default 1s.
 	StoreRetryAfter time.Duration
@@ -144,15 +173,32 @@ func JSONFieldKey(field string) func(*http.Request, []byte) (string, error) {
 	}
 }
 
-// AuthorizationPrincipal names the principal by the SHA-256 of the
-// Authorization header, or "anonymous" without one.
-func AuthorizationPrincipal(r *http.Request) string {
-	a := r.Header.Get("Authorization")
-	if a == "" {
-		return "anonymous"
+// ErrUnauthenticated is what a Config.Principal returns, or wraps, for a
+// request that carries no valid identity: the middleware answers it 401
+// before it reads the body.
+var ErrUnauthenticated = errors.New("idemhttp: request not authenticated")
+
+// AnonymousPrincipal is the principal of every request under
+// Config.Anonymous.
+const AnonymousPrincipal = "anonymous"
+
+type principalKey struct{}
+
+// WithPrincipal returns a context that names the request's principal, for
+// ContextPrincipal: an authentication middleware in front of the
+// idempotency middleware calls it once it knows who the caller is.
+func WithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+// ContextPrincipal is a Config.Principal that reads the principal an
+// authentication middleware put in the request's context with
+// WithPrincipal, and returns ErrUnauthenticated when there is none.
+func ContextPrincipal(r *http.Request) (string, error) {
+	if p, ok := r.Context().Value(principalKey{}).(string); ok && p != "" {
+		return p, nil
 	}
-	sum := sha256.Sum256([]byte(a))
-	return hex.EncodeToString(sum[:])
+	return "", fmt.Errorf("%w: no authenticated principal in the request's context (serve the route behind your authentication middleware, which calls idemhttp.WithPrincipal)", ErrUnauthenticated)
 }
 
 // StoreStatus is the default Config.Store: final 2xx and 4xx answers are
@@ -183,6 +229,9 @@ type Middleware struct {
 	cfg    Config
 	replay map[string]bool // canonical header names
 	log    *slog.Logger
+	// headerKey: the key is the Idempotency-Key header (Config.Key
+	// unset), read before the body.
+	headerKey bool
 }
 
 // New validates cfg and returns a Middleware.
@@ -200,12 +249,17 @@ func New(cfg Config) (*Middleware, error) {
 	if _, err := onceflow.ParseOperationCode(string(cfg.Code)); err != nil {
 		return nil, fmt.Errorf("idemhttp: Config.Code: %w", err)
 	}
-	if cfg.Principal == nil {
-		cfg.Principal = AuthorizationPrincipal
+	switch {
+	case cfg.Principal == nil && !cfg.Anonymous:
+		return nil, errors.New("idemhttp: Config.Principal is required: name each request's client from the identity your authentication " +
+			"established (idemhttp.ContextPrincipal reads what your middleware put there with idemhttp.WithPrincipal), " +
+			"or set Config.Anonymous to let every client share one scope")
+	case cfg.Principal != nil && cfg.Anonymous:
+		return nil, errors.New("idemhttp: Config.Principal and Config.Anonymous contradict each other: keep one")
+	case cfg.Anonymous:
+		cfg.Principal = func(*http.Request) (string, error) { return AnonymousPrincipal, nil }
 	}
-	if cfg.Key == nil {
-		cfg.Key = HeaderKey
-	}
+	headerKey := cfg.Key == nil
 	if cfg.Require == nil {
 		cfg.Require = requirePostPatch
 	}
@@ -214,6 +268,12 @@ func New(cfg Config) (*Middleware, error) {
 	}
 	if cfg.MaxBodyBytes < 0 {
 		return nil, errors.New("idemhttp: Config.MaxBodyBytes must not be negative")
+	}
+	if cfg.MaxResponseBytes == 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if cfg.MaxResponseBytes < 0 {
+		return nil, errors.New("idemhttp: Config.MaxResponseBytes must not be negative")
 	}
 	if cfg.MaxWait == 0 {
 		cfg.MaxWait = DefaultMaxWait
@@ -227,7 +287,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Middleware{cfg: cfg, log: cfg.Logger, replay: map[string]bool{"Content-Type": true, "Location": true}}
+	m := &Middleware{cfg: cfg, log: cfg.Logger, headerKey: headerKey, replay: map[string]bool{"Content-Type": true, "Location": true}}
 	for _, h := range cfg.ReplayHeaders {
 		h = http.CanonicalHeaderKey(h)
 		if h == "Set-Cookie" {
@@ -247,6 +307,10 @@ type Scope struct {
 	// (HMAC of principal, method, route and key). Its Digest.Hex is a
 	// stable, opaque name for the request, fit for a workflow ID.
 	Ref onceflow.Ref
+	// MaxResponseBytes is Config.MaxResponseBytes: a response to be
+	// stored must fit in it, body, status and replayed headers together,
+	// or the request is answered 500 response-too-large.
+	MaxResponseBytes int
 }
 
 // ScopeFrom returns the scope of a request the middleware passed on.
@@ -255,11 +319,33 @@ func ScopeFrom(ctx context.Context) (Scope, bool) {
 	return s, ok
 }
 
-// stored is a response as Redis keeps it.
+// stored is a response as Redis keeps it (Codec): its head as JSON, a
+// newline, then its body as it is.
 type stored struct {
 	Status int         `json:"status"`
 	Header http.Header `json:"header,omitempty"`
-	Body   []byte      `json:"body,omitempty"`
+	Body   []byte      `json:"-"`
+}
+
+func (s stored) encode() ([]byte, error) {
+	head, err := json.Marshal(s) // never a raw newline: JSON escapes it
+	if err != nil {
+		return nil, err
+	}
+	return append(append(head, '\n'), s.Body...), nil
+}
+
+func decodeStored(b []byte) (stored, error) {
+	var s stored
+	head, body, ok := bytes.Cut(b, []byte{'\n'})
+	if !ok {
+		return s, errors.New("idemhttp: stored response has no head")
+	}
+	if err := json.Unmarshal(head, &s); err != nil {
+		return s, err
+	}
+	s.Body = body
+	return s, nil
 }
 
 // Handler returns next behind the middleware.
@@ -274,11 +360,29 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 }
 
 func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	// Who is asking comes first: an unauthenticated client's body is not
+	// read.
+	principal, err := m.cfg.Principal(r)
+	if err == nil && principal == "" {
+		err = fmt.Errorf("%w: the request's principal is empty", ErrUnauthenticated)
+	}
+	if err != nil {
+		WriteProblem(w, m.principalProblem(r.Context(), err))
+		return
+	}
+	// The header's key is checked before the body is read: a request
+	// that cannot be keyed costs no body.
+	var key string
+	if m.headerKey {
+		if key, err = HeaderKey(r, nil); err != nil {
+			WriteProblem(w, keyProblem(err))
+			return
+		}
+	}
 	// A declared body over the limit is answered before any of it is read,
 	// so a client that sent Expect: 100-continue gets no 100 Continue.
 	tooLong := r.ContentLength > m.cfg.MaxBodyBytes
 	var body []byte
-	var err error
 	if !tooLong {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
 	}
@@ -294,29 +398,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		return
 	}
 	// The body is fingerprinted as the handler will read it, or refused:
-	// before the key, so a webhook keyed by a field of a body refused for
-	// its nesting hears why, not that its key is invalid.
+	// before a key taken from it, so a webhook keyed by a field of a body
+	// refused for its nesting hears why, not that its key is invalid.
 	fingerprinted, err := canonicalBody(r, body)
 	if err != nil {
 		WriteProblem(w, bodyProblem(err))
 		return
 	}
-	key, err := m.cfg.Key(r, body)
-	switch {
-	case errors.Is(err, ErrBodyRefused):
-		WriteProblem(w, bodyProblem(err))
-		return
-	case errors.Is(err, ErrKeyMissing):
-		detail := "this request needs an idempotency key: send an Idempotency-Key header with a unique value, such as a UUID, and the same value when you retry it"
-		if err != ErrKeyMissing { // a Config.Key of its own says what it wants
-			detail = "this request needs an idempotency key: " + strings.TrimPrefix(strings.TrimPrefix(err.Error(), ErrKeyMissing.Error()), ": ")
+	if !m.headerKey {
+		if key, err = m.cfg.Key(r, body); err != nil {
+			WriteProblem(w, keyProblem(err))
+			return
 		}
-		WriteProblem(w, &Problem{Type: ProblemKeyMissing, Title: "Idempotency key missing", Status: http.StatusBadRequest, Detail: detail})
-		return
-	case err != nil:
-		WriteProblem(w, &Problem{Type: ProblemKeyInvalid, Title: "Idempotency key invalid", Status: http.StatusBadRequest,
-			Detail: strings.TrimPrefix(err.Error(), "idemhttp: ") + "; send 1 to 255 printable ASCII characters, such as a UUID"})
-		return
 	}
 	if m.cfg.Validate != nil {
 		if p := m.cfg.Validate(r, body); p != nil {
@@ -328,7 +421,6 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if route == "" {
 		route = r.URL.Path
 	}
-	principal := m.cfg.Principal(r)
 	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
 	req := idemstore.Request{
 		Ref:                  ref,
@@ -342,7 +434,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	action := func(actx context.Context) ([]byte, error) {
 		rec := newRecorder()
 		ran = rec
-		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref}))
+		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
 		hr.Body = io.NopCloser(bytes.NewReader(body))
 		hr.ContentLength = int64(len(body))
 		if p := m.run(next, rec, hr); p != nil {
@@ -356,7 +448,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		status := rec.statusCode()
 		if m.cfg.Store(status) {
-			return json.Marshal(stored{Status: status, Header: m.replayed(rec.header), Body: rec.body.Bytes()})
+			return m.keep(r.Context(), ref, rec)
 		}
 		if status >= 500 && m.cfg.UnknownOn5xx {
 			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
@@ -394,8 +486,8 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		ran.writeTo(w, nil)
 	case err == nil:
-		var s stored
-		if uerr := json.Unmarshal(res.Response, &s); uerr != nil {
+		s, uerr := decodeStored(res.Response)
+		if uerr != nil {
 			WriteProblem(w, &Problem{Type: ProblemCorruptRecord, Title: "Stored response unreadable", Status: http.StatusInternalServerError,
 				Detail: "the response stored for this key does not decode; an operator must delete record " + ref.String()})
 			return
@@ -410,6 +502,57 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	default:
 		WriteProblem(w, m.problem(r.Context(), ref, err))
 	}
+}
+
+// principalProblem answers a request whose principal is unknown.
+func (m *Middleware) principalProblem(ctx context.Context, err error) *Problem {
+	var p *Problem
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, ErrUnauthenticated):
+		return &Problem{Type: ProblemUnauthenticated, Title: "Unauthenticated", Status: http.StatusUnauthorized,
+			Detail: "this request needs the client's credentials, and the request was not processed: send them, and the same Idempotency-Key when you retry"}
+	}
+	m.log.WarnContext(ctx, "idemhttp: the request's principal could not be checked; refusing the request", "err", err)
+	return &Problem{Type: ProblemAuthUnavailable, Title: "Authentication unavailable", Status: http.StatusServiceUnavailable, RetryAfter: m.cfg.StoreRetryAfter,
+		Detail: "the client's identity could not be checked, and the request was not processed; retry it with the same key after Retry-After seconds"}
+}
+
+// keyProblem answers a request whose key is missing or invalid, or whose
+// body a Config.Key refused.
+func keyProblem(err error) *Problem {
+	switch {
+	case errors.Is(err, ErrBodyRefused):
+		return bodyProblem(err)
+	case errors.Is(err, ErrKeyMissing):
+		detail := "this request needs an idempotency key: send an Idempotency-Key header with a unique value, such as a UUID, and the same value when you retry it"
+		if err != ErrKeyMissing { // a Config.Key of its own says what it wants
+			detail = "this request needs an idempotency key: " + strings.TrimPrefix(strings.TrimPrefix(err.Error(), ErrKeyMissing.Error()), ": ")
+		}
+		return &Problem{Type: ProblemKeyMissing, Title: "Idempotency key missing", Status: http.StatusBadRequest, Detail: detail}
+	}
+	return &Problem{Type: ProblemKeyInvalid, Title: "Idempotency key invalid", Status: http.StatusBadRequest,
+		Detail: strings.TrimPrefix(err.Error(), "idemhttp: ") + "; send 1 to 255 printable ASCII characters, such as a UUID"}
+}
+
+// keep encodes the response rec holds for the store; one the store cannot
+// keep is replaced, in rec and in the store, by a response-too-large
+// problem, so the client is never sent an answer that its retry would not
+// get.
+func (m *Middleware) keep(ctx context.Context, ref onceflow.Ref, rec *recorder) ([]byte, error) {
+	b, err := stored{Status: rec.statusCode(), Header: m.replayed(rec.header), Body: rec.body.Bytes()}.encode()
+	if err != nil || len(b) <= m.cfg.MaxResponseBytes {
+		return b, err
+	}
+	m.log.ErrorContext(ctx, "idemhttp: the handler's response is too large to keep; answering response-too-large instead",
+		"ref", ref.String(), "status", rec.statusCode(), "bytes", len(b), "max_response_bytes", m.cfg.MaxResponseBytes)
+	*rec = *newRecorder()
+	WriteProblem(rec, &Problem{Type: ProblemResponseTooLarge, Title: "Response too large", Status: http.StatusInternalServerError,
+		Detail: fmt.Sprintf("the request was processed, but its response (%d bytes) is over the %d bytes kept for replay, so it was not sent: "+
+			"do not send it again under a new key, which would process it again; the service must answer it with less (an operator has the log line of record %s)",
+			len(b), m.cfg.MaxResponseBytes, ref.String())})
+	return stored{Status: rec.statusCode(), Header: rec.header.Clone(), Body: rec.body.Bytes()}.encode()
 }
 
 // run calls the handler and returns what it panicked with, if it did.
@@ -562,20 +705,23 @@ func (m *Middleware) replayed(h http.Header) http.Header {
 }
 
 // canonicalBody is the body as fingerprinted: canonical JSON when it is
-// JSON (by Content-Type, or by parsing when there is none), else the bytes.
-// A JSON body CanonicalJSON refuses (ErrBodyRefused: duplicate or
-// case-variant member names, invalid UTF-8, too deep) is an error: two
+// JSON (by Content-Type, or, when there is none, when it parses as JSON),
+// else the bytes. A body declared JSON that is not JSON, or that
+// CanonicalJSON refuses (ErrBodyRefused: duplicate or case-variant member
+// names, invalid UTF-8, too deep, data after the value), is an error: two
 // such bodies that a handler reads differently could share a fingerprint.
 func canonicalBody(r *http.Request, body []byte) ([]byte, error) {
 	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if ct == "application/json" || strings.HasSuffix(ct, "+json") || ct == "" {
+	declared := ct == "application/json" || strings.HasSuffix(ct, "+json")
+	if declared || (ct == "" && json.Valid(body)) {
 		c, err := CanonicalJSON(body)
-		if err == nil {
+		switch {
+		case err == nil:
 			return append([]byte("json:"), c...), nil
-		}
-		if errors.Is(err, ErrBodyRefused) {
+		case errors.Is(err, ErrBodyRefused):
 			return nil, err
 		}
+		return nil, fmt.Errorf("%w: the body is declared JSON (Content-Type %s) but is not JSON: %s", ErrBodyRefused, ct, strings.TrimPrefix(err.Error(), "idemhttp: "))
 	}
 	return append([]byte("raw:"), body...), nil
 }

@@ -58,7 +58,7 @@ func newAPI(t *testing.T, redisAddr string, opts ...option) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := idemhttp.Config{Executor: exec, Digester: dig, Code: "things", ReplayHeaders: []string{"X-Request-Cost"}}
+	cfg := idemhttp.Config{Executor: exec, Digester: dig, Code: "things", ReplayHeaders: []string{"X-Request-Cost"}, Principal: testAccount}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -79,6 +79,26 @@ func newAPI(t *testing.T, redisAddr string, opts ...option) *api {
 	a.srv = httptest.NewServer(mux)
 	t.Cleanup(a.srv.Close)
 	return a
+}
+
+// testTokens are the test clients' credentials and their accounts: alice
+// has two, as after a rotation.
+var testTokens = map[string]string{"alice": "acct-alice", "alice-rotated": "acct-alice", "bob": "acct-bob"}
+
+// testAccount authenticates the way a service does: the Authorization
+// scheme is case-insensitive, spaces after it are insignificant, and the
+// principal is the account, not the credential. No Authorization: the
+// public account.
+func testAccount(r *http.Request) (string, error) {
+	a := r.Header.Get("Authorization")
+	if a == "" {
+		return "acct-public", nil
+	}
+	scheme, token, _ := strings.Cut(a, " ")
+	if acct, ok := testTokens[strings.TrimSpace(token)]; ok && strings.EqualFold(scheme, "Bearer") {
+		return acct, nil
+	}
+	return "", idemhttp.ErrUnauthenticated
 }
 
 // created answers 201 with a body that differs on every run.
@@ -469,7 +489,7 @@ func TestIdempotentHandlerRunsAgainAfterAnUnrecordedOutcome(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "things", IdempotentHandler: idempotent})
+			mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "things", IdempotentHandler: idempotent, Anonymous: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -527,19 +547,8 @@ func TestIdempotentHandlerRunsAgainAfterAnUnrecordedOutcome(t *testing.T) {
 
 func TestUnknownOn5xxAndIdempotentHandlerAreRefusedTogether(t *testing.T) {
 	t.Parallel()
-	store, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dig, err := onceflow.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, UnknownOn5xx: true, IdempotentHandler: true}); err == nil {
+	exec, dig := testDeps(t)
+	if _, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, UnknownOn5xx: true, IdempotentHandler: true, Anonymous: true}); err == nil {
 		t.Fatal("UnknownOn5xx with IdempotentHandler was accepted")
 	}
 }

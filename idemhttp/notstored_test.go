@@ -37,7 +37,7 @@ func TestA202IsCountedAsNotStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "orders"})
+	mw, err := idemhttp.New(idemhttp.Config{Executor: exec, Digester: dig, Code: "orders", Anonymous: true})
 	if err != nil {
 		t.Fatal(err)
 	}

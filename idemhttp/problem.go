@@ -22,6 +22,15 @@ const (
 	ProblemCorruptRecord    = "urn:onceflow:problem:corrupt-record"
 	ProblemHandlerPanicked  = "urn:onceflow:problem:handler-panicked"
 	ProblemInternal         = "urn:onceflow:problem:internal-error"
+	// ProblemResponseTooLarge (500): the request was processed, but its
+	// response was over Config.MaxResponseBytes; this answer is kept and
+	// replayed in its place.
+	ProblemResponseTooLarge = "urn:onceflow:problem:response-too-large"
+	// ProblemUnauthenticated (401): Config.Principal found no identity.
+	ProblemUnauthenticated = "urn:onceflow:problem:unauthenticated"
+	// ProblemAuthUnavailable (503): Config.Principal could not check the
+	// identity (its own store failed).
+	ProblemAuthUnavailable = "urn:onceflow:problem:authentication-unavailable"
 )
 
 // ContentTypeProblem is the media type of a Problem.

@@ -15,9 +15,10 @@ const MaxKeyLen = wire.MaxKeyLen
 // that differ only in case, which encoding/json matches to one field),
 // invalid UTF-8 or an unpaired UTF-16 surrogate escape (both of which a
 // decoder replaces with U+FFFD, so two different bodies would read
-// alike), nesting deeper than MaxJSONDepth, or a number whose exponent
-// has more than 9 digits. The middleware answers such a body 400 before
-// any claim. Its other errors mean the document is not JSON.
+// alike), nesting deeper than MaxJSONDepth, a number whose exponent has
+// more than 9 digits, or data after the value. The middleware answers
+// such a body 400 before any claim. Its other errors mean the document is
+// not JSON.
 var ErrBodyRefused = wire.ErrBodyRefused
 
 // ErrInvalidKey is what ParseKey's errors match.
@@ -32,8 +33,13 @@ var ErrInvalidKey = wire.ErrInvalidKey
 // what would let two different documents share a form: duplicate member
 // names, case-folded ones included (encoding/json reads "Amount" and
 // "amount" as one field, the last one winning), invalid UTF-8, unpaired
-// surrogate escapes, nesting deeper than MaxJSONDepth and exponents of
-// more than 9 digits. FuzzCanonicalJSON (internal/wire) fuzzes it.
+// surrogate escapes, nesting deeper than MaxJSONDepth, exponents of more
+// than 9 digits, and data after the value (a decoder of one value ignores
+// it). It takes time and memory linear in the document's size whatever
+// its depth (TestCanonicalJSONAllocatesLinearly: at most 48 bytes
+// allocated per byte of input); FuzzCanonicalJSON (internal/wire) fuzzes
+// it against that budget and against the decoder-based implementation it
+// replaced.
 func CanonicalJSON(doc []byte) ([]byte, error) { return wire.CanonicalJSON(doc) }
 
 // ParseKey reads the value of an Idempotency-Key header

@@ -22,7 +22,10 @@
 //	}
 //
 // The table needs a UNIQUE (or primary key) key column and three BIGINT
-// columns fence_epoch, fence_attempt and fence_rev.
+// columns fence_epoch, fence_attempt and fence_rev. Table and column names
+// are plain lower-case identifiers and no reserved word (Reserved): a
+// table named excluded, the name ON CONFLICT gives the proposed row,
+// would compare the fence with itself and let every write through.
 // Upsert is one INSERT … ON CONFLICT … DO UPDATE … WHERE statement, which
 // SQLite (3.24+) and PostgreSQL (9.5+) both run; it works on a *sql.DB, a
 // *sql.Tx or a *sql.Conn of any database/sql driver for them. The package

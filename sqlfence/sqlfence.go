@@ -90,7 +90,8 @@ type DB interface {
 // Write is one row written under a fence.
 type Write struct {
 	// Table is the table, and KeyColumn its UNIQUE (or primary key)
-	// column; Key the row's value of it. Plain lower-case SQL identifiers.
+	// column; Key the row's value of it. Plain lower-case SQL identifiers,
+	// none of them a reserved word (Reserved).
 	Table     string
 	KeyColumn string
 	Key       any
@@ -107,14 +108,61 @@ type Write struct {
 
 var identifier = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
+// reserved are the words the generated statements cannot take unquoted
+// as a table or column name: PostgreSQL's reserved key words (categories R
+// and T of pg_get_keywords(), PostgreSQL 15), the key words SQLite (3.46)
+// refuses there, and excluded, the name both give the proposed row in
+// ON CONFLICT … DO UPDATE: a table named excluded makes SQLite compare the
+// new fence with itself, so every write wins and the fence is gone.
+// TestUpsertTakesEveryOtherKeyword checks that every other key word of
+// both works.
+var reserved = map[string]bool{
+	"add": true, "all": true, "alter": true, "analyse": true, "analyze": true, "and": true, "any": true, "array": true,
+	"as": true, "asc": true, "asymmetric": true, "authorization": true, "autoincrement": true, "between": true,
+	"binary": true, "both": true, "case": true, "cast": true, "check": true, "collate": true, "collation": true,
+	"column": true, "commit": true, "concurrently": true, "constraint": true, "create": true, "cross": true,
+	"current_catalog": true, "current_date": true, "current_role": true, "current_schema": true, "current_time": true,
+	"current_timestamp": true, "current_user": true, "default": true, "deferrable": true, "delete": true, "desc": true,
+	"distinct": true, "do": true, "drop": true, "else": true, "end": true, "escape": true, "except": true,
+	"excluded": true, "exists": true, "false": true, "fetch": true, "for": true, "foreign": true, "freeze": true,
+	"from": true, "full": true, "grant": true, "group": true, "having": true, "ilike": true, "in": true, "index": true,
+	"initially": true, "inner": true, "insert": true, "intersect": true, "into": true, "is": true, "isnull": true,
+	"join": true, "lateral": true, "leading": true, "left": true, "like": true, "limit": true, "localtime": true,
+	"localtimestamp": true, "natural": true, "not": true, "nothing": true, "notnull": true, "null": true, "offset": true,
+	"on": true, "only": true, "or": true, "order": true, "outer": true, "overlaps": true, "placing": true,
+	"primary": true, "raise": true, "references": true, "returning": true, "right": true, "select": true,
+	"session_user": true, "set": true, "similar": true, "some": true, "symmetric": true, "table": true,
+	"tablesample": true, "then": true, "to": true, "trailing": true, "transaction": true, "true": true, "union": true,
+	"unique": true, "update": true, "user": true, "using": true, "values": true, "variadic": true, "verbose": true,
+	"when": true, "where": true, "window": true, "with": true,
+}
+
+// Reserved reports whether name is a word Upsert and Stored refuse as a
+// table or column name (case-insensitively): excluded, and the SQL key
+// words SQLite or PostgreSQL do not take unquoted in the statements they
+// generate.
+func Reserved(name string) bool { return reserved[strings.ToLower(name)] }
+
+// checkIdentifier refuses a name the statements cannot take as it is.
+func checkIdentifier(name string) error {
+	if Reserved(name) {
+		return fmt.Errorf("%q is a reserved word in SQLite or PostgreSQL, which the generated statement cannot take as a name "+
+			"(excluded would even compare the written fence with itself and let every stale write through): rename the table or column", name)
+	}
+	if !identifier.MatchString(name) {
+		return fmt.Errorf("%q is not a plain lower-case SQL identifier", name)
+	}
+	return nil
+}
+
 func (w Write) check() error {
 	if len(w.Columns) != len(w.Values) {
 		return fmt.Errorf("sqlfence: write to %s: %d columns, %d values", w.Table, len(w.Columns), len(w.Values))
 	}
 	inColumns := make(map[string]bool, len(w.Columns))
 	for _, n := range append([]string{w.Table, w.KeyColumn}, w.Columns...) {
-		if !identifier.MatchString(n) {
-			return fmt.Errorf("sqlfence: write to %s: %q is not a plain lower-case SQL identifier", w.Table, n)
+		if err := checkIdentifier(n); err != nil {
+			return fmt.Errorf("sqlfence: write to %s: %w", w.Table, err)
 		}
 		inColumns[n] = true
 	}
@@ -188,8 +236,8 @@ func Upsert(ctx context.Context, db DB, d Dialect, w Write) error {
 // false when there is no such row.
 func Stored(ctx context.Context, db DB, d Dialect, table, keyColumn string, key any) (onceflow.Fence, bool, error) {
 	for _, n := range []string{table, keyColumn} {
-		if !identifier.MatchString(n) {
-			return onceflow.Fence{}, false, fmt.Errorf("sqlfence: %q is not a plain lower-case SQL identifier", n)
+		if err := checkIdentifier(n); err != nil {
+			return onceflow.Fence{}, false, fmt.Errorf("sqlfence: read the fence of %s: %w", table, err)
 		}
 	}
 	var f onceflow.Fence

@@ -251,3 +251,135 @@ func TestRebind(t *testing.T) {
 		t.Errorf("PostgreSQL.Rebind = %q, want %q", got, want)
 	}
 }
+
+// TestUpsertRefusesReservedNames: a table named excluded (the name ON
+// CONFLICT gives the proposed row) made SQLite compare the written fence
+// with itself, so a zombie's stale write overwrote a newer one; other
+// reserved words made the statement fail to parse, at the first write.
+// Both are refused before any SQL runs, whatever the case, and the
+// message says why and what to do.
+func TestUpsertRefusesReservedNames(t *testing.T) {
+	t.Parallel()
+	for _, d := range databases(t) {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			db := d.open(t)
+			db.SetMaxOpenConns(1) // PostgreSQL: the temporary table is the session's
+			ctx := context.Background()
+			if _, err := db.ExecContext(ctx, `CREATE TEMPORARY TABLE excluded (op_key TEXT PRIMARY KEY,
+				fence_epoch BIGINT NOT NULL, fence_attempt BIGINT NOT NULL, fence_rev BIGINT NOT NULL, status TEXT NOT NULL)`); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.ExecContext(context.Background(), "DROP TABLE excluded") })
+			w := func(f onceflow.Fence, status string) sqlfence.Write {
+				return sqlfence.Write{Table: "excluded", KeyColumn: "op_key", Key: "k", Fence: f, Columns: []string{"status"}, Values: []any{status}, Update: []string{"status"}}
+			}
+			newer := sqlfence.Upsert(ctx, db, d.dialect, w(onceflow.Fence{Epoch: 5, Attempt: 2, Rev: 3}, "newer"))
+			stale := sqlfence.Upsert(ctx, db, d.dialect, w(onceflow.Fence{Epoch: 5, Attempt: 1, Rev: 1}, "zombie"))
+			var status string
+			_ = db.QueryRowContext(ctx, "SELECT status FROM excluded WHERE op_key = 'k'").Scan(&status)
+			for _, err := range []error{newer, stale} {
+				if err == nil || !strings.Contains(err.Error(), `"excluded" is a reserved word`) || !strings.Contains(err.Error(), "rename") {
+					t.Fatalf("writes to a table named excluded: the newer got %v, the stale one %v (the row's status is %q); want both refused, naming the word",
+						newer, stale, status)
+				}
+			}
+			if status != "" {
+				t.Fatalf("a refused write wrote %q", status)
+			}
+			if _, _, err := sqlfence.Stored(ctx, db, d.dialect, "excluded", "op_key", "k"); err == nil || !strings.Contains(err.Error(), "reserved") {
+				t.Fatalf("Stored on a table named excluded: %v", err)
+			}
+		})
+	}
+	for _, name := range []string{"excluded", "Excluded", "EXCLUDED", "order", "user", "values", "select", "table"} {
+		for what, w := range map[string]sqlfence.Write{
+			"table":      {Table: name, KeyColumn: "k"},
+			"key column": {Table: "t", KeyColumn: name},
+			"column":     {Table: "t", KeyColumn: "k", Columns: []string{name}, Values: []any{1}},
+		} {
+			err := sqlfence.Upsert(context.Background(), nil, sqlfence.SQLite, w)
+			if err == nil || !strings.Contains(err.Error(), "reserved word") || !sqlfence.Reserved(name) {
+				t.Errorf("%s as the %s: %v, want it refused as a reserved word", name, what, err)
+			}
+		}
+	}
+}
+
+// sqliteKeywords are SQLite's key words (https://sqlite.org/lang_keywords.html).
+const sqliteKeywords = `ABORT ACTION ADD AFTER ALL ALTER ALWAYS ANALYZE AND AS ASC ATTACH AUTOINCREMENT BEFORE BEGIN BETWEEN BY
+CASCADE CASE CAST CHECK COLLATE COLUMN COMMIT CONFLICT CONSTRAINT CREATE CROSS CURRENT CURRENT_DATE CURRENT_TIME CURRENT_TIMESTAMP
+DATABASE DEFAULT DEFERRABLE DEFERRED DELETE DESC DETACH DISTINCT DO DROP EACH ELSE END ESCAPE EXCEPT EXCLUDE EXCLUSIVE EXISTS
+EXPLAIN FAIL FILTER FIRST FOLLOWING FOR FOREIGN FROM FULL GENERATED GLOB GROUP GROUPS HAVING IF IGNORE IMMEDIATE IN INDEX INDEXED
+INITIALLY INNER INSERT INSTEAD INTERSECT INTO IS ISNULL JOIN KEY LAST LEFT LIKE LIMIT MATCH MATERIALIZED NATURAL NO NOT NOTHING
+NOTNULL NULL NULLS OF OFFSET ON OR ORDER OTHERS OUTER OVER PARTITION PLAN PRAGMA PRECEDING PRIMARY QUERY RAISE RANGE RECURSIVE
+REFERENCES REGEXP REINDEX RELEASE RENAME REPLACE RESTRICT RETURNING RIGHT ROLLBACK ROW ROWS SAVEPOINT SELECT SET TABLE TEMP
+TEMPORARY THEN TIES TO TRANSACTION TRIGGER UNBOUNDED UNION UNIQUE UPDATE USING VACUUM VALUES VIEW VIRTUAL WHEN WHERE WINDOW WITH WITHOUT`
+
+// TestUpsertTakesEveryOtherKeyword: the reserved list is not too short
+// nor too long. Every key word of SQLite and of the PostgreSQL under test
+// that Reserved lets through works as a table name and as its key column,
+// fence included (a stale write is refused), in one rolled-back
+// transaction per database.
+func TestUpsertTakesEveryOtherKeyword(t *testing.T) {
+	t.Parallel()
+	for _, d := range databases(t) {
+		t.Run(d.name, func(t *testing.T) {
+			t.Parallel()
+			db := d.open(t)
+			ctx := context.Background()
+			words := map[string]bool{}
+			for _, w := range strings.Fields(sqliteKeywords) {
+				words[strings.ToLower(w)] = true
+			}
+			if d.dialect == sqlfence.PostgreSQL {
+				rows, err := db.QueryContext(ctx, "SELECT word FROM pg_get_keywords()")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var w string
+					if err := rows.Scan(&w); err != nil {
+						t.Fatal(err)
+					}
+					words[w] = true
+				}
+				if err := rows.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// PostgreSQL looks types up in the temporary schema first: once
+			// a table named text exists, TEXT would be its row type.
+			text, bigint := "TEXT", "BIGINT"
+			if d.dialect == sqlfence.PostgreSQL {
+				text, bigint = "pg_catalog.text", "pg_catalog.int8"
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			taken := 0
+			for w := range words {
+				if sqlfence.Reserved(w) {
+					continue
+				}
+				taken++
+				q := `"` + w + `"`
+				if _, err := tx.ExecContext(ctx, "CREATE TEMPORARY TABLE "+q+" ("+q+" "+text+" PRIMARY KEY, fence_epoch "+bigint+
+					" NOT NULL, fence_attempt "+bigint+" NOT NULL, fence_rev "+bigint+" NOT NULL)"); err != nil {
+					t.Fatalf("create a table named %s: %v", w, err)
+				}
+				write := sqlfence.Write{Table: w, KeyColumn: w, Key: "k", Fence: onceflow.Fence{Epoch: 2, Attempt: 2, Rev: 2}}
+				if err := sqlfence.Upsert(ctx, tx, d.dialect, write); err != nil {
+					t.Fatalf("%s, a key word Reserved lets through, as a table and its key column: %v", w, err)
+				}
+				write.Fence = onceflow.Fence{Epoch: 1, Attempt: 1, Rev: 1}
+				if err := sqlfence.Upsert(ctx, tx, d.dialect, write); !errors.Is(err, sqlfence.ErrStale) {
+					t.Fatalf("%s as a table and its key column: a stale write got %v, want ErrStale", w, err)
+				}
+			}
+			t.Logf("%d key words taken as names, %d refused", taken, len(words)-taken)
+		})
+	}
+}

@@ -36,6 +36,8 @@ const (
 	DefaultHTTPReadTimeout             = 30 * time.Second
 	DefaultHTTPIdleTimeout             = 60 * time.Second
 	DefaultHTTPMaxConns                = 512
+	DefaultHTTPMaxIdleConns            = 256
+	DefaultHTTPMaxHeaderBytes          = 64 << 10
 	DefaultHTTPMaxBodyBytes      int64 = 1 << 20 // idemhttp's default MaxBodyBytes
 )
 
@@ -152,9 +154,30 @@ type Config struct {
 	// HTTPIdleTimeout closes a keep-alive connection that waits this long
 	// for its next request. Default 60s.
 	HTTPIdleTimeout time.Duration
-	// HTTPMaxConns is the most connections the HTTP server holds at once;
-	// further ones wait to be accepted until one closes. Default 512.
+	// HTTPMaxConns is the most connections the HTTP server holds at once.
+	// A new connection that finds them all open closes the one that has
+	// waited longest for its next request (an idle keep-alive) and is
+	// served; it waits to be accepted only while every one of them is
+	// busy with a request. Default 512.
 	HTTPMaxConns int
+	// HTTPMaxIdleConns is the most keep-alive connections the HTTP server
+	// leaves waiting for their next request: over it, the one idle the
+	// longest is closed (its client opens another when it needs one).
+	// With HTTPMaxConns it keeps one client that holds many idle
+	// connections from starving the others, whatever its address.
+	// Default 256.
+	HTTPMaxIdleConns int
+	// HTTPMaxConnsPerClient is the most connections one client address
+	// (an IPv4 address, an IPv6 /64) may hold: one more closes that
+	// client's longest-idle connection, or, when all of its connections
+	// are busy, is closed at once. Default 0: no limit, for behind a proxy
+	// or a load balancer every connection has its address; set it when
+	// clients reach the worker directly.
+	HTTPMaxConnsPerClient int
+	// HTTPMaxHeaderBytes bounds the size of a request's headers (the
+	// request line included; http.Server.MaxHeaderBytes): a request over
+	// it is answered 431. Default 64 KiB.
+	HTTPMaxHeaderBytes int
 	// HTTPMaxBodyBytes is the largest request body the HTTP server takes,
 	// on every route: a request that declares a longer one
 	// (Content-Length) is answered 413 (application/problem+json, type
@@ -241,6 +264,12 @@ func (c Config) withDefaults() Config {
 	if c.HTTPMaxConns == 0 {
 		c.HTTPMaxConns = DefaultHTTPMaxConns
 	}
+	if c.HTTPMaxIdleConns == 0 {
+		c.HTTPMaxIdleConns = DefaultHTTPMaxIdleConns
+	}
+	if c.HTTPMaxHeaderBytes == 0 {
+		c.HTTPMaxHeaderBytes = DefaultHTTPMaxHeaderBytes
+	}
 	if c.HTTPMaxBodyBytes == 0 {
 		c.HTTPMaxBodyBytes = DefaultHTTPMaxBodyBytes
 	}
@@ -281,8 +310,14 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("worker: HTTPReadHeaderTimeout (-http-read-header-timeout) %v is longer than HTTPReadTimeout (-http-read-timeout) %v, which bounds the headers too",
 			c.HTTPReadHeaderTimeout, c.HTTPReadTimeout))
 	}
-	if c.HTTPMaxConns < 0 {
-		errs = append(errs, fmt.Errorf("worker: HTTPMaxConns (-http-max-conns) must be positive, got %d", c.HTTPMaxConns))
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"HTTPMaxConns (-http-max-conns)", c.HTTPMaxConns}, {"HTTPMaxIdleConns (-http-max-idle-conns)", c.HTTPMaxIdleConns},
+		{"HTTPMaxConnsPerClient (-http-max-conns-per-client)", c.HTTPMaxConnsPerClient}, {"HTTPMaxHeaderBytes (-http-max-header-bytes)", c.HTTPMaxHeaderBytes}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("worker: %s must be positive, got %d", n.name, n.v))
+		}
 	}
 	if c.HTTPMaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("worker: HTTPMaxBodyBytes (-http-max-body-bytes) must be positive, got %d", c.HTTPMaxBodyBytes))

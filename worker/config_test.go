@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/internal/redisproc"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -38,6 +39,9 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		"negative idle timeout":                 {worker.Config{Dev: true, HTTPIdleTimeout: -time.Second}, "-http-idle-timeout"},
 		"header timeout over the read timeout":  {worker.Config{Dev: true, HTTPReadHeaderTimeout: 2 * time.Second, HTTPReadTimeout: time.Second}, "-http-read-header-timeout"},
 		"negative connection limit":             {worker.Config{Dev: true, HTTPMaxConns: -1}, "-http-max-conns"},
+		"negative idle budget":                  {worker.Config{Dev: true, HTTPMaxIdleConns: -1}, "-http-max-idle-conns"},
+		"negative per-client limit":             {worker.Config{Dev: true, HTTPMaxConnsPerClient: -1}, "-http-max-conns-per-client"},
+		"negative header limit":                 {worker.Config{Dev: true, HTTPMaxHeaderBytes: -1}, "-http-max-header-bytes"},
 		"negative body limit":                   {worker.Config{Dev: true, HTTPMaxBodyBytes: -1}, "-http-max-body-bytes"},
 		"unknown durability":                    {worker.Config{Dev: true, RedisDurability: "quorum"}, "-redis-durability"},
 		"replicas without durability":           {worker.Config{Dev: true, RedisDurableReplicas: 2}, "-redis-durable-replicas"},
@@ -55,7 +59,8 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || string(c.Secret) != worker.DevSecret ||
 		c.StopTimeout != worker.DefaultStopTimeout || c.OutcomeTimeout != worker.DefaultOutcomeTimeout || c.Logger == nil ||
 		c.HTTPReadHeaderTimeout != worker.DefaultHTTPReadHeaderTimeout || c.HTTPReadTimeout != worker.DefaultHTTPReadTimeout ||
-		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes {
+		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes ||
+		c.HTTPMaxIdleConns != worker.DefaultHTTPMaxIdleConns || c.HTTPMaxHeaderBytes != worker.DefaultHTTPMaxHeaderBytes || c.HTTPMaxConnsPerClient != 0 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	// A read timeout shorter than the header timeout's default bounds the
@@ -186,6 +191,30 @@ func TestWorkerWarnsOrRefusesByPersistence(t *testing.T) {
 	}
 	if !strings.Contains(logs, "Redis may lose acknowledged idempotency records") || !strings.Contains(logs, "appendonly") {
 		t.Fatalf("without RequirePersistence the log has no warning naming appendonly:\n%s", logs)
+	}
+}
+
+// TestWorkerRefusesARedisWithoutScripting: a server without Lua scripting
+// is refused at startup, naming what is missing; before, the worker
+// started and every operation failed.
+func TestWorkerRefusesARedisWithoutScripting(t *testing.T) {
+	t.Parallel()
+	srv, err := redisproc.StartArgs(t.TempDir(), 0, "rename-command EVAL eval-disabled-for-the-test\nrename-command EVALSHA evalsha-disabled-for-the-test\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	w, err := worker.New(worker.Config{
+		Secret: secret, RedisURL: "redis://" + srv.Addr() + "/0",
+		TemporalAddress: "127.0.0.1:1", HTTPAddr: "off", // Temporal is never reached
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := w.Run(ctx); !errors.Is(err, redisstore.ErrMissingCapability) || !strings.Contains(err.Error(), "Lua scripting (EVAL)") {
+		t.Fatalf("err = %v; want a refusal naming Lua scripting", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -51,7 +52,19 @@ func testMux() *http.ServeMux {
 // loopback port until the test ends, and returns its address.
 func serveTestHTTP(t *testing.T, cfg Config) string {
 	t.Helper()
-	cfg.Dev, cfg.HTTPAddr, cfg.Logger = true, "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	addr, _ := serveTestListener(t, cfg)
+	return addr
+}
+
+// serveTestListener is serveTestHTTP that also returns the listener's
+// connection limiter. cfg without a Secret gets one (not Dev: a -dev
+// server answers only loopback Host names).
+func serveTestListener(t *testing.T, cfg Config) (string, *connLimiter) {
+	t.Helper()
+	if len(cfg.Secret) == 0 && !cfg.Dev {
+		cfg.Secret = secret32
+	}
+	cfg.HTTPAddr, cfg.Logger = "127.0.0.1:0", slog.New(slog.DiscardHandler)
 	w, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +78,19 @@ func serveTestHTTP(t *testing.T, cfg Config) string {
 		_ = p.srv.Close()
 		<-served
 	})
-	return w.HTTPAddr()
+	return w.HTTPAddr(), p.ln.(*connLimiter)
+}
+
+// waitFor polls cond until it holds, for at most 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10 s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // dial connects to addr; the connection closes when the test ends.
@@ -222,28 +247,22 @@ func TestHTTPIdleTimeoutClosesKeepAlives(t *testing.T) {
 	}
 }
 
-// At most HTTPMaxConns connections are served at once: the next one waits
-// until one of them closes, and is served then.
+// At most HTTPMaxConns connections are served at once: while both are
+// busy with a request (a body that has not arrived), the next one waits,
+// and is served once one of them closes.
 func TestHTTPMaxConnsHoldsTheRestBack(t *testing.T) {
 	t.Parallel()
 	addr := serveTestHTTP(t, Config{HTTPMaxConns: 2})
-	get := func(c net.Conn) {
-		t.Helper()
-		send(t, c, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
-	}
 	var held []net.Conn
 	for range 2 {
 		c := dial(t, addr)
-		get(c)
-		if resp, _, err := answer(t, c, bufio.NewReader(c)); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("connection %d: %v %v", len(held)+1, resp, err)
-		}
-		held = append(held, c) // kept alive: the server holds it
+		send(t, c, "POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n") // the body never comes
+		held = append(held, c)
 	}
 	third := dial(t, addr)
-	get(third)
+	send(t, third, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
 	// Nothing signals "not accepted": a deadline bounds the wait for the
-	// answer that must not come while both others are open.
+	// answer that must not come while both others are busy.
 	_ = third.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
 	var one [1]byte
 	if n, err := third.Read(one[:]); n != 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
@@ -253,6 +272,100 @@ func TestHTTPMaxConnsHoldsTheRestBack(t *testing.T) {
 	if resp, _, err := answer(t, third, bufio.NewReader(third)); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("the third connection once one closed: %v %v", resp, err)
 	}
+}
+
+// keepAlive opens a connection to l with d, gets /ok on it and returns it
+// once l counts it idle, with its reader.
+func keepAlive(t *testing.T, d *net.Dialer, l *connLimiter) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := d.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	br := bufio.NewReader(c)
+	send(t, c, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
+	if resp, _, err := answer(t, c, br); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /ok: %v %v", resp, err)
+	}
+	// The server says a connection is idle just after it answers: wait
+	// for it, so the order of the idle connections is the test's.
+	waitFor(t, "the connection to be idle", func() bool { return isIdle(l, c.LocalAddr().String()) })
+	return c, br
+}
+
+// isIdle: l counts the connection from addr idle.
+func isIdle(l *connLimiter, addr string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for e := l.idle.Front(); e != nil; e = e.Next() {
+		if e.Value.(*limitedConn).RemoteAddr().String() == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// closedByServer: the server closed c (EOF, or a reset), within 10 s.
+func closedByServer(c net.Conn, br *bufio.Reader) bool {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := br.Peek(1)
+	return err != nil && !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// Idle keep-alives give way: a new connection that finds HTTPMaxConns
+// open closes the one idle the longest and is served at once, and over
+// HTTPMaxIdleConns idle connections the longest-idle one is closed. A
+// connection whose next request has begun to arrive is not idle.
+func TestHTTPIdleConnectionsGiveWay(t *testing.T) {
+	t.Parallel()
+	d := &net.Dialer{}
+	t.Run("to a new connection", func(t *testing.T) {
+		t.Parallel()
+		_, l := serveTestListener(t, Config{HTTPMaxConns: 2})
+		first, firstR := keepAlive(t, d, l)
+		second, secondR := keepAlive(t, d, l)
+		keepAlive(t, d, l) // served at once, not after HTTPIdleTimeout
+		if !closedByServer(first, firstR) {
+			t.Fatal("the longest-idle connection is still open")
+		}
+		send(t, second, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
+		if resp, _, err := answer(t, second, secondR); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the other idle connection: %v %v", resp, err)
+		}
+	})
+	t.Run("over the idle budget", func(t *testing.T) {
+		t.Parallel()
+		_, l := serveTestListener(t, Config{HTTPMaxIdleConns: 2})
+		first, firstR := keepAlive(t, d, l)
+		second, secondR := keepAlive(t, d, l)
+		keepAlive(t, d, l)
+		if !closedByServer(first, firstR) {
+			t.Fatal("three idle connections over a budget of 2: the longest-idle one is still open")
+		}
+		send(t, second, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
+		if resp, _, err := answer(t, second, secondR); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the second idle connection: %v %v", resp, err)
+		}
+	})
+	t.Run("not a request that has begun", func(t *testing.T) {
+		t.Parallel()
+		_, l := serveTestListener(t, Config{HTTPMaxConns: 2})
+		first, firstR := keepAlive(t, d, l)
+		second, secondR := keepAlive(t, d, l)
+		// first's next request is half sent: once the server has read it,
+		// first is busy, and second is the only idle connection.
+		send(t, first, "GET /ok HTTP/1.1\r\n")
+		waitFor(t, "first's request to be read", func() bool { return !isIdle(l, first.LocalAddr().String()) })
+		keepAlive(t, d, l)
+		if !closedByServer(second, secondR) {
+			t.Fatal("the idle connection is still open")
+		}
+		send(t, first, "Host: test\r\n\r\n")
+		if resp, _, err := answer(t, first, firstR); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("a request that had begun to arrive: %v %v", resp, err)
+		}
+	})
 }
 
 // Concurrent slow clients: each is cut off at HTTPReadTimeout, and
@@ -287,5 +400,216 @@ func TestHTTPSlowClientsDoNotPileUp(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
+	}
+}
+
+// serveHealth serves the worker's own health mux as Run does, with cfg's
+// HTTP settings, on a loopback port until the test ends, and returns its
+// address.
+func serveHealth(t *testing.T, cfg Config) string {
+	t.Helper()
+	if !cfg.Dev {
+		cfg.Secret = secret32
+	}
+	cfg.HTTPAddr, cfg.Logger = "127.0.0.1:0", slog.New(slog.DiscardHandler)
+	w, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &parts{}
+	w.newHealthMux(p) // /healthz touches neither Redis nor Temporal
+	if err := w.listenHTTP(p); err != nil {
+		t.Fatal(err)
+	}
+	served := w.serveHTTP(p)
+	t.Cleanup(func() {
+		_ = p.srv.Close()
+		<-served
+	})
+	return w.HTTPAddr()
+}
+
+// secret32 is a secret of the minimum length.
+var secret32 = []byte(strings.Repeat("s", MinSecretBytes))
+
+// holdIdle opens n connections to addr, sends a request on each and reads
+// its answer, so that each is left an idle keep-alive the server holds
+// (or closed by it). A connection that gets no answer within 2 s is left
+// as it is: the server did not serve it. It returns how many got an
+// answer.
+func holdIdle(t *testing.T, addr string, n int, dialer *net.Dialer) int {
+	t.Helper()
+	conns := make([]net.Conn, n)
+	for i := range conns {
+		c, err := dialer.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("connection %d of %d: %v", i+1, n, err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		conns[i] = c
+		if _, err := fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+			t.Fatalf("connection %d of %d: %v", i+1, n, err)
+		}
+	}
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Go(func() {
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			answered.Add(1)
+			_ = c.SetReadDeadline(time.Time{})
+		})
+	}
+	wg.Wait()
+	return int(answered.Load())
+}
+
+// One client that holds 600 idle keep-alive connections, more than
+// HTTPMaxConns, does not starve another: with the default bounds a fresh
+// client gets /healthz within 1 s. (Before the idle budget, the first 512
+// were held for HTTPIdleTimeout, 60 s, and every other client waited to be
+// accepted.) On loopback both clients have the same address: the idle
+// budget works whatever the address.
+func TestFreshClientServedWhileOneHoldsIdleConnections(t *testing.T) {
+	t.Parallel()
+	addr := serveHealth(t, Config{})
+	answered := holdIdle(t, addr, 600, &net.Dialer{})
+	t.Logf("the attacker's 600 requests: %d answered", answered)
+
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	start := time.Now()
+	resp, err := client.Get("http://" + addr + "/healthz")
+	if err != nil {
+		t.Fatalf("a fresh client, while another holds 600 idle connections: %v after %v", err, time.Since(start))
+	}
+	b, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(b) != "ok\n" {
+		t.Fatalf("a fresh client: %d %q", resp.StatusCode, b)
+	}
+}
+
+// from is a dialer whose connections come from ip, another loopback
+// address (Linux routes all of 127.0.0.0/8 to loopback); the test is
+// skipped where it cannot bind one.
+func from(t *testing.T, ip string) *net.Dialer {
+	t.Helper()
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	ln, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		t.Skipf("no loopback address %s here: %v", ip, err)
+	}
+	_ = ln.Close()
+	return d
+}
+
+// One client address holds at most HTTPMaxConnsPerClient connections:
+// one more closes that client's own longest-idle connection (not another
+// client's), or, when all of its connections are busy, is closed at once
+// with no answer; another address is served meanwhile.
+func TestHTTPMaxConnsPerClient(t *testing.T) {
+	t.Parallel()
+	_, l := serveTestListener(t, Config{HTTPMaxConnsPerClient: 2})
+	a, b := from(t, "127.0.0.2"), from(t, "127.0.0.3")
+	other, otherR := keepAlive(t, b, l) // b's, idle the longest
+	a1, a1R := keepAlive(t, a, l)
+	a2, _ := keepAlive(t, a, l)
+	a3, _ := keepAlive(t, a, l)
+	if !closedByServer(a1, a1R) {
+		t.Fatal("a third connection of one address: its longest-idle one is still open")
+	}
+	// a's two connections busy (a request that has begun): a fourth is
+	// refused.
+	for _, c := range []net.Conn{a2, a3} {
+		send(t, c, "GET /ok HTTP/1.1\r\n")
+		waitFor(t, "the request to be read", func() bool { return !isIdle(l, c.LocalAddr().String()) })
+	}
+	refused, err := a.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = refused.Close() })
+	send(t, refused, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
+	if resp, body, err := answer(t, refused, bufio.NewReader(refused)); err == nil {
+		t.Fatalf("a connection over the limit of its address, the others busy, was served: %d %s", resp.StatusCode, body)
+	}
+	send(t, other, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
+	if resp, _, err := answer(t, other, otherR); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("another address's idle connection: %v %v", resp, err)
+	}
+	keepAlive(t, b, l)
+	if _, _, _, refusals := l.counts(); refusals != 1 {
+		t.Fatalf("%d connections refused, want 1", refusals)
+	}
+}
+
+// Headers over HTTPMaxHeaderBytes (64 KiB by default, not net/http's
+// 1 MiB) are answered 431 and not handed to a route.
+func TestHTTPMaxHeaderBytesAnswers431(t *testing.T) {
+	t.Parallel()
+	addr := serveTestHTTP(t, Config{})
+	c := dial(t, addr)
+	send(t, c, "GET /ok HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n", strings.Repeat("x", 100<<10))
+	// The server closes the connection on the headers it did not read:
+	// the body of its answer may be cut off by a reset.
+	if resp, _, err := answer(t, c, bufio.NewReader(c)); resp == nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Fatalf("100 KiB of headers: %v %v, want 431", err, resp)
+	}
+	c = dial(t, addr)
+	send(t, c, "GET /ok HTTP/1.1\r\nHost: test\r\nX-Padding: %s\r\n\r\n", strings.Repeat("x", 16<<10))
+	if resp, body, err := answer(t, c, bufio.NewReader(c)); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("16 KiB of headers: %v %v %s", err, resp, body)
+	}
+}
+
+// A -dev worker's server answers only requests for a loopback host, on
+// every route (here /healthz and the routes an application adds, as the
+// order API, /metrics and the console are added): a page of evil.example
+// rebound to 127.0.0.1 is same-origin to the browser, so its requests
+// carry Host: evil.example, and get 421 before any handler runs. Outside
+// -dev any Host is served (behind a proxy, on the operator's names).
+func TestDevHTTPAnswersOnlyLoopbackHosts(t *testing.T) {
+	t.Parallel()
+	get := func(addr, host, path string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	t.Cleanup(http.DefaultClient.CloseIdleConnections)
+	dev := serveHealth(t, Config{Dev: true})
+	devApp := serveTestHTTP(t, Config{Dev: true})
+	_, port, _ := net.SplitHostPort(dev)
+	for _, host := range []string{"evil.example", "evil.example:" + port, "localhost.evil.example:" + port, "127.0.0.1.evil.example", "0.0.0.0:" + port, "10.0.0.1", "[::2]:" + port} {
+		if status, body := get(dev, host, "/healthz"); status != http.StatusMisdirectedRequest || !strings.Contains(body, "http://localhost:"+port+"/healthz") {
+			t.Errorf("GET /healthz for Host %q: %d %s, want 421 naming http://localhost:%s/healthz", host, status, body, port)
+		}
+		if status, body := get(devApp, host, "/ok"); status != http.StatusMisdirectedRequest {
+			t.Errorf("an application's route for Host %q: %d %s, want 421", host, status, body)
+		}
+	}
+	for _, host := range []string{"localhost", "LocalHost:" + port, "127.0.0.1:" + port, "127.0.0.2", "[::1]:" + port, "[::1]"} {
+		if status, body := get(dev, host, "/healthz"); status != http.StatusOK {
+			t.Errorf("GET /healthz for Host %q: %d %s", host, status, body)
+		}
+	}
+	prod := serveHealth(t, Config{})
+	if status, body := get(prod, "worker.internal.example", "/healthz"); status != http.StatusOK {
+		t.Errorf("outside -dev, GET /healthz for the operator's name: %d %s", status, body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
-	"golang.org/x/net/netutil"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/activity"
@@ -186,8 +186,9 @@ func (w *Worker) connectRedis(p *parts) error {
 	return nil
 }
 
-// openStore makes the idempotency store, loads its scripts and checks
-// that Redis will not evict records.
+// openStore makes the idempotency store, checks that Redis runs what it
+// sends (scripting above all), loads its scripts, and checks that Redis
+// will not evict records nor lose them.
 func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	c, log := w.cfg, w.cfg.Logger
 	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
@@ -195,8 +196,13 @@ func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	if err != nil {
 		return err
 	}
-	if err := store.LoadScripts(ctx); err != nil {
+	if err := store.CheckCapabilities(ctx); err != nil {
 		return fmt.Errorf("worker: Redis at %s is not usable (check -redis-url / REDIS_URL): %w", redactURL(c.RedisURL), err)
+	}
+	// Optional: a script missing from the server's cache is sent whole on
+	// its first use (an ACL user may run scripts without SCRIPT LOAD).
+	if err := store.LoadScripts(ctx); err != nil {
+		log.Warn("onceflow: could not load the scripts into Redis' cache; each is sent whole on its first use", "err", err)
 	}
 	if err := store.CheckEvictionPolicy(ctx); err != nil {
 		switch {
@@ -331,8 +337,9 @@ func (w *Worker) register(p *parts) error {
 }
 
 // listenHTTP listens on HTTPAddr (unless "off"), at most HTTPMaxConns
-// connections at once, and makes the server of the mux with the HTTP*
-// bounds, traced and measured when the Config asks for it.
+// connections at once of which HTTPMaxIdleConns idle (connLimiter), and
+// makes the server of the mux with the HTTP* bounds, traced and measured
+// when the Config asks for it.
 func (w *Worker) listenHTTP(p *parts) error {
 	c := w.cfg
 	if c.HTTPAddr == "off" {
@@ -342,7 +349,8 @@ func (w *Worker) listenHTTP(p *parts) error {
 	if err != nil {
 		return fmt.Errorf("worker: listen on %s (check -http / HTTP_ADDR): %w", c.HTTPAddr, err)
 	}
-	ln = netutil.LimitListener(ln, c.HTTPMaxConns)
+	limited := newConnLimiter(ln, c.HTTPMaxConns, c.HTTPMaxIdleConns, c.HTTPMaxConnsPerClient)
+	ln = limited
 	p.ln = ln
 	w.mu.Lock()
 	w.httpLn = ln
@@ -366,14 +374,58 @@ func (w *Worker) listenHTTP(p *parts) error {
 			return r.Method
 		}))...)
 	}
+	if c.Dev {
+		h = loopbackHostOnly(h)
+	}
 	p.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: c.HTTPReadHeaderTimeout,
 		ReadTimeout:       c.HTTPReadTimeout,
 		IdleTimeout:       c.HTTPIdleTimeout,
+		MaxHeaderBytes:    c.HTTPMaxHeaderBytes,
+		ConnState:         limited.connState,
 		ErrorLog:          slog.NewLogLogger(c.Logger.Handler(), slog.LevelWarn),
 	}
 	return nil
+}
+
+// loopbackHostOnly answers 421 to a request whose Host is not a loopback
+// name or address, on every route of a Dev worker's server (the order
+// API, /metrics, the console): a page of evil.example whose name was
+// rebound to 127.0.0.1 (DNS rebinding) is same-origin to the browser, and
+// only its Host header tells it apart. A loopback IP literal is never a
+// rebound name.
+func loopbackHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if loopbackHost(r.Host) {
+			next.ServeHTTP(rw, r)
+			return
+		}
+		port := "PORT"
+		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			if _, p, err := net.SplitHostPort(a.String()); err == nil {
+				port = p
+			}
+		}
+		rw.Header().Set("Cache-Control", "no-store")
+		http.Error(rw, fmt.Sprintf("this -dev worker answers only requests for localhost, 127.0.0.1 or [::1] (protection against DNS rebinding): "+
+			"open http://localhost:%s%s instead; a worker for other hosts runs without -dev", port, r.URL.Path), http.StatusMisdirectedRequest)
+	})
+}
+
+// loopbackHost: host (a Host header, with or without a port) is localhost
+// or a loopback IP address.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // problemBodyTooLarge is idemhttp.ProblemBodyTooLarge (worker does not

@@ -34,6 +34,7 @@ type appFlags struct {
 	principal string
 	devReset  bool
 	devAddr   string
+	devRemote bool
 	errs      []error
 }
 
@@ -41,7 +42,7 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.ledgerDSN, "ledger-dsn", a.getenv("LEDGER_DSN"),
 		"the order ledger: sqlite:<path> (created if missing) or postgres://… (LEDGER_DSN); required, except under -dev: ledger.db in the dev state directory")
 	fs.StringVar(&a.console, "console-token", a.getenv("ONCEFLOW_CONSOLE_TOKEN"),
-		"the operator console's token (/console on -http; ONCEFLOW_CONSOLE_TOKEN); empty: the console is off, except under -dev")
+		"the operator console's token, at least 64 hex digits or 43 base64 characters (openssl rand -hex 32) (/console on -http; ONCEFLOW_CONSOLE_TOKEN; prefer the variable: flags show in ps); empty: the console is off, except under -dev")
 	fs.StringVar(&a.principal, "console-principal-header", a.getenv("ONCEFLOW_CONSOLE_PRINCIPAL_HEADER"),
 		"the request header that names the console's user for the decisions' audit, set by an authenticating proxy in front of it, such as X-Forwarded-User (ONCEFLOW_CONSOLE_PRINCIPAL_HEADER); empty: \"console\", or under -dev \"dev:$USER\"")
 	a.orderWait = order.DefaultAPIWait
@@ -50,7 +51,9 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&a.devReset, "dev-reset", a.getenv("ONCEFLOW_DEV_RESET") == "true",
 		"with -dev: delete the dev state (Temporal's workflows, Redis' records, the ledger) before starting (ONCEFLOW_DEV_RESET=true)")
 	fs.StringVar(&a.devAddr, "dev-temporal-address", a.getenv("ONCEFLOW_DEV_TEMPORAL_ADDRESS"),
-		"with -dev: where the embedded Temporal server listens (ONCEFLOW_DEV_TEMPORAL_ADDRESS; default "+devserver.DefaultTemporalAddress+")")
+		"with -dev: where the embedded Temporal server listens, on loopback unless -dev-allow-remote (ONCEFLOW_DEV_TEMPORAL_ADDRESS; default "+devserver.DefaultTemporalAddress+")")
+	fs.BoolVar(&a.devRemote, "dev-allow-remote", a.getenv("ONCEFLOW_DEV_ALLOW_REMOTE") == "true",
+		"with -dev: let -dev-temporal-address be other than loopback; the embedded Temporal server has no authentication, so anyone who reaches it drives every workflow (ONCEFLOW_DEV_ALLOW_REMOTE=true)")
 	a.registerGatewayKnobs(fs) // none in a production build (simulate_off.go)
 }
 
@@ -80,16 +83,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	if err := errors.Join(app.errs...); err != nil {
 		return err
 	}
+	if app.console != "" {
+		if err := console.CheckToken(app.console); err != nil {
+			return cli.Usagef("worker", "-console-token / ONCEFLOW_CONSOLE_TOKEN: %v", err)
+		}
+	}
 	if app.ledgerDSN == "" && !cfg.Dev {
 		return errNoServeLedger
 	}
-	if !cfg.Dev && (app.devReset || app.devAddr != "") {
-		return cli.Usagef("worker", "-dev-reset and -dev-temporal-address go with -dev")
+	if !cfg.Dev && (app.devReset || app.devAddr != "" || app.devRemote) {
+		return cli.Usagef("worker", "-dev-reset, -dev-temporal-address and -dev-allow-remote go with -dev")
+	}
+	if app.devAddr != "" {
+		if err := devserver.CheckListenAddress(app.devAddr, app.devRemote, "-dev-allow-remote (ONCEFLOW_DEV_ALLOW_REMOTE=true)"); err != nil {
+			return cli.Usagef("worker", "-dev-temporal-address / ONCEFLOW_DEV_TEMPORAL_ADDRESS: %v", err)
+		}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Dev {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
-		dev, err := devserver.Start(&cfg, devserver.Options{TemporalAddress: app.devAddr, Reset: app.devReset}, log)
+		dev, err := devserver.Start(&cfg, devserver.Options{TemporalAddress: app.devAddr, Reset: app.devReset, AllowRemote: app.devRemote}, log)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package order
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -74,9 +76,8 @@ type APIConfig struct {
 	// middleware renews meanwhile.
 	Wait time.Duration
 	// Principal names the caller (idemhttp.Config.Principal). Default
-	// idemhttp.AuthorizationPrincipal: the SHA-256 of the Authorization
-	// header, "anonymous" without one.
-	Principal func(*http.Request) string
+	// authorizationPrincipal.
+	Principal func(*http.Request) (string, error)
 	// Logger receives the API's lines. Default: discard.
 	Logger *slog.Logger
 }
@@ -104,7 +105,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 		return nil, errors.New("order: APIConfig.Wait must not be negative")
 	}
 	if cfg.Principal == nil {
-		cfg.Principal = idemhttp.AuthorizationPrincipal
+		cfg.Principal = authorizationPrincipal
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -424,6 +425,17 @@ func validateEvent(r *http.Request, body []byte) *idemhttp.Problem {
 	return nil
 }
 
+// authorizationPrincipal is the SHA-256 of the Authorization header, or
+// "anonymous" without one. TODO(issue 31): accounts.
+func authorizationPrincipal(r *http.Request) (string, error) {
+	a := r.Header.Get("Authorization")
+	if a == "" {
+		return "anonymous", nil
+	}
+	sum := sha256.Sum256([]byte(a))
+	return hex.EncodeToString(sum[:]), nil
+}
+
 // senderTag names a sender in the order's workflow without the
 // principal itself: a digest under the worker's secret.
 func (a *API) senderTag(sender string) string {
@@ -446,7 +458,11 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 	// The event is the sender's: keyed by (sender, event ID) in the ledger
 	// as in Redis, so another sender's event of the same ID is neither
 	// answered here nor dropped.
-	sender := a.cfg.Principal(r)
+	sender, err := a.cfg.Principal(r)
+	if err != nil {
+		idemhttp.WriteProblem(w, backendProblem("naming the sender", err))
+		return
+	}
 	e, _, err := a.cfg.Ledger.RecordWebhookEvent(ctx, ledger.WebhookEvent{
 		EventID: req.EventID, Sender: sender, OrderID: req.OrderID, Kind: req.Type, Payload: body.Bytes(),
 	})

@@ -40,11 +40,11 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 		if err := client.HSet(t.Context(), key, field, "STRAY").Err(); err != nil {
 			t.Fatal(err)
 		}
-		return client.Dump(t.Context(), key).Val()
+		return redistest.Snapshot(t.Context(), client, key)
 	}
 	unchanged := func(t *testing.T, f storetest.Fixture, before string) {
 		t.Helper()
-		if after := client.Dump(t.Context(), s.Key(f.Ref)).Val(); after != before {
+		if after := redistest.Snapshot(t.Context(), client, s.Key(f.Ref)); after != before {
 			t.Fatal("a script changed the record with the stray chunk")
 		}
 	}

@@ -106,7 +106,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 				if err := setField(ctx, client, key, field, g); err != nil {
 					t.Fatal(err)
 				}
-				before := client.Dump(ctx, key).Val()
+				before := redistest.Snapshot(ctx, client, key)
 				calls := map[string]func() (any, error){
 					"claim": func() (any, error) { return s.Claim(ctx, f.Claim(onceflow.NewOwner())) },
 					"claim+start by the owner": func() (any, error) {
@@ -145,7 +145,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 							completed, field, g, name, out, err, field)
 					}
 				}
-				if after := client.Dump(ctx, key).Val(); after != before {
+				if after := redistest.Snapshot(ctx, client, key); after != before {
 					t.Errorf("completed=%v %s = %.20q: a script changed the corrupt record", completed, field, g)
 				}
 			}

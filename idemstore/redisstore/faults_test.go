@@ -345,7 +345,7 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 		if err := c.corrupt(key); err != nil {
 			t.Fatal(err)
 		}
-		before := client.Dump(t.Context(), key).Val()
+		before := redistest.Snapshot(t.Context(), client, key)
 		calls := map[string]func() error{
 			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); return err },
 			"claimstart": func() error { _, err := s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err },
@@ -375,7 +375,7 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 				t.Fatalf("%s of a record with a corrupt %s: err = %v", name, c.field, err)
 			}
 		}
-		if after := client.Dump(t.Context(), key).Val(); after != before {
+		if after := redistest.Snapshot(t.Context(), client, key); after != before {
 			t.Fatalf("corrupt %s: the record was changed", c.field)
 		}
 	}

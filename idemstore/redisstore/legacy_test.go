@@ -105,7 +105,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 		if got := layoutOf(t, client, key); got != "unpacked" {
 			t.Fatalf("the previous version wrote a %s record", got)
 		}
-		before := client.Dump(ctx, key).Val()
+		before := redistest.Snapshot(ctx, client, key)
 		for _, claim := range []func() (driver.ClaimOutcome, error){
 			func() (driver.ClaimOutcome, error) { return s.Claim(ctx, f.Claim(onceflow.NewOwner())) },
 			func() (driver.ClaimOutcome, error) {
@@ -129,7 +129,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 		} else if _, ok := out.(driver.CodecMismatch); !ok {
 			t.Fatalf("claim under another codec = %T", out)
 		}
-		if client.Dump(ctx, key).Val() != before {
+		if redistest.Snapshot(ctx, client, key) != before {
 			t.Fatal("a replay changed the record")
 		}
 	})
@@ -226,13 +226,13 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 			if err := client.HSet(ctx, key, field, "!").Err(); err != nil {
 				t.Fatal(err)
 			}
-			before := client.Dump(ctx, key).Val()
+			before := redistest.Snapshot(ctx, client, key)
 			_, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
 			var ce *onceflow.CorruptRecordError
 			if !errors.As(err, &ce) || ce.Field != field {
 				t.Errorf("%s = \"!\": claim answered %v, want a CorruptRecordError naming it", field, err)
 			}
-			if client.Dump(ctx, key).Val() != before {
+			if redistest.Snapshot(ctx, client, key) != before {
 				t.Errorf("%s = \"!\": the claim changed the record", field)
 			}
 		}

@@ -130,7 +130,7 @@ func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 			if err := setField(ctx, client, key, c.field, c.value); err != nil {
 				t.Fatal(err)
 			}
-			before, served := client.Dump(ctx, key).Val(), s.plainReplays.Load()
+			before, served := redistest.Snapshot(ctx, client, key), s.plainReplays.Load()
 			for _, claim := range []func() (driver.ClaimOutcome, error){
 				func() (driver.ClaimOutcome, error) { return s.Claim(ctx, f.Claim(onceflow.NewOwner())) },
 				func() (driver.ClaimOutcome, error) {
@@ -146,7 +146,7 @@ func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 			if s.plainReplays.Load() != served {
 				t.Fatal("the replay read served a corrupt record")
 			}
-			if client.Dump(ctx, key).Val() != before {
+			if redistest.Snapshot(ctx, client, key) != before {
 				t.Fatal("the claim changed the corrupt record")
 			}
 		})

@@ -31,7 +31,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs := NewFlagSet(name)
 	env := Env(getenv)
 	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
-	var readHeader, read, idle, maxConns, maxBody, durableReplicas string
+	var readHeader, read, idle, maxConns, maxIdle, perClient, maxHeader, maxBody, durableReplicas string
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
 	temporalFlags(fs, &c, env)
@@ -64,7 +64,15 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs.StringVar(&idle, "http-idle-timeout", env("HTTP_IDLE_TIMEOUT", ""),
 		"how long a keep-alive connection may wait for its next request (HTTP_IDLE_TIMEOUT; default "+worker.DefaultHTTPIdleTimeout.String()+")")
 	fs.StringVar(&maxConns, "http-max-conns", env("HTTP_MAX_CONNS", ""),
-		"connections the HTTP server holds at once; more wait (HTTP_MAX_CONNS; default "+strconv.Itoa(worker.DefaultHTTPMaxConns)+")")
+		"connections the HTTP server holds at once; a new one closes the longest-idle keep-alive, and waits only while all are busy (HTTP_MAX_CONNS; default "+
+			strconv.Itoa(worker.DefaultHTTPMaxConns)+")")
+	fs.StringVar(&maxIdle, "http-max-idle-conns", env("HTTP_MAX_IDLE_CONNS", ""),
+		"keep-alive connections left waiting for a next request; over it the longest-idle one is closed (HTTP_MAX_IDLE_CONNS; default "+
+			strconv.Itoa(worker.DefaultHTTPMaxIdleConns)+")")
+	fs.StringVar(&perClient, "http-max-conns-per-client", env("HTTP_MAX_CONNS_PER_CLIENT", ""),
+		"connections one client address (IPv4 address, IPv6 /64) may hold; leave it unset behind a proxy, whose connections share its address (HTTP_MAX_CONNS_PER_CLIENT; default no limit)")
+	fs.StringVar(&maxHeader, "http-max-header-bytes", env("HTTP_MAX_HEADER_BYTES", ""),
+		"largest request headers, the request line included: 431 over it (HTTP_MAX_HEADER_BYTES; default "+strconv.Itoa(worker.DefaultHTTPMaxHeaderBytes)+")")
 	fs.StringVar(&maxBody, "http-max-body-bytes", env("HTTP_MAX_BODY_BYTES", ""),
 		"largest request body, on every route: 413 over it (HTTP_MAX_BODY_BYTES; default "+strconv.FormatInt(worker.DefaultHTTPMaxBodyBytes, 10)+")")
 	if extra != nil {
@@ -74,7 +82,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 		return worker.Config{}, err
 	}
 	c.RedisDurability = redisstore.Durability(durability)
-	c, err := checkWorkerFlags(c, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks, readHeader, read, idle, maxConns, maxBody, durableReplicas)
+	c, err := checkWorkerFlags(c, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks, readHeader, read, idle, maxConns, maxIdle, perClient, maxHeader, maxBody, durableReplicas)
 	if err != nil {
 		return worker.Config{}, &UsageError{Command: name, Err: err}
 	}
@@ -83,7 +91,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 
 // checkWorkerFlags reads the flags' values that need parsing into c.
 func checkWorkerFlags(c worker.Config, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks,
-	readHeader, read, idle, maxConns, maxBody, durableReplicas string,
+	readHeader, read, idle, maxConns, maxIdle, perClient, maxHeader, maxBody, durableReplicas string,
 ) (worker.Config, error) {
 	c.Secret = []byte(secret)
 	var err error
@@ -112,6 +120,9 @@ func checkWorkerFlags(c worker.Config, secret, version, lease, replay, retention
 	}{{"-max-concurrent-activities / ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", maxActivities, &c.WorkerOptions.MaxConcurrentActivityExecutionSize},
 		{"-max-concurrent-workflow-tasks / ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", maxWorkflowTasks, &c.WorkerOptions.MaxConcurrentWorkflowTaskExecutionSize},
 		{"-http-max-conns / HTTP_MAX_CONNS", maxConns, &c.HTTPMaxConns},
+		{"-http-max-idle-conns / HTTP_MAX_IDLE_CONNS", maxIdle, &c.HTTPMaxIdleConns},
+		{"-http-max-conns-per-client / HTTP_MAX_CONNS_PER_CLIENT", perClient, &c.HTTPMaxConnsPerClient},
+		{"-http-max-header-bytes / HTTP_MAX_HEADER_BYTES", maxHeader, &c.HTTPMaxHeaderBytes},
 		{"-redis-durable-replicas / ONCEFLOW_REDIS_DURABLE_REPLICAS", durableReplicas, &c.RedisDurableReplicas}} {
 		if n.val == "" {
 			continue

@@ -70,18 +70,20 @@ func TestTemporalFlagsAndWorkerOptions(t *testing.T) {
 // is named.
 func TestParseWorkerFlagsHTTPBounds(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"HTTP_READ_TIMEOUT": "10s", "HTTP_MAX_CONNS": "64"}
-	cfg, err := cli.ParseWorkerFlags("worker", []string{"-http-read-header-timeout", "2s", "-http-idle-timeout", "15s", "-http-max-body-bytes", "65536"},
+	env := map[string]string{"HTTP_READ_TIMEOUT": "10s", "HTTP_MAX_CONNS": "64", "HTTP_MAX_IDLE_CONNS": "32"}
+	cfg, err := cli.ParseWorkerFlags("worker", []string{"-http-read-header-timeout", "2s", "-http-idle-timeout", "15s", "-http-max-body-bytes", "65536",
+		"-http-max-conns-per-client", "8", "-http-max-header-bytes", "16384"},
 		func(k string) string { return env[k] }, nil, cli.Help{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.HTTPReadHeaderTimeout != 2*time.Second || cfg.HTTPReadTimeout != 10*time.Second || cfg.HTTPIdleTimeout != 15*time.Second ||
-		cfg.HTTPMaxConns != 64 || cfg.HTTPMaxBodyBytes != 65536 {
+		cfg.HTTPMaxConns != 64 || cfg.HTTPMaxBodyBytes != 65536 || cfg.HTTPMaxIdleConns != 32 || cfg.HTTPMaxConnsPerClient != 8 || cfg.HTTPMaxHeaderBytes != 16384 {
 		t.Fatalf("cfg = %+v", cfg)
 	}
 	for _, args := range [][]string{{"-http-read-timeout", "0s"}, {"-http-idle-timeout", "soon"}, {"-http-read-header-timeout", "-1s"},
-		{"-http-max-conns", "0"}, {"-http-max-body-bytes", "1MiB"}} {
+		{"-http-max-conns", "0"}, {"-http-max-body-bytes", "1MiB"}, {"-http-max-idle-conns", "-1"}, {"-http-max-conns-per-client", "x"},
+		{"-http-max-header-bytes", "64KiB"}} {
 		if _, err := cli.ParseWorkerFlags("worker", args, noEnv, nil, cli.Help{}); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(args[0], "-")) {
 			t.Errorf("%q: err = %v, want it to name the flag", args, err)
 		}

@@ -6,8 +6,11 @@
 // A decision goes to the workflow as the onceflow.resolve Update (the
 // signal where the server takes no Updates), exactly as `worker resolve`
 // sends it (operator.Resolve), and the page shows the workflow's answer. The console asks for
-// a token (-console-token) unless the worker runs with -dev: open
-// /console?token=… once, and an HttpOnly, SameSite=Strict cookie keeps it.
+// a token (-console-token, 32 bytes' worth at least: CheckToken) unless
+// the worker runs with -dev: open /console?token=… once, and an HttpOnly,
+// SameSite=Strict cookie keeps it. Wrong tokens are limited per client
+// address (FailedTokenBurst at once, then one every FailedTokenInterval;
+// beyond, 429 with Retry-After).
 // Form posts are refused cross-origin (http.CrossOriginProtection). Under
 // -dev it answers only requests for a loopback host name (localhost,
 // 127.0.0.1, [::1]): a page whose own name was rebound to 127.0.0.1 (DNS
@@ -82,6 +85,9 @@ type Config struct {
 	// console's). Required.
 	Trail trail.Sources
 	// Token guards the console. Empty: the console is off, unless Dev.
+	// Otherwise it must pass CheckToken (at least 32 bytes' worth:
+	// `openssl rand -hex 32`). Failed attempts are limited per client
+	// address (FailedTokenBurst, FailedTokenInterval).
 	Token string
 	// Dev opens the console without a token (a -dev worker on loopback),
 	// to requests for a loopback host name only.
@@ -100,7 +106,9 @@ type Config struct {
 
 // Console serves /console.
 type Console struct {
-	cfg Config
+	cfg      Config
+	failures *failures
+	now      func() time.Time // the limit's clock
 }
 
 // New validates cfg.
@@ -108,13 +116,18 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Client == nil || cfg.Trail.Ledger == nil {
 		return nil, errors.New("console: Config.Client and Config.Trail.Ledger are required")
 	}
+	if cfg.Token != "" {
+		if err := CheckToken(cfg.Token); err != nil {
+			return nil, err
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Evidence == nil {
 		cfg.Evidence = order.ChargeEvidence{Ledger: cfg.Trail.Ledger}
 	}
-	return &Console{cfg: cfg}, nil
+	return &Console{cfg: cfg, failures: newFailures(), now: time.Now}, nil
 }
 
 // Register adds the console's routes to mux.
@@ -147,9 +160,25 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			http.Error(w, "the console is off: start the worker with -console-token (ONCEFLOW_CONSOLE_TOKEN)", http.StatusNotFound)
 			return
 		}
+		// A client over its limit of failed attempts gets no comparison at
+		// all, not even of the right token: else the limit would only
+		// hide which guess was right.
+		client, now := clientKey(r.RemoteAddr), c.now()
+		if wait := c.failures.wait(client, now); wait > 0 {
+			h.Set("Retry-After", retryAfter(wait))
+			http.Error(w, fmt.Sprintf("too many wrong console tokens from your address: try again in %s seconds", retryAfter(wait)), http.StatusTooManyRequests)
+			return
+		}
+		failed := func() {
+			if c.failures.fail(client, now) {
+				c.cfg.Logger.Warn("onceflow console: wrong tokens from one address; its next attempts are refused for a while", "client", client,
+					"burst", FailedTokenBurst, "interval", FailedTokenInterval)
+			}
+			http.Error(w, "wrong console token", http.StatusUnauthorized)
+		}
 		if t := r.URL.Query().Get("token"); t != "" && r.Method == http.MethodGet {
 			if !c.tokenOK(t) {
-				http.Error(w, "wrong console token", http.StatusUnauthorized)
+				failed()
 				return
 			}
 			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: t, Path: "/console", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
@@ -158,12 +187,23 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			http.Redirect(w, r, r.URL.Path+query(q), http.StatusSeeOther)
 			return
 		}
-		if ck, err := r.Cookie(cookieName); err == nil && c.tokenOK(ck.Value) {
-			next.ServeHTTP(w, r)
-			return
+		presented := false
+		if ck, err := r.Cookie(cookieName); err == nil {
+			if c.tokenOK(ck.Value) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			presented = true
 		}
-		if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && c.tokenOK(t) {
-			next.ServeHTTP(w, r)
+		if t, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			if c.tokenOK(t) {
+				next.ServeHTTP(w, r)
+				return
+			}
+			presented = true
+		}
+		if presented {
+			failed()
 			return
 		}
 		http.Error(w, "open /console?token=<the -console-token> once to sign in", http.StatusUnauthorized)

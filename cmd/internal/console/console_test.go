@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
@@ -111,8 +112,8 @@ func TestDevConsoleAnswersOnlyLoopbackHosts(t *testing.T) {
 	}
 	// With a token, outside -dev, the token is the guard and any Host may
 	// reach the console (behind a proxy, on a name of the operator's).
-	tok := newMux(t, Config{Token: "secret-token"})
-	if a := do(tok, "GET", "console.internal.example", "/console", "", "Authorization", "Bearer secret-token"); a.status != http.StatusOK {
+	tok := newMux(t, Config{Token: testToken})
+	if a := do(tok, "GET", "console.internal.example", "/console", "", "Authorization", "Bearer "+testToken); a.status != http.StatusOK {
 		t.Errorf("with the token, on a name of the operator's: %d %s", a.status, a.body)
 	}
 }
@@ -123,7 +124,7 @@ func TestDevConsoleAnswersOnlyLoopbackHosts(t *testing.T) {
 func TestConsoleHeadersOnEveryAnswer(t *testing.T) {
 	t.Parallel()
 	dev := newMux(t, Config{Dev: true})
-	tok := newMux(t, Config{Token: "secret-token"})
+	tok := newMux(t, Config{Token: testToken})
 	off := newMux(t, Config{})
 	page := do(dev, "GET", "127.0.0.1:8080", "/console", "")
 	if page.status != http.StatusOK {
@@ -277,5 +278,120 @@ func TestOnlyLiveWorkflowsAreListed(t *testing.T) {
 	a := do(mux, "GET", "localhost", "/console", "")
 	if a.status != http.StatusOK || !strings.Contains(a.body, "live-order") || strings.Contains(a.body, "gone-order") {
 		t.Fatalf("the orders listed: %d %s", a.status, a.body)
+	}
+}
+
+// testToken is a console token of the shortest hex length CheckToken
+// takes (openssl rand -hex 32).
+const testToken = "5f0c3b8e2a7d4c1b9e6f0a3d8c2b7e4f1a9d6c3b0e8f5a2d7c4b1e9f6a3d0c8b"
+
+// A console token that cannot hold 32 random bytes is refused when the
+// console is made (the worker then does not start), with how to make one;
+// 64 hex digits or 43 base64 characters are enough.
+func TestConsoleRefusesAShortToken(t *testing.T) {
+	t.Parallel()
+	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	cfg := Config{Client: noWorkflows{}, Trail: trail.Sources{Ledger: l}}
+	for _, tok := range []string{"secret-token", "x", strings.Repeat("a", 63), testToken[:63], strings.Repeat("Zz", 21), // 42 base64 characters
+		testToken + " ", testToken + ";", testToken + "\n", testToken + "é"} {
+		cfg.Token = tok
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "openssl rand -hex 32") {
+			t.Errorf("token %q: %v, want a refusal that says how to make one", tok, err)
+		}
+		if CheckToken(tok) == nil {
+			t.Errorf("CheckToken(%q) accepted it", tok)
+		}
+	}
+	for _, tok := range []string{testToken, strings.ToUpper(testToken), "q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=", // openssl rand -base64 32
+		"q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq8_", "a.b~c-d_e+f/" + strings.Repeat("Q", 31)} {
+		cfg.Token = tok
+		if _, err := New(cfg); err != nil {
+			t.Errorf("token %q: %v", tok, err)
+		}
+	}
+}
+
+// Wrong tokens are limited per client address: FailedTokenBurst of them
+// at once (as ?token=, a cookie or a bearer token), then 429 with
+// Retry-After, for the right token too (else the limit would not slow a
+// guesser down); another address is not limited, and one attempt comes
+// back every FailedTokenInterval.
+func TestConsoleLimitsFailedTokens(t *testing.T) {
+	t.Parallel()
+	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	c, err := New(Config{Client: noWorkflows{}, Namespace: "default", TaskQueue: "onceflow", Token: testToken,
+		Trail: trail.Sources{Client: noWorkflows{}, Ledger: l, Namespace: "default"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c.now = func() time.Time { return now }
+	mux := http.NewServeMux()
+	c.Register(mux)
+	from := func(addr, target string, headers ...string) answer {
+		r := httptest.NewRequest("GET", target, nil)
+		r.RemoteAddr = addr
+		for i := 0; i+1 < len(headers); i += 2 {
+			r.Header.Set(headers[i], headers[i+1])
+		}
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, r)
+		res := w.Result()
+		b, _ := io.ReadAll(res.Body)
+		return answer{res.StatusCode, res.Header, string(b)}
+	}
+	wrong := strings.Repeat("0", 64)
+	attempts := []func(addr string) answer{
+		func(addr string) answer { return from(addr, "/console?token="+wrong) },
+		func(addr string) answer { return from(addr, "/console", "Cookie", cookieName+"="+wrong) },
+		func(addr string) answer { return from(addr, "/console", "Authorization", "Bearer "+wrong) },
+	}
+	for i := range FailedTokenBurst {
+		if a := attempts[i%len(attempts)]("192.0.2.1:1234"); a.status != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d %s", i+1, a.status, a.body)
+		}
+	}
+	for _, a := range []answer{attempts[0]("192.0.2.1:1234"), attempts[1]("192.0.2.1:5678"), from("192.0.2.1:1", "/console", "Authorization", "Bearer "+testToken)} {
+		if a.status != http.StatusTooManyRequests || a.header.Get("Retry-After") != "6" || !strings.Contains(a.body, "try again in 6 seconds") {
+			t.Fatalf("over the limit: %d Retry-After %q %s, want 429, Retry-After 6", a.status, a.header.Get("Retry-After"), a.body)
+		}
+	}
+	if a := from("198.51.100.7:1", "/console", "Authorization", "Bearer "+testToken); a.status != http.StatusOK {
+		t.Fatalf("another address with the right token: %d %s", a.status, a.body)
+	}
+	if a := from("[2001:db8::1]:1", "/console", "Authorization", "Bearer "+wrong); a.status != http.StatusUnauthorized {
+		t.Fatalf("another address with a wrong token: %d %s", a.status, a.body)
+	}
+	if a := from("192.0.2.1:1", "/console"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("over the limit, no token: %d", a.status)
+	}
+	now = now.Add(FailedTokenInterval)
+	// A request with no token is no attempt: it uses up nothing.
+	if a := from("192.0.2.1:1", "/console"); a.status != http.StatusUnauthorized || !strings.Contains(a.body, "open /console?token=") {
+		t.Fatalf("one interval later, no token: %d %s", a.status, a.body)
+	}
+	if a := from("192.0.2.1:1", "/console", "Authorization", "Bearer "+testToken); a.status != http.StatusOK {
+		t.Fatalf("one interval later, the right token: %d %s", a.status, a.body)
+	}
+	if a := attempts[2]("192.0.2.1:1"); a.status != http.StatusUnauthorized {
+		t.Fatalf("one interval later, a wrong token: %d %s", a.status, a.body)
+	}
+	if a := attempts[2]("192.0.2.1:1"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("a second wrong token within the interval: %d %s", a.status, a.body)
+	}
+	// An IPv6 client's /64 is one client.
+	for range FailedTokenBurst {
+		attempts[2]("[2001:db8:1:2::a]:1")
+	}
+	if a := attempts[2]("[2001:db8:1:2::b]:1"); a.status != http.StatusTooManyRequests {
+		t.Fatalf("another address of the same IPv6 /64: %d", a.status)
 	}
 }

@@ -16,8 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -43,6 +45,37 @@ type Options struct {
 	// Reset deletes the state (Temporal's database, Redis' data, the
 	// ledger) before anything starts.
 	Reset bool
+	// AllowRemote lets TemporalAddress be other than a loopback address
+	// (-dev-allow-remote). The embedded server has no authentication: on
+	// another address anyone who reaches it reads and drives every
+	// workflow.
+	AllowRemote bool
+}
+
+// CheckListenAddress refuses addr (host:port), where an embedded server
+// without authentication is to listen, unless it is on loopback
+// (127.0.0.0/8, ::1 or localhost; any port) or allowRemote; flag names the
+// flag that allows it, for the error.
+func CheckListenAddress(addr string, allowRemote bool, flag string) error {
+	if allowRemote || LoopbackAddress(addr) {
+		return nil
+	}
+	return fmt.Errorf("devserver: %q is not a loopback address, and the embedded Temporal server has no authentication: "+
+		"listen on 127.0.0.1 (any port, such as 127.0.0.1:7233), or pass %s to serve it to every host that can reach %q", addr, flag, addr)
+}
+
+// LoopbackAddress: addr (host:port) names a loopback host: localhost or
+// a loopback IP address. An empty host (":7233") is every interface.
+func LoopbackAddress(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Dev is what Start started.
@@ -86,6 +119,9 @@ func Start(cfg *worker.Config, opts Options, log *slog.Logger) (_ *Dev, err erro
 	if cfg.TemporalAddress == "" {
 		if opts.TemporalAddress == "" {
 			opts.TemporalAddress = DefaultTemporalAddress
+		}
+		if err := CheckListenAddress(opts.TemporalAddress, opts.AllowRemote, "-dev-allow-remote"); err != nil {
+			return nil, err
 		}
 		if cfg.Namespace == "" {
 			cfg.Namespace = DefaultNamespace

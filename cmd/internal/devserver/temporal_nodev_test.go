@@ -72,3 +72,25 @@ func TestDevRedisEndpointsLockAndReset(t *testing.T) {
 	}
 	d.Stop()
 }
+
+// Start refuses to put the embedded Temporal server, which has no
+// authentication, on an address other than loopback unless AllowRemote,
+// and says how.
+func TestStartRefusesARemoteTemporalAddress(t *testing.T) {
+	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
+	cfg := worker.Config{RedisURL: "redis://127.0.0.1:1/0"}
+	_, err := Start(&cfg, Options{TemporalAddress: "0.0.0.0:7233"}, quiet)
+	if err == nil || !strings.Contains(err.Error(), "-dev-allow-remote") || !strings.Contains(err.Error(), "127.0.0.1") {
+		t.Fatalf("err = %v, want a refusal naming -dev-allow-remote and loopback", err)
+	}
+	cfg = worker.Config{RedisURL: "redis://127.0.0.1:1/0"}
+	if _, err := Start(&cfg, Options{TemporalAddress: "0.0.0.0:7233", AllowRemote: true}, quiet); !errors.Is(err, errNoDevServer) {
+		t.Fatalf("with AllowRemote: %v, want it to go on (to this build's errNoDevServer)", err)
+	}
+	for addr, want := range map[string]bool{"127.0.0.1:7233": true, "127.1.2.3:0": true, "[::1]:7233": true, "LOCALHOST:1": true,
+		":7233": false, "0.0.0.0:7233": false, "[::]:7233": false, "192.0.2.1:7233": false, "dev.example:7233": false, "127.0.0.1": false} {
+		if got := LoopbackAddress(addr); got != want {
+			t.Errorf("LoopbackAddress(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}

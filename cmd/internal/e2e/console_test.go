@@ -43,7 +43,7 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	t.Parallel()
 	browser := chromium(t)
 	s := newShop(t, "sqlite:"+t.TempDir()+"/ledger.db", 0)
-	const token = "console-e2e-token"
+	const token = "c0ffee5e2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e" // 64 hex digits
 	w := s.startWorker(func(r worker.Registry) error {
 		gw, err := order.NewGateway(s.l, order.GatewayConfig{TimeoutBeforeCharge: 0.5, Rand: sequence(0.1, 0.9)})
 		if err != nil {
@@ -146,7 +146,7 @@ func consoleShop(t *testing.T, g order.GatewayConfig) (*shop, context.Context, s
 	t.Helper()
 	browser := chromium(t)
 	s := newShop(t, "sqlite:"+t.TempDir()+"/ledger.db", 0)
-	const token = "console-e2e-token"
+	const token = "c0ffee5e2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e70ce2e" // 64 hex digits
 	w := s.startWorker(func(r worker.Registry) error {
 		gw, err := order.NewGateway(s.l, g)
 		if err != nil {

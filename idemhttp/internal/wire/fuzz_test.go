@@ -17,6 +17,8 @@ func TestParseKey(t *testing.T) {
 		`"8e03978e-40d5-43e8-bc93-6894a57f9324"`: "8e03978e-40d5-43e8-bc93-6894a57f9324",
 		`8e03978e-40d5-43e8-bc93-6894a57f9324`:   "8e03978e-40d5-43e8-bc93-6894a57f9324",
 		`  "with space and \"quote\" \\ "  `:     `with space and "quote" \ `,
+		`"a,b"`:                                  `a,b`, // quoted, a comma is part of the key
+		"a!#$%&'*+-.^_`|~:/Z9":                   "a!#$%&'*+-.^_`|~:/Z9",
 		`"` + strings.Repeat("a", 255) + `"`:     strings.Repeat("a", 255),
 	} {
 		got, err := wire.ParseKey(in)
@@ -24,7 +26,9 @@ func TestParseKey(t *testing.T) {
 			t.Errorf("ParseKey(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{``, ` `, `""`, `"open`, `"a"b`, `"a";x=1`, `"\n"`, `"é"`, `a b`, `a"b`, `a\b`, strings.Repeat("a", 256), "\"a\x7f\""} {
+	for _, in := range []string{``, ` `, `""`, `"open`, `"a"b`, `"a";x=1`, `"\n"`, `"é"`, `a b`, `a"b`, `a\b`, strings.Repeat("a", 256), "\"a\x7f\"",
+		// what a structured field reads as a list, a parameter or an inner list
+		`a,b`, `a;b`, `a=b`, `(a)`, `a@b`, `<a>`, `[a]`, `{a}`, `a?b`} {
 		if got, err := wire.ParseKey(in); err == nil {
 			t.Errorf("ParseKey(%q) = %q; want an error", in, got)
 		}
@@ -47,6 +51,10 @@ func FuzzParseKey(f *testing.F) {
 			if key[i] < 0x20 || key[i] > 0x7e {
 				t.Fatalf("ParseKey(%q) = %q: not printable ASCII", in, key)
 			}
+		}
+		// An unquoted key holds no structured field delimiter.
+		if trimmed := strings.Trim(in, " \t"); !strings.HasPrefix(trimmed, `"`) && strings.ContainsAny(key, ",;=()<>@[]{}?\"\\ ") {
+			t.Fatalf("ParseKey(%q) = %q: a bare key with a delimiter", in, key)
 		}
 		// Quoting it as an sf-string parses back to it.
 		quoted := `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(key) + `"`
@@ -84,7 +92,7 @@ func TestCanonicalJSON(t *testing.T) {
 			t.Errorf("%s and %s canonicalise alike: %s", pair[0], pair[1], a)
 		}
 	}
-	for _, bad := range []string{``, `{`, `{"a":1}x`} {
+	for _, bad := range []string{``, `{`, `{"a":1`, `[1,]`} {
 		if _, err := wire.CanonicalJSON([]byte(bad)); err == nil || errors.Is(err, wire.ErrBodyRefused) {
 			t.Errorf("CanonicalJSON(%.20q) = %v; want a not-JSON error", bad, err)
 		}
@@ -107,6 +115,10 @@ func TestCanonicalJSON(t *testing.T) {
 		`"\ud800\u0041"`,         // a high one followed by no low one
 		`"\ud800\n"`,             // by another escape
 		`1e9999999999`,           // an exponent of 10 digits
+		`{"a":1}]`,               // data after the value, which a decoder of one value ignores
+		`{"a":1}x`,
+		`{"a":1} {"a":2}`,
+		"[1]\n[2]",
 		strings.Repeat("[", wire.MaxJSONDepth+1) + strings.Repeat("]", wire.MaxJSONDepth+1),
 		`{"a":` + strings.Repeat(`{"a":`, wire.MaxJSONDepth) + `1` + strings.Repeat("}", wire.MaxJSONDepth+1),
 	} {
@@ -130,7 +142,20 @@ func FuzzCanonicalJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkBudget(t, doc)
 		c, err := wire.CanonicalJSON(doc)
+		// The scanner accepts and writes what the decoder-based oracle
+		// did, and refuses the JSON it refused. (Of a document that is not
+		// JSON, each may see another fault first.)
+		ref, refErr := refCanonicalJSON(doc)
+		switch {
+		case (err == nil) != (refErr == nil):
+			t.Fatalf("CanonicalJSON(%q) = %q, %v; the oracle: %q, %v", doc, c, err, ref, refErr)
+		case err == nil && string(c) != string(ref):
+			t.Fatalf("CanonicalJSON(%q) = %q; the oracle: %q", doc, c, ref)
+		case err != nil && json.Valid(doc) && errors.Is(err, wire.ErrBodyRefused) != errors.Is(refErr, wire.ErrBodyRefused):
+			t.Fatalf("CanonicalJSON(%q): %v; the oracle: %v", doc, err, refErr)
+		}
 		if err != nil {
 			return
 		}

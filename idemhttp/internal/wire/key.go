@@ -16,10 +16,12 @@ var ErrInvalidKey = errors.New("idemhttp: invalid Idempotency-Key")
 // (draft-ietf-httpapi-idempotency-key-header): an RFC 8941 sf-string,
 // such as "8e03978e-40d5-43e8-bc93-6894a57f9324" in double quotes with \"
 // and \\ escapes, or, as many clients send it, the bare key without
-// quotes (printable ASCII, no spaces, quotes or backslashes). The key is
-// 1 to MaxKeyLen printable ASCII characters. Surrounding spaces and tabs
-// are ignored; anything else around the key (parameters, a second item)
-// is refused.
+// quotes, of the characters of an RFC 8941 token (letters, digits and
+// !#$%&'*+-.^_`|~:/), so that nothing in it reads as a structured
+// field's separator: a comma would make it a list, a semicolon a
+// parameter. The key is 1 to MaxKeyLen printable ASCII characters.
+// Surrounding spaces and tabs are ignored; anything else around the key
+// (parameters, a second item) is refused.
 func ParseKey(v string) (string, error) {
 	v = strings.Trim(v, " \t")
 	if v == "" {
@@ -57,8 +59,8 @@ func ParseKey(v string) (string, error) {
 		key = b.String()
 	} else {
 		for i := 0; i < len(v); i++ {
-			if c := v[i]; c <= 0x20 || c > 0x7e || c == '"' || c == '\\' {
-				return "", fmt.Errorf(`%w: an unquoted key is printable ASCII without spaces, quotes or backslashes; quote it as an sf-string ("…") otherwise`, ErrInvalidKey)
+			if !bareKeyChar(v[i]) {
+				return "", fmt.Errorf(`%w: an unquoted key holds only letters, digits and !#$%%&'*+-.^_|~:/ (no %q); quote it as an sf-string ("…") otherwise`, ErrInvalidKey, v[i])
 			}
 		}
 		key = v
@@ -67,4 +69,14 @@ func ParseKey(v string) (string, error) {
 		return "", fmt.Errorf("%w: it must be 1 to %d characters, got %d", ErrInvalidKey, MaxKeyLen, len(key))
 	}
 	return key, nil
+}
+
+// bareKeyChar says whether c may stand in an unquoted key: an RFC 8941
+// sf-token's characters (tchar, ":" and "/").
+func bareKeyChar(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~:/", c) >= 0
 }
