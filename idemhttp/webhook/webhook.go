@@ -51,7 +51,9 @@ type Config struct {
 	// Secrets are each sender's secrets, by the sender's name (the
 	// principal that scopes its event IDs): during a rotation, the old
 	// secret and the new one. Each secret is at least MinSecretLen bytes,
-	// and no two senders share one. Required: at least one sender.
+	// and no two senders share one. Without any sender (and without
+	// UnsignedSender) every delivery is refused: New accepts that, so a
+	// receiver that takes no webhooks yet still starts.
 	Secrets map[string][][]byte
 	// Tolerance is how far a timestamp may be from the clock. Default
 	// DefaultTolerance; it must be positive.
@@ -84,9 +86,6 @@ type Verifier struct {
 
 // New validates cfg and returns its Verifier.
 func New(cfg Config) (*Verifier, error) {
-	if len(cfg.Secrets) == 0 {
-		return nil, errors.New("webhook: Config.Secrets must name at least one sender and its secret")
-	}
 	switch {
 	case cfg.Tolerance == 0:
 		cfg.Tolerance = DefaultTolerance
@@ -254,3 +253,6 @@ func (v *Verifier) Handler(next http.Handler) http.Handler {
 
 // MaxBytes is the largest body Handler reads (Config.MaxBytes).
 func (v *Verifier) MaxBytes() int64 { return v.cfg.MaxBytes }
+
+// Senders is the number of senders v knows by a secret.
+func (v *Verifier) Senders() int { return len(v.cfg.Secrets) }

@@ -154,7 +154,6 @@ func TestHandlerBoundsTheBody(t *testing.T) {
 func TestNewRefusesWeakOrAmbiguousConfigs(t *testing.T) {
 	t.Parallel()
 	for name, cfg := range map[string]webhook.Config{
-		"no sender":      {},
 		"short secret":   {Secrets: map[string][][]byte{"psp": {[]byte("short")}}},
 		"no secret":      {Secrets: map[string][][]byte{"psp": nil}},
 		"empty name":     {Secrets: map[string][][]byte{"": {oldSecret}}},
@@ -166,6 +165,12 @@ func TestNewRefusesWeakOrAmbiguousConfigs(t *testing.T) {
 		require.Error(t, err, name)
 	}
 	_, err := webhook.New(webhook.Config{Secrets: map[string][][]byte{"psp": {oldSecret}}})
-	require.False(t, errors.Is(err, webhook.ErrMalformed))
 	require.NoError(t, err)
+	// No sender at all: a receiver that refuses every delivery.
+	none, err := webhook.New(webhook.Config{})
+	require.NoError(t, err)
+	_, err = none.Verify(webhook.Sign(time.Now(), nil, oldSecret), nil)
+	require.True(t, errors.Is(err, webhook.ErrMismatch))
+	_, err = none.Verify("", nil)
+	require.True(t, errors.Is(err, webhook.ErrUnsigned))
 }
