@@ -206,7 +206,7 @@ func (a *API) authenticate(next http.Handler) http.Handler {
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orders"`)
 			idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemInvalidAPIKey, Title: "Unauthenticated", Status: http.StatusUnauthorized,
-				Detail: "send your account's API key as Authorization: Bearer <key> (worker api-key issues one; -dev prints its own), and the same Idempotency-Key when you retry"})
+				Detail: "send your account's API key as Authorization: Bearer KEY (worker api-key issues one; -dev logs its own), and the same Idempotency-Key when you retry"})
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), account)))

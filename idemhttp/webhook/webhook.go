@@ -241,7 +241,7 @@ func (v *Verifier) Handler(next http.Handler) http.Handler {
 		sender, err := v.Verify(r.Header.Get(v.cfg.Header), body)
 		if err != nil {
 			idemhttp.WriteProblem(w, &idemhttp.Problem{Type: idemhttp.ProblemUnauthenticated, Title: "Unauthenticated", Status: http.StatusUnauthorized,
-				Detail: err.Error() + "; sign each delivery: " + v.cfg.Header + ": t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<body>\" under your secret>"})
+				Detail: err.Error() + "; sign each delivery: " + v.cfg.Header + ": t=UNIX_SECONDS,v1=HEX, the hex HMAC-SHA256 of UNIX_SECONDS, a dot and the raw body, under your secret"})
 			return
 		}
 		r = r.WithContext(idemhttp.WithPrincipal(r.Context(), sender))

@@ -179,3 +179,47 @@ func TestOrderAPIWebhooksAreSignedAndBounded(t *testing.T) {
 		t.Fatalf("the sender is stored as %q; want the keyed digest %q", got, want)
 	}
 }
+
+// devCredentials checks what the docs' curl commands send to a -dev
+// worker: an order with the dev account's public key (and its retry with
+// the key re-formatted: a replay), a key `worker api-key -dev` issues, a
+// delivery signed with the dev provider's public secret, and an unsigned
+// one refused.
+func (d *devWorker) devCredentials() {
+	d.t.Helper()
+	send := func(path, body string, headers ...string) *http.Response {
+		d.t.Helper()
+		req, err := http.NewRequest(http.MethodPost, "http://"+d.httpAddr+path, strings.NewReader(body))
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	body := `{"customer_id":"c-1","items":[{"sku":"A-1","qty":2}],"amount_cents":1999,"currency":"USD"}`
+	if r := send("/orders", body, "Authorization", "Bearer "+order.DevAPIKey, "Idempotency-Key", `"order-dev-1"`); r.StatusCode != http.StatusCreated {
+		d.t.Fatalf("an order with the dev key: %d", r.StatusCode)
+	}
+	if r := send("/orders", body, "Authorization", "bearer  "+order.DevAPIKey, "Idempotency-Key", `"order-dev-1"`); r.Header.Get("Idempotency-Replayed") != "true" {
+		d.t.Fatalf("the dev key re-formatted: %d, not replayed", r.StatusCode)
+	}
+	key := strings.TrimSpace(d.run("api-key", "-dev", "-account", "alice"))
+	if r := send("/orders", body, "Authorization", "Bearer "+key, "Idempotency-Key", `"order-dev-1"`); r.StatusCode != http.StatusCreated || r.Header.Get("Idempotency-Replayed") != "" {
+		d.t.Fatalf("another account's key %q: %d %v, want its own order", key, r.StatusCode, r.Header)
+	}
+	event := `{"event_id":"evt-dev-1","order_id":"o-none","type":"payment.captured"}`
+	if r := send("/webhooks/payment-events", event, webhook.SignatureHeader, webhook.Sign(time.Now(), []byte(event), []byte(order.DevWebhookSecret))); r.StatusCode != http.StatusOK {
+		d.t.Fatalf("a delivery signed with the dev secret: %d", r.StatusCode)
+	}
+	if r := send("/webhooks/payment-events", event); r.StatusCode != http.StatusUnauthorized {
+		d.t.Fatalf("an unsigned delivery: %d", r.StatusCode)
+	}
+}
