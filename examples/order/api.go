@@ -75,8 +75,9 @@ type APIConfig struct {
 	Wait time.Duration
 	// Webhooks verifies the payment providers' signed deliveries to
 	// POST /webhooks/payment-events (package webhook): each sender's name
-	// and secrets. Required: Secrets. Its MaxBytes (default 64 KiB) bounds
-	// an event's body.
+	// and secrets. Without any sender every delivery is refused (401).
+	// Its MaxBytes (default webhook.DefaultMaxBytes, 64 KiB) bounds an
+	// event's body.
 	Webhooks webhook.Config
 	// Logger receives the API's lines. Default: discard.
 	Logger *slog.Logger
