@@ -56,6 +56,7 @@ type cluster struct {
 	ledgerDSN               string
 	ledger                  *ledger.Ledger
 	secret                  string
+	apiKey                  string // the load's order API key (account "chaos")
 	workers                 []*workerProc
 
 	supervisors sync.WaitGroup
@@ -114,6 +115,14 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 		return nil, fmt.Errorf("open the ledger (check -ledger-dsn): %w", err)
 	}
 	c.closers = append(c.closers, func() { _ = c.ledger.Close() })
+	// The order API answers only an account's key: the load is one
+	// account, whose key every worker finds in the shared ledger.
+	if err := c.ledger.CreateAccount(ctx, "chaos"); err != nil {
+		return nil, err
+	}
+	if c.apiKey, err = c.ledger.IssueAPIKey(ctx, "chaos"); err != nil {
+		return nil, err
+	}
 
 	for i := range cfg.workers {
 		w, err := c.newWorker(i)

@@ -276,6 +276,7 @@ func (l *load) post(ctx context.Context, k *orderKey, w int, prefer bool) (answe
 		return a, 0
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+l.c.apiKey)
 	req.Header.Set("Idempotency-Key", k.key)
 	if prefer {
 		req.Header.Set("Prefer", "wait=3")

@@ -27,6 +27,7 @@ func commands() []command {
 		{"order", "place an order with the running worker", placeOrder},
 		{"ledger", "print an order's ledger rows (reads only)", showLedger},
 		{"trace", "print every layer that deduplicates an order (reads only)", trace},
+		{"api-key", "issue or revoke an order API key of an account", apiKey},
 		{"pending", "list the workflows waiting on a recovery decision", operator("pending")},
 		{"resolve", "send a decision about a pending incident", operator("resolve")},
 		{"reopen", "reopen a FAILED or ABANDONED record", operator("reopen")},

@@ -39,9 +39,9 @@ func TestEachCommandHasItsOwnFlags(t *testing.T) {
 	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
 	noEnv := func(string) string { return "" }
 	own := map[string]string{"pending": "-limit", "resolve": "-decision", "reopen": "-record", "inspect": "-code",
-		"order": "-amount-cents", "ledger": "-order-id", "trace": "-idempotency-key", "dev-server": "-db-file", "version": ""}
+		"order": "-amount-cents", "ledger": "-order-id", "trace": "-idempotency-key", "api-key": "-revoke", "dev-server": "-db-file", "version": ""}
 	foreign := map[string]string{"pending": "-decision", "resolve": "-limit", "reopen": "-decision", "inspect": "-task-queue",
-		"order": "-limit", "ledger": "-decision", "trace": "-limit", "dev-server": "-limit", "version": "-limit"}
+		"order": "-limit", "ledger": "-decision", "trace": "-limit", "api-key": "-limit", "dev-server": "-limit", "version": "-limit"}
 	for _, c := range commands() {
 		var out bytes.Buffer
 		err := dispatch(context.Background(), []string{c.name, "-h"}, noEnv, &out)

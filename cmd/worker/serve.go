@@ -36,6 +36,10 @@ type appFlags struct {
 	devAddr   string
 	devRemote bool
 	errs      []error
+
+	// webhookSecrets are the payment providers' signing secrets
+	// (-webhook-secrets).
+	webhookSecrets string
 }
 
 func (a *appFlags) register(fs *flag.FlagSet) {
@@ -45,6 +49,8 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 		"the operator console's token, at least 64 hex digits or 43 base64 characters (openssl rand -hex 32) (/console on -http; ONCEFLOW_CONSOLE_TOKEN; prefer the variable: flags show in ps); empty: the console is off, except under -dev")
 	fs.StringVar(&a.principal, "console-principal-header", a.getenv("ONCEFLOW_CONSOLE_PRINCIPAL_HEADER"),
 		"the request header that names the console's user for the decisions' audit, set by an authenticating proxy in front of it, such as X-Forwarded-User (ONCEFLOW_CONSOLE_PRINCIPAL_HEADER); empty: \"console\", or under -dev \"dev:$USER\"")
+	fs.StringVar(&a.webhookSecrets, "webhook-secrets", a.getenv("ONCEFLOW_WEBHOOK_SECRETS"),
+		"the payment providers whose signed deliveries POST /webhooks/payment-events takes: sender=secret[,sender=secret…], a sender twice while its secret rotates (ONCEFLOW_WEBHOOK_SECRETS); empty: every delivery is refused, except under -dev: "+order.DevWebhookSender+" with order.DevWebhookSecret")
 	a.orderWait = order.DefaultAPIWait
 	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
 		"how long POST /orders waits for the order to end before it answers 202")
@@ -130,11 +136,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	if tel.TracerProvider != nil {
 		cfg.TracerProvider = tel.TracerProvider
 	}
+	hooks, err := parseWebhookSecrets(app.webhookSecrets, cfg.Dev)
+	if err != nil {
+		return err
+	}
 	l, err := ledger.Open(ctx, app.ledgerDSN)
 	if err != nil {
 		return fmt.Errorf("worker: %w (check -ledger-dsn / LEDGER_DSN)", err)
 	}
 	defer l.Close()
+	if cfg.Dev {
+		if err := order.AddDevAccount(ctx, l); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		log.Info("onceflow example: the order API's dev account (public credentials, for this machine only)",
+			"account", order.DevAccount, "authorization", "Bearer "+order.DevAPIKey,
+			"webhook_sender", order.DevWebhookSender, "webhook_secret", order.DevWebhookSecret)
+	}
+	if len(hooks.Secrets) == 0 {
+		log.Warn("onceflow example: no -webhook-secrets: POST /webhooks/payment-events refuses every delivery (401)")
+	}
 	app.wireGatewayCrash(log) // only in development and simulation builds (simulate.go)
 	if simulation {
 		log.Info("onceflow: this build has the gateway simulator's fault knobs (a development or -tags simulate build, not for production)")
@@ -174,7 +195,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 			return err
 		}
 		con.Register(r.HTTP)
-		return order.RegisterAPI(r, l, app.orderWait)
+		return order.RegisterAPI(r, l, app.orderWait, hooks)
 	}
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -10,17 +10,18 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/worker"
 )
 
-const traceSynopsis = `usage: worker trace -idempotency-key KEY [-authorization A] | -order-id ID | -workflow-id ID [-dev] [-json]
+const traceSynopsis = `usage: worker trace -idempotency-key KEY -account ACCOUNT | -order-id ID | -workflow-id ID [-dev] [-json]
 
 Prints every layer that deduplicates an order: the HTTP key's record, the
 workflow, its steps' records, the ledger's rows. It creates nothing.`
 
 // trace prints the idempotency trail of an order (package trail), from
-// what the user has: an HTTP Idempotency-Key (+ the Authorization it was
-// sent with), an order ID or a workflow ID. A corrupt record fails it.
+// what the user has: an HTTP Idempotency-Key (+ the account that sent
+// it), an order ID or a workflow ID. A corrupt record fails it.
 func trace(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := cli.NewFlagSet("trace")
 	var c worker.Config
@@ -31,7 +32,7 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "a -dev worker's records: its servers (from its endpoints file, where no address is given), secret (when ONCEFLOW_SECRET is unset) and ledger")
 	var q trail.Query
 	fs.StringVar(&q.IdempotencyKey, "idempotency-key", "", "the Idempotency-Key of a POST /orders")
-	fs.StringVar(&q.Authorization, "authorization", "", "the Authorization header the key was sent with (none: anonymous)")
+	fs.StringVar(&q.Account, "account", "", "with -idempotency-key: the account that sent the key (the order API scopes keys by account; -dev: "+order.DevAccount+")")
 	fs.StringVar(&q.OrderID, "order-id", "", "the order")
 	fs.StringVar(&q.WorkflowID, "workflow-id", "", "the order's workflow")
 	asJSON := fs.Bool("json", false, "print the trail as JSON")
@@ -46,6 +47,9 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	}
 	if n != 1 {
 		return cli.Usagef("trace", "give one of -idempotency-key, -order-id or -workflow-id")
+	}
+	if (q.IdempotencyKey != "") != (q.Account != "") {
+		return cli.Usagef("trace", "-idempotency-key and -account go together: a key is the account's that sent it")
 	}
 	if *dev {
 		if err := cli.UseDevEndpoints(&c, cli.Needs{Temporal: true, Redis: true}, "trace"); err != nil {

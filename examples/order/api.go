@@ -3,8 +3,6 @@ package order
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/idemhttp/webhook"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -75,19 +74,31 @@ type APIConfig struct {
 	// DefaultAPIWait; it must stay well below the lease, which the
 	// middleware renews meanwhile.
 	Wait time.Duration
-	// Principal names the caller (idemhttp.Config.Principal). Default
-	// authorizationPrincipal.
-	Principal func(*http.Request) (string, error)
+	// Webhooks verifies the payment providers' signed deliveries to
+	// POST /webhooks/payment-events (package webhook): each sender's name
+	// and secrets. Without any sender every delivery is refused (401).
+	// Its MaxBytes (default webhook.DefaultMaxBytes, 64 KiB) bounds an
+	// event's body.
+	Webhooks webhook.Config
 	// Logger receives the API's lines. Default: discard.
 	Logger *slog.Logger
 }
 
 // API is the order API: POST /orders, GET /orders/{id}, GET /payments and
 // POST /webhooks/payment-events.
+//
+// Every route but the webhook's needs an API key of an account in the
+// ledger (ledger.IssueAPIKey), sent as Authorization: Bearer <key>; the
+// account ID is the principal that scopes Idempotency-Keys, so a client
+// that retries with its key re-formatted ("bearer", other whitespace) or
+// with another key of its account meets the same record. The webhook
+// route needs a delivery signed by a known sender (package webhook); the
+// sender is the principal that scopes event IDs.
 type API struct {
 	cfg      APIConfig
 	orders   *idemhttp.Middleware
 	webhooks *idemhttp.Middleware
+	verifier *webhook.Verifier
 }
 
 // NewAPI validates cfg and returns the API.
@@ -104,15 +115,16 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Wait < 0 {
 		return nil, errors.New("order: APIConfig.Wait must not be negative")
 	}
-	if cfg.Principal == nil {
-		cfg.Principal = authorizationPrincipal
+	verifier, err := webhook.New(cfg.Webhooks)
+	if err != nil {
+		return nil, fmt.Errorf("order: APIConfig.Webhooks: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	orders, err := idemhttp.New(idemhttp.Config{
 		Executor: cfg.Executor, Digester: cfg.Digester, Code: OrdersAPICode,
-		Principal: cfg.Principal, Validate: validateOrder, Logger: cfg.Logger,
+		Principal: idemhttp.ContextPrincipal, Validate: validateOrder, Logger: cfg.Logger,
 		// The handler starts the order's workflow by ID (USE_EXISTING) and
 		// reads it: running it again attaches to the same order.
 		IdempotentHandler: true,
@@ -122,7 +134,8 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	}
 	webhooks, err := idemhttp.New(idemhttp.Config{
 		Executor: cfg.Executor, Digester: cfg.Digester, Code: WebhooksAPICode,
-		Principal: cfg.Principal, Key: idemhttp.JSONFieldKey("event_id"), Validate: validateEvent, Logger: cfg.Logger,
+		Principal: idemhttp.ContextPrincipal, Key: idemhttp.JSONFieldKey("event_id"), Validate: validateEvent, Logger: cfg.Logger,
+		MaxBodyBytes: verifier.MaxBytes(),
 		// The event is recorded by its ID (UNIQUE) and the workflow keeps
 		// one per ID: delivering it again changes nothing.
 		IdempotentHandler: true,
@@ -130,15 +143,16 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{cfg: cfg, orders: orders, webhooks: webhooks}, nil
+	return &API{cfg: cfg, orders: orders, webhooks: webhooks, verifier: verifier}, nil
 }
 
 // RegisterAPI serves the order API on the worker's HTTP mux (-http), with
-// the worker's client, executor and task queue.
-func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration) error {
+// the worker's client, executor and task queue, waiting up to wait
+// (APIConfig.Wait) and verifying webhooks with hooks (APIConfig.Webhooks).
+func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration, hooks webhook.Config) error {
 	api, err := NewAPI(APIConfig{
 		Client: r.Client, Ledger: l, Executor: r.Executor, Digester: r.Digester,
-		TaskQueue: r.TaskQueue, Wait: wait, Logger: r.Logger,
+		TaskQueue: r.TaskQueue, Wait: wait, Webhooks: hooks, Logger: r.Logger,
 	})
 	if err != nil {
 		return err
@@ -149,10 +163,56 @@ func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration) error 
 
 // Register adds the API's routes to mux.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle(OrdersRoute, a.orders.Handler(http.HandlerFunc(a.createOrder)))
-	mux.HandleFunc("GET /orders/{id}", a.getOrder)
-	mux.HandleFunc("GET /payments", a.listPayments)
-	mux.Handle("POST /webhooks/payment-events", a.webhooks.Handler(http.HandlerFunc(a.paymentEvent)))
+	mux.Handle(OrdersRoute, a.authenticate(a.orders.Handler(http.HandlerFunc(a.createOrder))))
+	mux.Handle("GET /orders/{id}", a.authenticate(http.HandlerFunc(a.getOrder)))
+	mux.Handle("GET /payments", a.authenticate(http.HandlerFunc(a.listPayments)))
+	mux.Handle("POST /webhooks/payment-events", a.verifier.Handler(a.webhooks.Handler(http.HandlerFunc(a.paymentEvent))))
+}
+
+// ProblemInvalidAPIKey (401) is the problem type of a request without a
+// valid API key.
+const ProblemInvalidAPIKey = idemhttp.ProblemUnauthenticated
+
+// bearerToken reads Authorization: Bearer <token>: the scheme in any case
+// (RFC 9110 §11.1), whitespace around and between tolerated.
+func bearerToken(h string) (string, bool) {
+	h = strings.TrimSpace(h)
+	i := strings.IndexAny(h, " \t")
+	if i < 0 || !strings.EqualFold(h[:i], "Bearer") {
+		return "", false
+	}
+	token := strings.TrimSpace(h[i:])
+	return token, token != ""
+}
+
+// authenticate finds the account of the request's API key in the ledger
+// and names it in the context (idemhttp.WithPrincipal): the principal
+// that scopes the account's Idempotency-Keys is the account, never the
+// credential's bytes. No key, or one the ledger does not know (or has
+// revoked): 401, before the body is read. The ledger unreachable: 503.
+func (a *API) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key, ok := bearerToken(r.Header.Get("Authorization"))
+		account := ""
+		if ok {
+			var err error
+			account, ok, err = a.cfg.Ledger.AccountByAPIKey(r.Context(), key)
+			if err != nil {
+				a.cfg.Logger.WarnContext(r.Context(), "order API: looking an API key up failed", "err", err)
+				idemhttp.WriteProblem(w, &idemhttp.Problem{Type: idemhttp.ProblemAuthUnavailable, Title: "Authentication unavailable",
+					Status: http.StatusServiceUnavailable, RetryAfter: time.Second,
+					Detail: "the API key could not be checked, and the request was not processed; retry it with the same Idempotency-Key"})
+				return
+			}
+		}
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="orders"`)
+			idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemInvalidAPIKey, Title: "Unauthenticated", Status: http.StatusUnauthorized,
+				Detail: "send your account's API key as Authorization: Bearer KEY (worker api-key issues one; -dev logs its own), and the same Idempotency-Key when you retry"})
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), account)))
+	})
 }
 
 // OrderRequest is the body of POST /orders. Each member at most once (a
@@ -413,33 +473,81 @@ type PaymentEventResponse struct {
 	Signalled bool `json:"signalled"`
 }
 
+// Bounds of a payment event's fields: the event ID and type reach the
+// order's workflow history (PaymentEvent), the order ID the ledger. A
+// field beyond its bound is a 400 invalid payment event, before anything
+// is claimed.
+const (
+	// MaxEventIDLen: an event ID is 1 to 255 printable ASCII characters.
+	MaxEventIDLen = 255
+	// MaxEventTypeLen: an event type is 1 to 64 characters of
+	// [A-Za-z0-9._:-], such as payment.captured.
+	MaxEventTypeLen = 64
+	// MaxOrderIDLen: an order ID is 1 to 128 printable ASCII characters
+	// without spaces (PlaceOrderInput.OrderID).
+	MaxOrderIDLen = 128
+)
+
+// validEventType checks an event type against MaxEventTypeLen and its
+// characters.
+func validEventType(t string) bool {
+	if t == "" || len(t) > MaxEventTypeLen {
+		return false
+	}
+	for _, c := range []byte(t) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// printableASCII says whether s is 1 to max characters of printable
+// ASCII, with the space or without it.
+func printableASCII(s string, max int, space bool) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < 0x20 || c > 0x7e || c == ' ' && !space {
+			return false
+		}
+	}
+	return true
+}
+
 func validateEvent(r *http.Request, body []byte) *idemhttp.Problem {
 	if p := jsonOnly(r); p != nil {
 		return p
 	}
+	invalid := func(detail string) *idemhttp.Problem {
+		return &idemhttp.Problem{Type: ProblemInvalidEvent, Title: "Invalid payment event", Status: http.StatusBadRequest, Detail: detail}
+	}
 	var e PaymentEventRequest
 	if err := json.Unmarshal(body, &e); err != nil || e.OrderID == "" || e.Type == "" {
-		return &idemhttp.Problem{Type: ProblemInvalidEvent, Title: "Invalid payment event", Status: http.StatusBadRequest,
-			Detail: `send a JSON object with "event_id", "order_id" and "type" strings`}
+		return invalid(`send a JSON object with "event_id", "order_id" and "type" strings`)
+	}
+	var errs []string
+	if !printableASCII(e.EventID, MaxEventIDLen, true) {
+		errs = append(errs, fmt.Sprintf("event_id must be 1 to %d printable ASCII characters", MaxEventIDLen))
+	}
+	if !printableASCII(e.OrderID, MaxOrderIDLen, false) {
+		errs = append(errs, fmt.Sprintf("order_id must be 1 to %d printable ASCII characters without spaces", MaxOrderIDLen))
+	}
+	if !validEventType(e.Type) {
+		errs = append(errs, fmt.Sprintf("type must be 1 to %d characters of letters, digits, '.', '_', ':' and '-', such as payment.captured", MaxEventTypeLen))
+	}
+	if errs != nil {
+		return invalid(strings.Join(errs, "; "))
 	}
 	return nil
 }
 
-// authorizationPrincipal is the SHA-256 of the Authorization header, or
-// "anonymous" without one. TODO(issue 31): accounts.
-func authorizationPrincipal(r *http.Request) (string, error) {
-	a := r.Header.Get("Authorization")
-	if a == "" {
-		return "anonymous", nil
-	}
-	sum := sha256.Sum256([]byte(a))
-	return hex.EncodeToString(sum[:]), nil
-}
-
-// senderTag names a sender in the order's workflow without the
-// principal itself: a digest under the worker's secret.
-func (a *API) senderTag(sender string) string {
-	return a.cfg.Digester.Digest("payment-event-sender", sender).Hex[:16]
+// senderDigest names a webhook sender in the ledger: a digest under the
+// worker's secret (the Digester), as every principal is kept. Its first
+// 16 hex digits tag the sender's events in the order's workflow.
+func (a *API) senderDigest(sender string) string {
+	return a.cfg.Digester.Digest("payment-event-sender", sender).Hex
 }
 
 // paymentEvent records a payment provider's event once (the ledger's
@@ -457,12 +565,14 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 	_ = json.Unmarshal(body.Bytes(), &req) // validated by validateEvent
 	// The event is the sender's: keyed by (sender, event ID) in the ledger
 	// as in Redis, so another sender's event of the same ID is neither
-	// answered here nor dropped.
-	sender, err := a.cfg.Principal(r)
+	// answered here nor dropped. The sender is the one whose secret
+	// signed the delivery (webhook.Verifier), kept as a keyed digest.
+	name, err := idemhttp.ContextPrincipal(r)
 	if err != nil {
 		idemhttp.WriteProblem(w, backendProblem("naming the sender", err))
 		return
 	}
+	sender := a.senderDigest(name)
 	e, _, err := a.cfg.Ledger.RecordWebhookEvent(ctx, ledger.WebhookEvent{
 		EventID: req.EventID, Sender: sender, OrderID: req.OrderID, Kind: req.Type, Payload: body.Bytes(),
 	})
@@ -478,7 +588,7 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if ok && o.WorkflowID != "" {
-			err := a.cfg.Client.SignalWorkflow(ctx, o.WorkflowID, "", PaymentEventSignal, PaymentEvent{EventID: e.EventID, Type: e.Kind, Sender: a.senderTag(sender)})
+			err := a.cfg.Client.SignalWorkflow(ctx, o.WorkflowID, "", PaymentEventSignal, PaymentEvent{EventID: e.EventID, Type: e.Kind, Sender: sender[:16]})
 			var nf *serviceerror.NotFound
 			switch {
 			case errors.As(err, &nf): // the workflow has ended: the event stays in the ledger

@@ -22,7 +22,13 @@
 // Redis has forgotten attaches to the same workflow; GET /orders/{id};
 // GET /payments; and POST /webhooks/payment-events, keyed by the event ID,
 // which records each event once in the ledger and signals it once to the
-// order's workflow.
+// order's workflow. Callers authenticate with an API key of an account in
+// the ledger (Authorization: Bearer), and the account, not the key's
+// bytes, scopes their Idempotency-Keys; payment providers sign their
+// deliveries (package idemhttp/webhook), and the signing sender scopes its
+// event IDs. Every field that reaches the ledger or a workflow's history
+// is bounded (PlaceOrderInput.Validate, MaxEventTypeLen and its
+// neighbours). dev.go has the -dev worker's public account and provider.
 //
 // `go run ./cmd/worker -dev` registers all of it and serves the API on
 // -http; `go run ./cmd/worker order` places an order from the command

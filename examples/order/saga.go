@@ -3,7 +3,10 @@ package order
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -66,8 +69,53 @@ type PlaceOrderInput struct {
 	SkipChargeReconcile bool `json:"skip_charge_reconcile,omitempty"`
 }
 
-// Validate checks an order.
-func (in PlaceOrderInput) Validate() error { return in.validate(true) }
+// Validate checks an order: every bound below, each field's text
+// included (validText). The order API answers 400 for an order it
+// refuses, before anything is claimed.
+func (in PlaceOrderInput) Validate() error { return in.validate(checks{amount: true, text: true}) }
+
+// Bounds of an order's text fields. The fields are stored in the ledger,
+// recorded in the order's workflow history and printed by the operator
+// tools, so each is bounded and holds printable Unicode only: no control
+// character (a newline forged lines in worker trace, an escape sequence
+// reached an operator's terminal, a NUL byte is refused by PostgreSQL's
+// TEXT), no format character (bidirectional overrides), valid UTF-8.
+const (
+	// MaxCustomerIDLen: customer_id is 1 to 128 bytes of printable Unicode.
+	MaxCustomerIDLen = 128
+	// MaxSKULen: an item's sku is 1 to 64 bytes of printable Unicode.
+	MaxSKULen = 64
+	// MaxItems: an order lists 1 to 100 items.
+	MaxItems = 100
+	// MaxItemQty: an item's qty is 1 to 1,000,000.
+	MaxItemQty = 1_000_000
+)
+
+// textBoundChange names the change that bounded the order's text fields
+// (workflow.GetVersion): a workflow started before it replays without the
+// bounds.
+const textBoundChange = "text-bound"
+
+// checks are the bounds a run applies: the ones it was started under.
+type checks struct{ amount, text bool }
+
+// validText checks a text field: 1 to max bytes of valid UTF-8, every
+// rune printable (unicode.IsPrint: letters, marks, numbers, punctuation,
+// symbols and the ASCII space; no control or format character).
+func validText(s string, max int) error {
+	switch {
+	case s == "" || len(s) > max:
+		return fmt.Errorf("must be 1 to %d bytes, got %d", max, len(s))
+	case !utf8.ValidString(s):
+		return errors.New("must be valid UTF-8")
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("must be printable text, without control characters (found %U)", r)
+		}
+	}
+	return nil
+}
 
 // MaxAmountCents is the largest amount_cents an order may have: 10^10
 // cents, 100,000,000.00 in the order's currency. A larger one is refused
@@ -79,8 +127,9 @@ const MaxAmountCents int64 = 10_000_000_000
 // replays without the bound.
 const amountBoundChange = "amount-bound"
 
-// validate is Validate, with the MaxAmountCents bound or without it.
-func (in PlaceOrderInput) validate(bounded bool) error {
+// validate is Validate, with the bounds c says (a run replays under the
+// ones it was started with).
+func (in PlaceOrderInput) validate(c checks) error {
 	var errs []error
 	if n := len(in.OrderID); n == 0 || n > 128 {
 		errs = append(errs, fmt.Errorf("order_id must be 1 to 128 characters, got %d", n))
@@ -93,22 +142,40 @@ func (in PlaceOrderInput) validate(bounded bool) error {
 	}
 	if in.CustomerID == "" {
 		errs = append(errs, errors.New("customer_id is required"))
+	} else if err := validText(in.CustomerID, MaxCustomerIDLen); c.text && err != nil {
+		errs = append(errs, fmt.Errorf("customer_id %w", err))
 	}
 	if len(in.Items) == 0 {
 		errs = append(errs, errors.New("items must list at least one item"))
 	}
+	if c.text && len(in.Items) > MaxItems {
+		errs = append(errs, fmt.Errorf("items must list at most %d items, got %d", MaxItems, len(in.Items)))
+	}
 	for i, it := range in.Items {
+		if i == MaxItems && c.text {
+			break
+		}
 		if it.SKU == "" || it.Qty <= 0 {
 			errs = append(errs, fmt.Errorf("items[%d] needs a sku and a positive qty", i))
+			continue
+		}
+		if !c.text {
+			continue
+		}
+		if err := validText(it.SKU, MaxSKULen); err != nil {
+			errs = append(errs, fmt.Errorf("items[%d].sku %w", i, err))
+		}
+		if it.Qty > MaxItemQty {
+			errs = append(errs, fmt.Errorf("items[%d].qty must be at most %d, got %d", i, MaxItemQty, it.Qty))
 		}
 	}
 	switch {
 	case in.AmountCents <= 0:
 		errs = append(errs, errors.New("amount_cents must be positive"))
-	case bounded && in.AmountCents > MaxAmountCents:
+	case c.amount && in.AmountCents > MaxAmountCents:
 		errs = append(errs, fmt.Errorf("amount_cents must be at most %d (100,000,000.00 in the currency), got %d", MaxAmountCents, in.AmountCents))
 	}
-	if len(in.Currency) != 3 {
+	if len(in.Currency) != 3 || c.text && strings.Trim(in.Currency, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
 		errs = append(errs, errors.New("currency must be a three-letter code such as USD"))
 	}
 	return errors.Join(errs...)
@@ -182,8 +249,11 @@ var bookkeeping = workflow.ActivityOptions{
 // on an invalid order (TypeInvalidOrder) or when a compensation itself
 // cannot run.
 func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
-	bounded := workflow.GetVersion(ctx, amountBoundChange, workflow.DefaultVersion, 1) >= 1
-	if err := in.validate(bounded); err != nil {
+	c := checks{
+		amount: workflow.GetVersion(ctx, amountBoundChange, workflow.DefaultVersion, 1) >= 1,
+		text:   workflow.GetVersion(ctx, textBoundChange, workflow.DefaultVersion, 1) >= 1,
+	}
+	if err := in.validate(c); err != nil {
 		return OrderResult{}, temporal.NewNonRetryableApplicationError("order: "+err.Error(), TypeInvalidOrder, nil)
 	}
 	// The pending search attribute: `worker pending`, the console and the

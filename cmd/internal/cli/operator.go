@@ -322,15 +322,15 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 	var first *operator.Waiting // the first with incidents, for the hint
 	for i, w := range list {
 		if len(w.Pending) == 0 {
-			fmt.Fprintf(tw, "%s\t(%d incidents: it did not answer the query; the error follows)\t\t\t\t\t\t\n", w.WorkflowID, w.Count)
+			fmt.Fprintf(tw, "%s\t(%d incidents: it did not answer the query; the error follows)\t\t\t\t\t\t\n", Printable(w.WorkflowID), w.Count)
 			continue
 		}
 		if first == nil {
 			first = &list[i]
 		}
 		for _, p := range w.Pending {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", w.WorkflowID, p.Activity, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev,
-				p.Details.State, p.ResultType, p.Since.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", Printable(w.WorkflowID), Printable(p.Activity), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev,
+				Printable(string(p.Details.State)), Printable(p.ResultType), p.Since.UTC().Format(time.RFC3339))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -340,9 +340,9 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 		inc := a.Pending.Incident
 		switch {
 		case a.Evidence != nil:
-			fmt.Fprintf(out, "\nevidence for %s in %s: %s\n", inc, a.WorkflowID, a.Evidence.Summary)
+			fmt.Fprintf(out, "\nevidence for %s in %s: %s\n", Printable(inc.String()), Printable(a.WorkflowID), Printable(a.Evidence.Summary))
 			for _, f := range a.Evidence.Facts {
-				fmt.Fprintf(out, "  %s\n", f)
+				fmt.Fprintf(out, "  %s\n", Printable(f))
 			}
 			if d := a.Evidence.Implies; d != "" {
 				result := ""
@@ -350,10 +350,10 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 					result = " -result '" + string(a.Evidence.Result) + "'"
 				}
 				fmt.Fprintf(out, "  implies %s: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision %s%s -reason TEXT\n",
-					d, a.WorkflowID, inc.RecordKey, inc.Attempt, inc.Rev, d, result)
+					Printable(string(d)), Printable(a.WorkflowID), Printable(inc.RecordKey), inc.Attempt, inc.Rev, Printable(string(d)), Printable(result))
 			}
 		case a.EvidenceError != "":
-			fmt.Fprintf(out, "\nevidence for %s in %s could not be read: %s\n", inc, a.WorkflowID, a.EvidenceError)
+			fmt.Fprintf(out, "\nevidence for %s in %s could not be read: %s\n", Printable(inc.String()), Printable(a.WorkflowID), Printable(a.EvidenceError))
 		}
 	}
 	if first == nil {
@@ -361,7 +361,7 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 	}
 	p := first.Pending[0]
 	_, err := fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
-		first.WorkflowID, p.Incident.RecordKey, p.Incident.Attempt, p.Incident.Rev, p.ResultType)
+		Printable(first.WorkflowID), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev, Printable(p.ResultType))
 	return err
 }
 
@@ -392,7 +392,7 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 		_, _ = fmt.Fprintf(out, "not sent: %s contradicts the evidence, which implies %s (%s)\n", res.Decision, contradiction.Evidence.Implies, contradiction.Evidence.Summary)
 		return fmt.Errorf("resolve: %w", err)
 	case errors.As(err, &refused):
-		_, _ = fmt.Fprintln(out, refused.Message)
+		_, _ = fmt.Fprintln(out, Printable(refused.Message))
 		return fmt.Errorf("resolve: the workflow %s %s", wfID, refused.Message)
 	case err != nil:
 		return fmt.Errorf("resolve: %w", err)
@@ -460,7 +460,7 @@ func reopen(ctx context.Context, c worker.Config, record, reason string, out io.
 	case err != nil:
 		return fmt.Errorf("reopen: %w", err)
 	}
-	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was %s: %s)\n", record, was.State, was.Reason)
+	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was %s: %s)\n", record, was.State, Printable(was.Reason))
 	return err
 }
 

@@ -21,21 +21,58 @@ import (
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/idemhttp/webhook"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 
-// api is one test's order API: a shop whose worker serves it.
+// api is one test's order API: a shop whose worker serves it, with an
+// account of the test's own and its API key, which do sends.
 type api struct {
 	*shop
-	base string
-	sku  string
+	base    string
+	sku     string
+	account string
+	key     string
+}
+
+// e2eSenders are the payment providers the tests' API knows, by name:
+// their webhook secrets.
+var e2eSenders = map[string][]byte{
+	"psp":   []byte("e2e-webhook-secret-psp-0123456789"),
+	"psp-a": []byte("e2e-webhook-secret-psp-a-0123456789"),
+	"psp-b": []byte("e2e-webhook-secret-psp-b-0123456789"),
+}
+
+// e2eWebhooks is the webhook verifier's config of e2eSenders.
+func e2eWebhooks() webhook.Config {
+	c := webhook.Config{Secrets: map[string][][]byte{}}
+	for sender, secret := range e2eSenders {
+		c.Secrets[sender] = [][]byte{secret}
+	}
+	return c
 }
 
 func newAPI(t *testing.T, dsn string) *api {
 	t.Helper()
-	return &api{shop: newShop(t, dsn, 0), sku: "sku-" + storetest.RandomHex(6)}
+	a := &api{shop: newShop(t, dsn, 0), sku: "sku-" + storetest.RandomHex(6)}
+	a.account = "acct-" + a.sku
+	a.key = a.newKey(a.account)
+	return a
+}
+
+// newKey issues a key of account, creating the account.
+func (a *api) newKey(account string) string {
+	a.t.Helper()
+	if err := a.l.CreateAccount(context.Background(), account); err != nil {
+		a.t.Fatal(err)
+	}
+	key, err := a.l.IssueAPIKey(context.Background(), account)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return key
 }
 
 // serve starts a worker that runs the order system and serves its API.
@@ -49,7 +86,7 @@ func (a *api) serve(g order.GatewayConfig, wait time.Duration) (stop func()) {
 		if err := order.Register(r, a.l, gw); err != nil {
 			return err
 		}
-		return order.RegisterAPI(r, a.l, wait)
+		return order.RegisterAPI(r, a.l, wait, e2eWebhooks())
 	})
 	a.base = "http://" + w.HTTPAddr()
 	return stop
@@ -66,7 +103,10 @@ type reply struct {
 	body   []byte
 }
 
-// do sends a request; headers are name, value pairs.
+// do sends a request; headers are name, value pairs (an empty value
+// removes the header). It authenticates as the test's account (an
+// Authorization header), and signs a webhook delivery as sender "psp" (a
+// Webhook-Signature header), unless headers say otherwise.
 func (a *api) do(method, path, body string, headers ...string) reply {
 	a.t.Helper()
 	req, err := http.NewRequest(method, a.base+path, strings.NewReader(body))
@@ -74,7 +114,16 @@ func (a *api) do(method, path, body string, headers ...string) reply {
 		a.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if strings.HasPrefix(path, "/webhooks/") {
+		req.Header.Set(webhook.SignatureHeader, webhook.Sign(time.Now(), []byte(body), e2eSenders["psp"]))
+	} else {
+		req.Header.Set("Authorization", "Bearer "+a.key)
+	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i+1] == "" {
+			req.Header.Del(headers[i])
+			continue
+		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -219,8 +268,8 @@ func TestOrderAPIAnswersEachStatus(t *testing.T) {
 	}
 	a.do(http.MethodGet, "/payments", "").problem(t, http.StatusBadRequest, idemhttp.ProblemInvalidRequest)
 
-	// The same key from another principal is another request.
-	theirs := a.post("k-1", a.orderBody(), "Authorization", "Bearer someone-else")
+	// The same key from another account is another request.
+	theirs := a.post("k-1", a.orderBody(), "Authorization", "Bearer "+a.newKey("other-"+a.account))
 	if theirs.status != http.StatusCreated || theirs.header.Get("Idempotency-Replayed") != "" {
 		t.Fatalf("another principal: %v", theirs)
 	}
@@ -425,7 +474,7 @@ func TestOrderAPIWebhookIsRecordedAndSignalledOnce(t *testing.T) {
 	a.waitFor("the order's row", func() bool { return len(a.orders()) == 1 })
 	event := fmt.Sprintf(`{"event_id":"evt-%s","order_id":%q,"type":"payment.captured","amount_cents":1999}`, a.sku, o.OrderID)
 	deliver := func() reply {
-		return a.do(http.MethodPost, "/webhooks/payment-events", event, "Authorization", "Bearer psp-secret")
+		return a.do(http.MethodPost, "/webhooks/payment-events", event)
 	}
 	var replies []reply
 	var mu sync.Mutex

@@ -39,8 +39,9 @@ type devWorker struct {
 // gateway charged; -dev started again; the order completes with the one
 // charge), an order placed before a restart that replays after it with
 // the same order ID and payment and no second charge, no redis-server
-// left behind by a crashed or SIGKILLed worker, -dev-reset, and a taken
-// Temporal address named with the flag that moves it.
+// left behind by a crashed or SIGKILLed worker, -dev-reset, a taken
+// Temporal address named with the flag that moves it, and the public dev
+// account and payment provider the docs' curl commands use.
 func TestDevMode(t *testing.T) {
 	t.Parallel()
 	bin := os.Getenv(temporalproc.EnvBinary)
@@ -85,6 +86,7 @@ func TestDevMode(t *testing.T) {
 		t.Fatalf("o-keep after the restart %+v, before %+v: want the same result", after, before)
 	}
 	d.wantOneCharge("o-keep")
+	d.devCredentials() // the docs' curl commands
 
 	// A taken Temporal address: the error names the flag that moves it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")

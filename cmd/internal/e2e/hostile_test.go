@@ -11,9 +11,11 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/idemhttp/webhook"
 )
 
 // TestOrderAPIRefusesBodiesItCannotFingerprintFaithfully: the same
@@ -75,8 +77,8 @@ func TestOrderAPIWebhookSendersAreApart(t *testing.T) {
 	id := "evt-" + a.sku
 	deliver := func(sender, orderID string) order.PaymentEventResponse {
 		t.Helper()
-		r := a.do(http.MethodPost, "/webhooks/payment-events", fmt.Sprintf(`{"event_id":%q,"order_id":%q,"type":"payment.captured"}`, id, orderID),
-			"Authorization", "Bearer "+sender)
+		body := fmt.Sprintf(`{"event_id":%q,"order_id":%q,"type":"payment.captured"}`, id, orderID)
+		r := a.do(http.MethodPost, "/webhooks/payment-events", body, webhook.SignatureHeader, webhook.Sign(time.Now(), []byte(body), e2eSenders[sender]))
 		var e order.PaymentEventResponse
 		if err := json.Unmarshal(r.body, &e); r.status != http.StatusOK || err != nil {
 			t.Fatalf("%s: %v", sender, r)

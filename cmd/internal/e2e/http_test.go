@@ -42,8 +42,8 @@ func TestOrderAPIBoundsSlowAndOversizedRequests(t *testing.T) {
 		return c, bufio.NewReader(c)
 	}
 	head := func(key string, length int, extra string) string {
-		return fmt.Sprintf("POST /orders HTTP/1.1\r\nHost: %s\r\nIdempotency-Key: %s-%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
-			addr, key, a.sku, length, extra)
+		return fmt.Sprintf("POST /orders HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nIdempotency-Key: %s-%s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n",
+			addr, a.key, key, a.sku, length, extra)
 	}
 
 	c, br := conn()
@@ -82,7 +82,7 @@ func TestOrderAPIBoundsSlowAndOversizedRequests(t *testing.T) {
 	}
 
 	c, br = conn()
-	if _, err := fmt.Fprintf(c, "GET /orders/no-such-order HTTP/1.1\r\nHost: %s\r\n\r\n", addr); err != nil {
+	if _, err := fmt.Fprintf(c, "GET /orders/no-such-order HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", addr, a.key); err != nil {
 		t.Fatal(err)
 	}
 	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusNotFound {

@@ -41,11 +41,11 @@ func TestTelemetryOfAnOrder(t *testing.T) {
 			return err
 		}
 		r.HTTP.Handle("GET /metrics", tel.Metrics)
-		return order.RegisterAPI(r, a.l, 0)
+		return order.RegisterAPI(r, a.l, 0, e2eWebhooks())
 	})
 	a.base = "http://" + w.HTTPAddr()
 
-	const principal = "Bearer principal-secret-e2e"
+	principal := "Bearer " + a.key
 	first := a.post("raw-key-e2e", a.orderBody(), "Authorization", principal)
 	o := first.order(t)
 	if first.status != http.StatusCreated {
@@ -123,7 +123,7 @@ func TestTelemetryOfAnOrder(t *testing.T) {
 			}
 		}
 		for _, kv := range s.Attributes {
-			if v := kv.Value.String(); strings.Contains(v, "raw-key-e2e") || strings.Contains(v, "principal-secret-e2e") {
+			if v := kv.Value.String(); strings.Contains(v, "raw-key-e2e") || strings.Contains(v, a.key) || strings.Contains(v, a.account) {
 				t.Errorf("span %s attribute %s = %q carries the raw key or principal", s.Name, kv.Key, v)
 			}
 		}

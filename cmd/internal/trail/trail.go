@@ -5,8 +5,6 @@ package trail
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -76,11 +74,11 @@ type Sources struct {
 }
 
 // Query is what the user has: one of an Idempotency-Key (with the
-// Authorization it was sent with; empty: anonymous), an order ID or a
-// workflow ID.
+// account that sent it: the order API scopes keys by account), an order
+// ID or a workflow ID.
 type Query struct {
 	IdempotencyKey string
-	Authorization  string
+	Account        string
 	OrderID        string
 	WorkflowID     string
 }
@@ -96,13 +94,12 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		if err != nil {
 			return t, fmt.Errorf("trace: the idempotency key: %w", err)
 		}
-		principal := "anonymous" // TODO(issue 31): the account
-		if q.Authorization != "" {
-			sum := sha256.Sum256([]byte(q.Authorization))
-			principal = hex.EncodeToString(sum[:])
+		if err := ledger.ValidAccountID(q.Account); err != nil {
+			return t, fmt.Errorf("trace: an Idempotency-Key is the account's: name the account that sent it (%w)", err)
 		}
-		// The scope the middleware digests: principal, method, route, key.
-		ref := onceflow.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(principal, http.MethodPost, order.OrdersRoute, k)...)}
+		// The scope the middleware digests: principal (the account),
+		// method, route, key.
+		ref := onceflow.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(q.Account, http.MethodPost, order.OrdersRoute, k)...)}
 		rep, err := operator.Inspect(ctx, src.Store, ref)
 		t.HTTP = &rep
 		if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
@@ -205,24 +202,27 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 // which waits for a worker to replay it.
 const closedQueryTimeout = 5 * time.Second
 
-// Write prints a trail, one layer after another.
+// Write prints a trail, one layer after another. Every value read from a
+// store is printed through cli.Printable: a newline or an escape sequence
+// in it is quoted, so it can neither forge a line nor reach the terminal.
 func Write(out io.Writer, t Trail) error {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
+	q := cli.Printable
 	if t.HTTP != nil {
 		p("HTTP (Idempotency-Key, scope digested with the workers' secret)\n")
 		if err := cli.WriteRecordReport(out, "  ", *t.HTTP); err != nil {
 			return err
 		}
 	}
-	p("workflow %s run %s: %s\n", t.WorkflowID, t.RunID, t.Status)
+	p("workflow %s run %s: %s\n", q(t.WorkflowID), q(t.RunID), q(t.Status))
 	for i, pr := range t.Pending {
-		p("  pending: %s %s since %s\n", pr.Activity, pr.Incident, pr.Since.Format("2006-01-02T15:04:05Z07:00"))
+		p("  pending: %s %s since %s\n", q(pr.Activity), q(pr.Incident.String()), pr.Since.Format("2006-01-02T15:04:05Z07:00"))
 		decision := "…"
 		if i < len(t.Evidence) && t.Evidence[i] != nil {
 			ev := t.Evidence[i]
-			p("    evidence: %s\n", ev.Summary)
+			p("    evidence: %s\n", q(ev.Summary))
 			for _, f := range ev.Facts {
-				p("      %s\n", f)
+				p("      %s\n", q(f))
 			}
 			if ev.Implies != "" {
 				decision = string(ev.Implies)
@@ -232,29 +232,29 @@ func Write(out io.Writer, t Trail) error {
 			}
 		}
 		p("    decide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision %s -reason TEXT\n",
-			t.WorkflowID, pr.RecordKey, pr.Incident.Attempt, pr.Incident.Rev, decision)
+			q(t.WorkflowID), q(pr.RecordKey), pr.Incident.Attempt, pr.Incident.Rev, q(decision))
 	}
 	for _, d := range t.Decisions {
 		r := d.Resolution
-		p("  decided: %s %s at %s via %s, request %s by %s%s\n", r.Decision, d.Incident, d.AppliedAt.Format("2006-01-02T15:04:05Z07:00"), d.Via,
-			orNone(r.RequestID), orNone(r.By), suffix(": ", r.Reason))
+		p("  decided: %s %s at %s via %s, request %s by %s%s\n", q(string(r.Decision)), q(d.Incident.String()), d.AppliedAt.Format("2006-01-02T15:04:05Z07:00"), q(d.Via),
+			q(orNone(r.RequestID)), q(orNone(r.By)), suffix(": ", q(r.Reason)))
 		if r.Evidence != nil {
-			p("    evidence shown: %s (implied %s%s)\n", r.Evidence.Summary, orNone(string(r.Evidence.Implies)), map[bool]string{true: ", confirmed against it"}[r.Confirmed])
+			p("    evidence shown: %s (implied %s%s)\n", q(r.Evidence.Summary), q(orNone(string(r.Evidence.Implies))), map[bool]string{true: ", confirmed against it"}[r.Confirmed])
 		}
 		if d.Repeats > 0 {
 			p("    repeated %d times, applied once\n", d.Repeats)
 		}
 	}
 	if t.DecisionsError != "" {
-		p("  decisions: %s\n", t.DecisionsError)
+		p("  decisions: %s\n", q(t.DecisionsError))
 	}
 	if t.OrderID == "" {
 		p("no order known for the workflow yet\n")
 		return nil
 	}
-	p("order %s\n", t.OrderID)
+	p("order %s\n", q(t.OrderID))
 	for _, s := range t.Steps {
-		p("  step %-8s key %s\n", s.Step, s.Key)
+		p("  step %-8s key %s\n", q(s.Step), q(s.Key))
 		if err := cli.WriteRecordReport(out, "    ", s.Record); err != nil {
 			return err
 		}
@@ -278,31 +278,33 @@ type Rows struct {
 	Shipment *ledger.Shipment       `json:"shipment"`
 }
 
-// PrintRows prints an order's rows, one line each.
+// PrintRows prints an order's rows, one line each, every value read
+// from the ledger through cli.Printable (Write).
 func PrintRows(out io.Writer, r Rows) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	q := cli.Printable
 	o := r.Order
-	fmt.Fprintf(tw, "order\t%s\t%s, %d %s, workflow %s%s\n", o.ID, o.Status, o.AmountCents, o.Currency, o.WorkflowID, suffix(" reason: ", o.Reason))
+	fmt.Fprintf(tw, "order\t%s\t%s, %d %s, workflow %s%s\n", q(o.ID), q(o.Status), o.AmountCents, q(o.Currency), q(o.WorkflowID), suffix(" reason: ", q(o.Reason)))
 	if res := r.Reservation; res != nil {
 		var items []string
 		for _, it := range res.Items {
-			items = append(items, fmt.Sprintf("%s×%d", it.SKU, it.Qty))
+			items = append(items, fmt.Sprintf("%s×%d", q(it.SKU), it.Qty))
 		}
-		fmt.Fprintf(tw, "reservation\t%s\t%s\n", res.Status, strings.Join(items, " "))
+		fmt.Fprintf(tw, "reservation\t%s\t%s\n", q(res.Status), strings.Join(items, " "))
 	}
 	for _, p := range r.Payments {
-		fmt.Fprintf(tw, "payment\t%s\t%s, %d %s, charge %s, fence %s, key %s\n", p.ID, p.Status, p.AmountCents, p.Currency, p.GatewayChargeID, p.Fence, p.IdempotencyKey)
+		fmt.Fprintf(tw, "payment\t%s\t%s, %d %s, charge %s, fence %s, key %s\n", q(p.ID), q(p.Status), p.AmountCents, q(p.Currency), q(p.GatewayChargeID), p.Fence, q(p.IdempotencyKey))
 	}
 	for _, c := range r.GatewayCalls {
-		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", c.ID, c.Outcome, suffix(", charge ", c.ChargeID), c.OperationKey)
+		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", q(c.ID), q(c.Outcome), suffix(", charge ", q(c.ChargeID)), q(c.OperationKey))
 	}
 	var refunded int64
 	for _, f := range r.Refunds {
-		fmt.Fprintf(tw, "refund\t%s\t%d %s of charge %s\n", f.ID, f.AmountCents, f.Currency, f.ChargeID)
+		fmt.Fprintf(tw, "refund\t%s\t%d %s of charge %s\n", q(f.ID), f.AmountCents, q(f.Currency), q(f.ChargeID))
 		refunded += f.AmountCents
 	}
 	if s := r.Shipment; s != nil {
-		fmt.Fprintf(tw, "shipment\t%s\t\n", s.ID)
+		fmt.Fprintf(tw, "shipment\t%s\t\n", q(s.ID))
 	}
 	charged := 0
 	var taken int64
@@ -331,6 +333,8 @@ func suffix(label, v string) string {
 	return label + v
 }
 
+// ReadRows reads an order's rows from the ledger; Rows.Order is nil when
+// the ledger has no such order.
 func ReadRows(ctx context.Context, l *ledger.Ledger, orderID string) (Rows, error) {
 	var r Rows
 	o, ok, err := l.Order(ctx, orderID)

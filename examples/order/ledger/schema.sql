@@ -109,3 +109,20 @@ CREATE TABLE IF NOT EXISTS webhook_events (
   PRIMARY KEY (sender, event_id)
 );
 CREATE INDEX IF NOT EXISTS webhook_events_order ON webhook_events (order_id);
+
+-- The order API's accounts, and their API keys (AccountByAPIKey). A key is
+-- kept only as the SHA-256 of its bytes: it is 32 random bytes (IssueAPIKey),
+-- too much entropy to guess back from its digest, so a read of this table
+-- gives no key away. An account may hold several keys at once (rotation: the
+-- new key works before the old one is revoked); revoked_at > 0 ends a key.
+CREATE TABLE IF NOT EXISTS accounts (
+  account_id TEXT PRIMARY KEY,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+  key_hash   TEXT PRIMARY KEY,
+  account_id TEXT NOT NULL REFERENCES accounts (account_id),
+  created_at BIGINT NOT NULL,
+  revoked_at BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys (account_id);
