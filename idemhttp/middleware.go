@@ -379,22 +379,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	// A declared body over the limit is answered before any of it is read,
-	// so a client that sent Expect: 100-continue gets no 100 Continue.
-	tooLong := r.ContentLength > m.cfg.MaxBodyBytes
-	var body []byte
-	if !tooLong {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
-	}
-	if tooLong || err != nil {
-		var tooLarge *http.MaxBytesError
-		if tooLong || errors.As(err, &tooLarge) {
-			WriteProblem(w, &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-				Detail: fmt.Sprintf("the body is over %d bytes: send a smaller one", m.cfg.MaxBodyBytes)})
-			return
-		}
-		WriteProblem(w, &Problem{Type: ProblemInvalidRequest, Title: "Request body unreadable", Status: http.StatusBadRequest,
-			Detail: "the body could not be read: " + err.Error()})
+	body, p := m.readBody(w, r)
+	if p != nil {
+		WriteProblem(w, p)
 		return
 	}
 	// The body is fingerprinted as the handler will read it, or refused:
@@ -431,35 +418,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	}
 
 	var ran *recorder // set when this request ran the handler
-	action := func(actx context.Context) ([]byte, error) {
-		rec := newRecorder()
-		ran = rec
-		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
-		hr.Body = io.NopCloser(bytes.NewReader(body))
-		hr.ContentLength = int64(len(body))
-		if p := m.run(next, rec, hr); p != nil {
-			*rec = *newRecorder()
-			WriteProblem(rec, &Problem{Type: ProblemHandlerPanicked, Title: "Internal error", Status: http.StatusInternalServerError,
-				Detail: "the server failed while handling the request; retry it with the same key"})
-			if m.cfg.UnknownOn5xx {
-				return nil, idemstore.EffectUnknown(fmt.Errorf("the handler panicked: %v", p))
-			}
-			return nil, idemstore.RetryableNoEffect(fmt.Errorf("the handler panicked: %v", p))
-		}
-		status := rec.statusCode()
-		if m.cfg.Store(status) {
-			return m.keep(r.Context(), ref, rec)
-		}
-		if status >= 500 && m.cfg.UnknownOn5xx {
-			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
-		}
-		if status < 400 {
-			// A 202 Accepted (or a 2xx or 3xx Store refuses) is an answer,
-			// not a failure: counted as not_stored, not retryable.
-			return nil, idemstore.NotStored(fmt.Errorf("status %d is not stored", status))
-		}
-		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
-	}
+	action := m.handlerAction(next, r, ref, body, &ran)
 
 	var res idemstore.Result
 	waited := false
@@ -486,22 +445,88 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		ran.writeTo(w, nil)
 	case err == nil:
-		s, uerr := decodeStored(res.Response)
-		if uerr != nil {
-			WriteProblem(w, &Problem{Type: ProblemCorruptRecord, Title: "Stored response unreadable", Status: http.StatusInternalServerError,
-				Detail: "the response stored for this key does not decode; an operator must delete record " + ref.String()})
-			return
-		}
-		m.log.DebugContext(r.Context(), "idemhttp: replayed", "ref", ref.String(), "status", s.Status)
-		for k, vs := range s.Header {
-			w.Header()[k] = vs
-		}
-		w.Header().Set("Idempotency-Replayed", "true")
-		w.WriteHeader(s.Status)
-		_, _ = w.Write(s.Body)
+		m.writeReplay(w, r, ref, res.Response)
 	default:
 		WriteProblem(w, m.problem(r.Context(), ref, err))
 	}
+}
+
+// handlerAction is the action of a request: it runs next on a copy of r
+// with body, records its answer in a recorder it sets *ran to, and says
+// what the answer means for the record (kept, not stored, retryable,
+// effect unknown).
+func (m *Middleware) handlerAction(next http.Handler, r *http.Request, ref onceflow.Ref, body []byte, ran **recorder) idemstore.Action {
+	return func(actx context.Context) ([]byte, error) {
+		rec := newRecorder()
+		*ran = rec
+		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.ContentLength = int64(len(body))
+		if p := m.run(next, rec, hr); p != nil {
+			*rec = *newRecorder()
+			WriteProblem(rec, &Problem{Type: ProblemHandlerPanicked, Title: "Internal error", Status: http.StatusInternalServerError,
+				Detail: "the server failed while handling the request; retry it with the same key"})
+			if m.cfg.UnknownOn5xx {
+				return nil, idemstore.EffectUnknown(fmt.Errorf("the handler panicked: %v", p))
+			}
+			return nil, idemstore.RetryableNoEffect(fmt.Errorf("the handler panicked: %v", p))
+		}
+		status := rec.statusCode()
+		if m.cfg.Store(status) {
+			return m.keep(r.Context(), ref, rec)
+		}
+		if status >= 500 && m.cfg.UnknownOn5xx {
+			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
+		}
+		if status < 400 {
+			// A 202 Accepted (or a 2xx or 3xx Store refuses) is an answer,
+			// not a failure: counted as not_stored, not retryable.
+			return nil, idemstore.NotStored(fmt.Errorf("status %d is not stored", status))
+		}
+		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
+	}
+}
+
+// readBody reads the request's body up to Config.MaxBodyBytes, or says
+// why it cannot. A declared body over the limit is answered before any of
+// it is read, so a client that sent Expect: 100-continue gets no 100
+// Continue.
+func (m *Middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+	if r.ContentLength > m.cfg.MaxBodyBytes {
+		return nil, m.bodyTooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
+	if err == nil {
+		return body, nil
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, m.bodyTooLarge()
+	}
+	return nil, &Problem{Type: ProblemInvalidRequest, Title: "Request body unreadable", Status: http.StatusBadRequest,
+		Detail: "the body could not be read: " + err.Error()}
+}
+
+func (m *Middleware) bodyTooLarge() *Problem {
+	return &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+		Detail: fmt.Sprintf("the body is over %d bytes: send a smaller one", m.cfg.MaxBodyBytes)}
+}
+
+// writeReplay writes the response stored for ref.
+func (m *Middleware) writeReplay(w http.ResponseWriter, r *http.Request, ref onceflow.Ref, stored []byte) {
+	s, err := decodeStored(stored)
+	if err != nil {
+		WriteProblem(w, &Problem{Type: ProblemCorruptRecord, Title: "Stored response unreadable", Status: http.StatusInternalServerError,
+			Detail: "the response stored for this key does not decode; an operator must delete record " + ref.String()})
+		return
+	}
+	m.log.DebugContext(r.Context(), "idemhttp: replayed", "ref", ref.String(), "status", s.Status)
+	for k, vs := range s.Header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Idempotency-Replayed", "true")
+	w.WriteHeader(s.Status)
+	_, _ = w.Write(s.Body)
 }
 
 // principalProblem answers a request whose principal is unknown.
