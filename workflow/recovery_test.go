@@ -51,13 +51,16 @@ type world struct {
 	mu       sync.Mutex
 	charges  map[string]int
 	resolved []onceflow.ResolveRecordInput
+	metrics  *counts
 }
 
 func newWorld(t *testing.T, unknowns map[string][]onceflow.EffectUnknownDetails, reconcile func(context.Context, string) (idemwf.ReconcileResult, error)) *world {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	w := &world{env: suite.NewTestWorkflowEnvironment(), charges: map[string]int{}}
+	m := &counts{n: map[string]int64{}}
+	suite.SetMetricsHandler(m)
+	w := &world{env: suite.NewTestWorkflowEnvironment(), charges: map[string]int{}, metrics: m}
 	w.env.RegisterWorkflow(payWorkflow)
 	w.env.RegisterActivityWithOptions(func(ctx context.Context, in string) (string, error) {
 		w.mu.Lock()
