@@ -36,8 +36,8 @@ func (c *counts) WithTags(tags map[string]string) client.MetricsHandler {
 }
 
 func (c *counts) Counter(name string) client.MetricsCounter { return (&countsView{c: c}).Counter(name) }
-func (c *counts) Gauge(string) client.MetricsGauge         { return client.MetricsNopHandler.Gauge("") }
-func (c *counts) Timer(string) client.MetricsTimer         { return client.MetricsNopHandler.Timer("") }
+func (c *counts) Gauge(string) client.MetricsGauge          { return client.MetricsNopHandler.Gauge("") }
+func (c *counts) Timer(string) client.MetricsTimer          { return client.MetricsNopHandler.Timer("") }
 
 // get is the count of name with exactly the given tags (k=v, sorted).
 func (c *counts) get(name string, tags ...string) int64 {
