@@ -21,18 +21,12 @@ import (
 // counts is a metrics handler that counts each counter by name and tags
 // ("name{k=v,...}"), for the tests that check what a workflow counted.
 type counts struct {
-	mu   sync.Mutex
-	n    map[string]int64
-	tags map[string]string
+	mu sync.Mutex
+	n  map[string]int64
 }
 
 func (c *counts) WithTags(tags map[string]string) client.MetricsHandler {
-	merged := maps.Clone(c.tags)
-	if merged == nil {
-		merged = map[string]string{}
-	}
-	maps.Copy(merged, tags)
-	return &countsView{c: c, tags: merged}
+	return (&countsView{c: c}).WithTags(tags)
 }
 
 func (c *counts) Counter(name string) client.MetricsCounter { return (&countsView{c: c}).Counter(name) }
@@ -131,15 +125,7 @@ func automaticOnly(t *testing.T, w *world, want idemwf.Decision, basis idemwf.Ba
 // it (-1: never upserted).
 func pendingAttribute(t *testing.T, w *world) int64 {
 	t.Helper()
-	v, err := w.env.QueryWorkflow(pendingAttributeQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	if err := v.Get(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return query[int64](t, w, pendingAttributeQuery)
 }
 
 // TestAnIdempotentStepIsRetriedWithoutAnIncident: a step that declared
@@ -264,18 +250,7 @@ func TestWithoutTheSettleDeclarationNothingThereWaitsForAPerson(t *testing.T) {
 // and sets the pending attribute; nothing is decided automatically.
 func TestANonIdempotentStepWithoutProofOpensAnIncident(t *testing.T) {
 	t.Parallel()
-	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
-	w.env.RegisterWorkflow(payWithPendingAttribute)
-	var waiting int64
-	w.env.RegisterDelayedCallback(func() {
-		waiting = pendingAttribute(t, w)
-		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
-	}, time.Hour)
-	w.env.ExecuteWorkflow(payWithPendingAttribute, "order-42", true)
-	if err := w.env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
+	w, waiting := decidedByAPerson(t, true)
 	if waiting != 1 {
 		t.Errorf("the pending attribute was %d while the incident waited, want 1", waiting)
 	}
