@@ -146,6 +146,10 @@ type Options[In, Out any] struct {
 	Reconcile func(ctx context.Context, in In, rec onceflow.Record) (out Out, found bool, err error)
 	// IdempotentDownstream declares the action safe to re-run after such a
 	// takeover (it passes OperationKey to a provider that deduplicates).
+	// It travels in an unknown effect's details
+	// (onceflow.EffectUnknownDetails.IdempotentDownstream), so the
+	// workflow package's Execute retries by itself instead of opening an
+	// incident for a person.
 	IdempotentDownstream bool
 	// Codec encodes the result for storage and replay. Default JSONCodec
 	// ("json-v2"). A result stored under another codec ID is not replayed:
