@@ -297,3 +297,29 @@ func TestAutomaticRetriesAreBounded(t *testing.T) {
 		t.Fatalf("%d automatic decisions and %d incidents waiting, want %d and 1", n, waited, idemwf.MaxAutomaticRetries)
 	}
 }
+
+// TestRunsBeforeAutomaticDecisionsStillWaitForAPerson: a run whose history
+// predates automatic decisions (GetVersion answers DefaultVersion, as it
+// does when replaying such a history) keeps the behaviour it was recorded
+// with: an idempotent step waits for a person, so its history replays.
+func TestRunsBeforeAutomaticDecisionsStillWaitForAPerson(t *testing.T) {
+	t.Parallel()
+	a := incident("send-confirmation:d1:abc", 1)
+	a.IdempotentDownstream = true
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
+	w.env.OnGetVersion("onceflow.automatic-decisions", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	w.env.RegisterWorkflow(payWithPendingAttribute)
+	waited := 0
+	w.env.RegisterDelayedCallback(func() {
+		waited = len(w.pending(t))
+		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
+	}, time.Hour)
+	w.env.ExecuteWorkflow(payWithPendingAttribute, "order-42", true)
+	if err := w.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	if waited != 1 {
+		t.Fatalf("%d incidents waited, want the one the old behaviour opens", waited)
+	}
+	personOnly(t, w)
+}
