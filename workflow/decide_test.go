@@ -230,17 +230,13 @@ func TestWithoutTheSettleDeclarationNothingThereWaitsForAPerson(t *testing.T) {
 			return idemwf.ReconcileResult{}, nil
 		})
 	w.env.RegisterWorkflow(settleWorkflow)
-	waited := 0
-	w.env.RegisterDelayedCallback(func() {
-		waited = len(w.pending(t))
-		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
-	}, time.Hour)
+	waited := w.retryInAnHour(t, a)
 	w.env.ExecuteWorkflow(settleWorkflow, "order-42", "reconcile", time.Duration(0))
 	if err := w.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if waited != 1 || asked.Load() != 1 {
-		t.Fatalf("%d incidents waited and reconcile was asked %d times, want 1 and 1", waited, asked.Load())
+	if *waited != 1 || asked.Load() != 1 {
+		t.Fatalf("%d incidents waited and reconcile was asked %d times, want 1 and 1", *waited, asked.Load())
 	}
 	personOnly(t, w)
 }
@@ -309,17 +305,24 @@ func TestRunsBeforeAutomaticDecisionsStillWaitForAPerson(t *testing.T) {
 	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	w.env.OnGetVersion("onceflow.automatic-decisions", workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
 	w.env.RegisterWorkflow(payWithPendingAttribute)
-	waited := 0
-	w.env.RegisterDelayedCallback(func() {
-		waited = len(w.pending(t))
-		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
-	}, time.Hour)
+	waited := w.retryInAnHour(t, a)
 	w.env.ExecuteWorkflow(payWithPendingAttribute, "order-42", true)
 	if err := w.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if waited != 1 {
-		t.Fatalf("%d incidents waited, want the one the old behaviour opens", waited)
+	if *waited != 1 {
+		t.Fatalf("%d incidents waited, want the one the old behaviour opens", *waited)
 	}
 	personOnly(t, w)
+}
+
+// retryInAnHour has a person decide retry about a, an hour into the run;
+// what it points to is then the number of incidents that waited.
+func (w *world) retryInAnHour(t *testing.T, a onceflow.EffectUnknownDetails) *int {
+	waited := new(int)
+	w.env.RegisterDelayedCallback(func() {
+		*waited = len(w.pending(t))
+		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
+	}, time.Hour)
+	return waited
 }
