@@ -179,6 +179,11 @@ type EffectUnknownDetails struct {
 	// Checkpoint is the last checkpoint a previous attempt heartbeated, if
 	// any.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// IdempotentDownstream is the activity's declaration (the activity
+	// package's Options.IdempotentDownstream): running the action again
+	// cannot repeat its effect. The workflow package's Execute then
+	// retries by itself instead of waiting for a person.
+	IdempotentDownstream bool `json:"idempotentDownstream,omitempty"`
 }
 
 // ResolveRecordActivity is the registered name of Wrapper.ResolveRecord;

@@ -146,6 +146,10 @@ type Options[In, Out any] struct {
 	Reconcile func(ctx context.Context, in In, rec onceflow.Record) (out Out, found bool, err error)
 	// IdempotentDownstream declares the action safe to re-run after such a
 	// takeover (it passes OperationKey to a provider that deduplicates).
+	// It travels in an unknown effect's details
+	// (onceflow.EffectUnknownDetails.IdempotentDownstream), so the
+	// workflow package's Execute retries by itself instead of opening an
+	// incident for a person.
 	IdempotentDownstream bool
 	// Codec encodes the result for storage and replay. Default JSONCodec
 	// ("json-v2"). A result stored under another codec ID is not replayed:
@@ -315,7 +319,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		h.settled(ctx, log)
 	}
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, h.prev)
+		return zero, toTemporal(err, req.Ref, rawOp, h.prev, opts.IdempotentDownstream)
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
@@ -532,8 +536,9 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
-// reason) add it here.
-func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint) error {
+// reason) add it here. idempotent is the activity's IdempotentDownstream,
+// carried in an unknown effect's details so the workflow can decide it.
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, idempotent bool) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -549,7 +554,7 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 		opts.Details = []any{onceflow.EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
-			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
+			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: idempotent,
 		}}
 	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)

@@ -237,6 +237,27 @@ func TestUnknownEffectFailsWithDetails(t *testing.T) {
 	}
 }
 
+// An unknown effect carries the activity's IdempotentDownstream, so the
+// workflow can retry by itself; without the declaration it says false.
+func TestUnknownEffectCarriesTheIdempotentDeclaration(t *testing.T) {
+	t.Parallel()
+	for _, idempotent := range []bool{true, false} {
+		f := newFixture(t)
+		fn := func(context.Context, chargeIn) (chargeOut, error) {
+			return chargeOut{}, errors.New("read timeout after the request was sent")
+		}
+		opts := onceactivity.Options[chargeIn, chargeOut]{Code: "send-mail", IdempotentDownstream: idempotent}
+		_, err := f.run(t, opts, fn, chargeIn{Order: "i-" + storetest.RandomHex(4)}, 10*time.Second, 1)
+		var d onceflow.EffectUnknownDetails
+		if ae := appError(t, err); ae.Type() != onceflow.TypeEffectUnknown || ae.Details(&d) != nil {
+			t.Fatalf("err = %v", err)
+		}
+		if d.IdempotentDownstream != idempotent {
+			t.Errorf("declared %v: details say IdempotentDownstream %v", idempotent, d.IdempotentDownstream)
+		}
+	}
+}
+
 func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

@@ -7,7 +7,12 @@
 //	)
 //
 // Execute runs an idempotent activity and recovers from an unknown effect
-// with the workflow's own history: a reconcile activity, or a decision
+// with the workflow's own history. Where the answer is known it decides by
+// itself, recorded like a person's decision and counted by
+// MetricDecidedAutomatically, with no incident: retry for an activity that
+// declared its downstream idempotent, completed with what the reconcile
+// activity finds, retry when it finds nothing after Options.Settle.
+// Otherwise it waits for a decision
 // (completed with a result, retry, or fail) about exactly the incident
 // PendingQuery lists, sent with the ResolveUpdate (validated and answered)
 // or the ResolveSignal (fire and forget; refusals are listed by

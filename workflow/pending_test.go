@@ -37,35 +37,33 @@ func payWithPendingAttribute(ctx workflow.Context, in string, upsert bool) (stri
 func TestPendingSearchAttributeFollowsTheIncidents(t *testing.T) {
 	t.Parallel()
 	for _, upsert := range []bool{true, false} {
-		a := incident("charge-payment:d1:abc", 1)
-		w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
-		w.env.RegisterWorkflow(payWithPendingAttribute)
-		attribute := func() int64 {
-			v, err := w.env.QueryWorkflow(pendingAttributeQuery)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var n int64
-			if err := v.Get(&n); err != nil {
-				t.Fatal(err)
-			}
-			return n
-		}
-		var waiting int64
-		w.env.RegisterDelayedCallback(func() {
-			waiting = attribute()
-			w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
-		}, time.Hour)
-		w.env.ExecuteWorkflow(payWithPendingAttribute, "order-42", upsert)
-		if err := w.env.GetWorkflowError(); err != nil {
-			t.Fatal(err)
-		}
+		w, waiting := decidedByAPerson(t, upsert)
 		want, wantAfter := int64(1), int64(0)
 		if !upsert {
 			want, wantAfter = -1, -1
 		}
-		if after := attribute(); waiting != want || after != wantAfter {
+		if after := pendingAttribute(t, w); waiting != want || after != wantAfter {
 			t.Errorf("upsert %v: the attribute was %d while waiting and %d after, want %d and %d", upsert, waiting, after, want, wantAfter)
 		}
 	}
+}
+
+// decidedByAPerson runs a charge whose effect is unknown, with no way to
+// prove it, until a person decides retry an hour later: it returns the
+// world and the pending attribute while the incident waited.
+func decidedByAPerson(t *testing.T, upsert bool) (*world, int64) {
+	t.Helper()
+	a := incident("charge-payment:d1:abc", 1)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
+	w.env.RegisterWorkflow(payWithPendingAttribute)
+	var waiting int64
+	w.env.RegisterDelayedCallback(func() {
+		waiting = pendingAttribute(t, w)
+		w.env.SignalWorkflow(idemwf.ResolveSignal, decision(a, idemwf.Retry))
+	}, time.Hour)
+	w.env.ExecuteWorkflow(payWithPendingAttribute, "order-42", upsert)
+	if err := w.env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	return w, waiting
 }

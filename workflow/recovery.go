@@ -158,9 +158,13 @@ type DecisionReply struct {
 type Decided struct {
 	Incident   Incident   `json:"incident"`
 	Resolution Resolution `json:"resolution"`
-	// Via is "signal" or "update".
+	// Via is "signal" or "update", or ViaAutomatic for a decision the
+	// workflow took by itself (Resolution.By is then Actor).
 	Via       string    `json:"via"`
 	AppliedAt time.Time `json:"appliedAt"`
+	// Basis is why an automatic decision could be taken without a
+	// person; empty for a person's.
+	Basis Basis `json:"basis,omitempty"`
 	// Repeats counts the later deliveries of the same request, answered
 	// with this decision and not applied again.
 	Repeats int `json:"repeats,omitempty"`
@@ -203,6 +207,10 @@ const recentRefusals = 20
 type ReconcileResult struct {
 	Found  bool            `json:"found"`
 	Result json.RawMessage `json:"result,omitempty"`
+	// Facts are what the downstream showed (its rows under the operation
+	// key, one line each): the evidence kept with the decision the
+	// workflow takes from them.
+	Facts []string `json:"facts,omitempty"`
 }
 
 // Recovery holds a workflow's pending recoveries, answers PendingQuery and
@@ -223,6 +231,8 @@ type Recovery struct {
 	// upsertPending and pendingVersion: see notePending (pending.go).
 	upsertPending  bool
 	pendingVersion *workflow.Version
+	// automaticVersion: see decidesAutomatically (decide.go).
+	automaticVersion *workflow.Version
 }
 
 type waiter struct {
@@ -420,15 +430,28 @@ type Options struct {
 	// HeartbeatTimeout) and of the reconcile and resolve activities.
 	Activity workflow.ActivityOptions
 	// Reconcile optionally names an activity that takes the same arguments
-	// and returns a ReconcileResult. It is asked once before waiting for a
-	// decision.
+	// and returns a ReconcileResult. It is asked before waiting for a
+	// decision: an effect it finds completes the operation by itself.
 	Reconcile string
+	// Settle declares Reconcile's lookup authoritative once this long has
+	// passed since the attempt (the downstream's own request timeout: a
+	// request sent by then has landed or never will). Execute then asks
+	// Reconcile again after the settle time, and "nothing there" proves
+	// no effect: it retries by itself. Zero (the default): "nothing
+	// there" proves nothing, and the incident waits for a person. The
+	// time is measured from when the workflow learned that the effect was
+	// unknown, which is after the attempt's last request was sent.
+	Settle time.Duration
 }
 
 // Execute runs an idempotent activity and, when it fails with
-// TypeEffectUnknown, recovers from the workflow's own history: it asks
-// opts.Reconcile if set, and otherwise lists the incident in PendingQuery
-// and waits for a decision about exactly that incident (ResolveUpdate or
+// TypeEffectUnknown, recovers from the workflow's own history. Where the
+// answer is known it decides by itself, like a person would and recorded
+// like a person's decision (DecisionsQuery, Via ViaAutomatic, By Actor):
+// completed with the result opts.Reconcile finds; retry when the activity
+// declared its downstream idempotent, or when opts.Reconcile finds nothing
+// after opts.Settle. Otherwise it lists the incident in PendingQuery and
+// waits for a decision about exactly that incident (ResolveUpdate or
 // ResolveSignal). Completed returns the given result (and records it in
 // Redis, so later replays get it); Retry makes the record FAILED_RETRYABLE
 // and runs the activity again; Fail records the failure (the record becomes
@@ -444,6 +467,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 	var zero T
 	ctx = workflow.WithActivityOptions(ctx, opts.Activity)
 	reconciled := false
+	retried := 0 // automatic retries of this call
 	for {
 		var out T
 		err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, &out)
@@ -454,10 +478,29 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 		if !ok {
 			return zero, err
 		}
-		logger := workflow.GetLogger(ctx)
-		if opts.Reconcile != "" && !reconciled {
+		var res Resolution
+		decided := false
+		if r.decidesAutomatically(ctx) {
+			if retried < MaxAutomaticRetries {
+				a, ok, err := decide[T](ctx, opts, d, workflow.Now(ctx), args)
+				if err != nil {
+					return zero, err
+				}
+				if ok {
+					res, decided = r.record(ctx, a), true
+					if res.Decision == Retry {
+						retried++
+					}
+				}
+			} else {
+				workflow.GetLogger(ctx).Warn("onceflow: retried automatically too often; waiting for a person", "record", d.RecordKey, "retries", retried)
+			}
+		} else if opts.Reconcile != "" && !reconciled {
+			// Histories from before automaticChange: reconcile once,
+			// then wait for a person.
 			reconciled = true
 			var rr ReconcileResult
+			logger := workflow.GetLogger(ctx)
 			if rerr := workflow.ExecuteActivity(ctx, opts.Reconcile, args...).Get(ctx, &rr); rerr != nil {
 				logger.Warn("onceflow: reconcile activity failed; waiting for a decision", "record", d.RecordKey, "error", rerr)
 			} else if rr.Found {
@@ -468,13 +511,14 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 				}
 			}
 		}
-		res, err := r.wait(ctx, d, activity, func(raw json.RawMessage) error { _, err := decode[T](raw); return err }, typeName[T]())
-		if err != nil {
-			return zero, err
+		if !decided {
+			if res, err = r.wait(ctx, d, activity, decodes[T], typeName[T]()); err != nil {
+				return zero, err
+			}
 		}
 		switch res.Decision {
 		case Completed:
-			out, err := decode[T](res.Result) // checked when the decision was accepted
+			out, err := decode[T](res.Result) // checked when the decision was taken
 			if err != nil {
 				return zero, err
 			}
@@ -490,7 +534,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 				reason += ": " + res.Reason
 			}
 			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); err != nil {
-				logger.Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", err)
+				workflow.GetLogger(ctx).Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", err)
 			}
 			return zero, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("onceflow: the operation %s was failed by decision: %s", d.RecordKey, res.Reason), TypeRecoveryFailed, err)

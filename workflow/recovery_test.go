@@ -51,13 +51,16 @@ type world struct {
 	mu       sync.Mutex
 	charges  map[string]int
 	resolved []onceflow.ResolveRecordInput
+	metrics  *counts
 }
 
 func newWorld(t *testing.T, unknowns map[string][]onceflow.EffectUnknownDetails, reconcile func(context.Context, string) (idemwf.ReconcileResult, error)) *world {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
-	w := &world{env: suite.NewTestWorkflowEnvironment(), charges: map[string]int{}}
+	m := &counts{n: map[string]int64{}}
+	suite.SetMetricsHandler(m)
+	w := &world{env: suite.NewTestWorkflowEnvironment(), charges: map[string]int{}, metrics: m}
 	w.env.RegisterWorkflow(payWorkflow)
 	w.env.RegisterActivityWithOptions(func(ctx context.Context, in string) (string, error) {
 		w.mu.Lock()
@@ -82,25 +85,21 @@ func newWorld(t *testing.T, unknowns map[string][]onceflow.EffectUnknownDetails,
 }
 
 func (w *world) pending(t *testing.T) []idemwf.PendingRecovery {
-	t.Helper()
-	v, err := w.env.QueryWorkflow(idemwf.PendingQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []idemwf.PendingRecovery
-	if err := v.Get(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return query[[]idemwf.PendingRecovery](t, w, idemwf.PendingQuery)
 }
 
 func (w *world) refusals(t *testing.T) idemwf.RefusalsReport {
+	return query[idemwf.RefusalsReport](t, w, idemwf.RefusalsQuery)
+}
+
+// query answers the workflow's query name.
+func query[T any](t *testing.T, w *world, name string) T {
 	t.Helper()
-	v, err := w.env.QueryWorkflow(idemwf.RefusalsQuery)
+	v, err := w.env.QueryWorkflow(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out idemwf.RefusalsReport
+	var out T
 	if err := v.Get(&out); err != nil {
 		t.Fatal(err)
 	}
@@ -397,16 +396,7 @@ func (w *world) updateAs(id string, res idemwf.Resolution) *answer {
 }
 
 func (w *world) decisions(t *testing.T) []idemwf.Decided {
-	t.Helper()
-	v, err := w.env.QueryWorkflow(idemwf.DecisionsQuery)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []idemwf.Decided
-	if err := v.Get(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return query[[]idemwf.Decided](t, w, idemwf.DecisionsQuery)
 }
 
 // A decision request sent again (same request ID), also concurrently

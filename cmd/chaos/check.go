@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
+	"github.com/onceflow/onceflow/operator"
+	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // memoOrderID is the memo field in which the order API names a
@@ -46,6 +49,7 @@ type summary struct {
 	Checks            []check      `json:"checks"`
 	Phases            []phaseStats `json:"phases"`
 	Settle            settleReport `json:"settle"`
+	Incidents         incidents    `json:"incidents"`
 	RefundsTable      bool         `json:"refunds_table"`
 	FailedChecks      []string     `json:"failed_checks"`
 	OrdersChecked     []orderRow   `json:"orders_checked"`
@@ -273,6 +277,13 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		}
 	}
 
+	inc := c.incidents(ctx, wfs)
+	s.Incidents = inc
+	perThousand := "-"
+	if len(ids) > 0 {
+		perThousand = strconv.FormatFloat(1000*float64(inc.Person)/float64(len(ids)), 'f', 1, 64)
+	}
+
 	done, recordsLost, err := c.chargeRecords(ctx, s.OrdersChecked)
 	if err != nil {
 		return s, err
@@ -330,6 +341,10 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		{"money refunded (cents)", strconv.FormatInt(refunded, 10) + refundsNote(refunds)},
 		{"money recorded (cents)", strconv.FormatInt(recorded, 10)},
 		{"operator decisions", dash(strings.Join(decided, ", "))},
+		{"incidents that needed a person", strconv.Itoa(inc.Person) + " " + counts(inc.PersonBySteps)},
+		{"incidents decided automatically", strconv.Itoa(inc.Automatic) + " " + counts(inc.AutomaticBy)},
+		{"  per 1,000 orders, needing a person", perThousand},
+		{"  workflows whose decisions could not be read", strconv.Itoa(inc.Unread)},
 		{"faults injected", sum(injected)},
 		{"worker exits observed", sum(observed)},
 		{"Redis", s.Redis + ", -redis-durability " + s.Durability},
@@ -469,4 +484,44 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// incidents are the run's unknown effects as the workflows' audits
+// (idemwf.DecisionsQuery) have them: decided by a person (a signal or an
+// Update) or by the workflow itself (idemwf.ViaAutomatic).
+type incidents struct {
+	Person int `json:"person"`
+	// PersonBySteps counts them by operation code (the record key's
+	// prefix): each should be a step that is not idempotent and had no
+	// proof.
+	PersonBySteps map[string]int `json:"person_by_step"`
+	Automatic     int            `json:"automatic"`
+	// AutomaticBy counts them by "<operation code> <decision> (<basis>)".
+	AutomaticBy map[string]int `json:"automatic_by"`
+	// Unread counts the workflows whose decisions could not be queried.
+	Unread int `json:"unread"`
+}
+
+// incidents reads every workflow's decisions.
+func (c *cluster) incidents(ctx context.Context, wfs map[string]workflowInfo) incidents {
+	out := incidents{PersonBySteps: map[string]int{}, AutomaticBy: map[string]int{}}
+	for _, id := range slices.Sorted(maps.Keys(wfs)) {
+		ds, err := operator.Decisions(ctx, c.tc, id, "")
+		if err != nil {
+			out.Unread++
+			c.log.Warn("chaos: could not read a workflow's decisions", "workflow", id, "err", err)
+			continue
+		}
+		for _, d := range ds {
+			code, _, _ := strings.Cut(d.Incident.RecordKey, ":")
+			if d.Via == idemwf.ViaAutomatic {
+				out.Automatic++
+				out.AutomaticBy[fmt.Sprintf("%s %s (%s)", code, d.Resolution.Decision, d.Basis)]++
+				continue
+			}
+			out.Person++
+			out.PersonBySteps[code]++
+		}
+	}
+	return out
 }

@@ -248,15 +248,21 @@ func (a *Activities) reconcile(ctx context.Context, key string, in ChargeInput, 
 // ReconcileCharge is the charge step's reconcile activity, which
 // idemwf.Execute asks when the charge's effect is unknown (a timeout after
 // the gateway charged): it looks the charge's operation key up in the
-// ledger and the gateway.
+// ledger and the gateway, and says what it found (ReconcileResult.Facts,
+// kept with the workflow's decision).
 func (a *Activities) ReconcileCharge(ctx context.Context, in ChargeInput) (idemwf.ReconcileResult, error) {
 	key := a.wrapper.BusinessOperationKey(sdkactivity.GetInfo(ctx).Namespace, ChargeCode, in.OrderID+"/charge")
 	p, found, err := a.reconcile(ctx, key, in, onceflow.Fence{})
-	if err != nil || !found {
+	if err != nil {
 		return idemwf.ReconcileResult{}, err
 	}
+	if !found {
+		return idemwf.ReconcileResult{Facts: []string{"ledger: no payment under " + key,
+			"gateway: no call under " + key + " took money or was declined"}}, nil
+	}
 	b, err := json.Marshal(p)
-	return idemwf.ReconcileResult{Found: true, Result: b}, err
+	return idemwf.ReconcileResult{Found: true, Result: b, Facts: []string{
+		fmt.Sprintf("payment %s under %s: %s, gateway charge %q", p.ID, key, p.Status, p.GatewayChargeID)}}, err
 }
 
 // RecordPayment returns the payment of record of a charge, inserting the

@@ -240,9 +240,14 @@ var bookkeeping = workflow.ActivityOptions{
 
 // PlaceOrder is the order saga: reserve the items, charge the card, create
 // the shipment, send the confirmation. Each step runs through
-// idemwf.Execute; an unknown effect goes to the step's reconcile activity
-// (the charge's asks the gateway), then waits in the pending list for an
-// operator's decision (`worker pending`, `worker resolve`). A declined card,
+// idemwf.Execute, which decides an unknown effect by itself where the
+// answer is known: the reserve, shipment and confirmation steps declare
+// their downstream idempotent and are retried; the charge's reconcile
+// activity asks the ledger and the gateway, and a charge it finds
+// completes the step, none found after ChargeSettle retries it. Only what
+// remains (a charge without the reconcile: SkipChargeReconcile, or a
+// reconcile that failed) waits in the pending list for an operator's
+// decision (`worker pending`, `worker resolve`). A declined card,
 // a failed charge or a failed shipment refunds whatever the gateway took
 // under the charge's key (the refund step) and releases the reservation.
 // The workflow returns the OrderResult, whatever the status; it fails only
@@ -405,8 +410,21 @@ func (b bookCtx) get(activity string, arg, out any) error {
 }
 
 func (s saga) step(reconcile string) idemwf.Options {
-	return idemwf.Options{Activity: StepActivityOptions, Reconcile: reconcile}
+	o := idemwf.Options{Activity: StepActivityOptions, Reconcile: reconcile}
+	if reconcile != "" {
+		o.Settle = ChargeSettle
+	}
+	return o
 }
+
+// ChargeSettle is the charge's settle time (idemwf.Options.Settle): once
+// it has passed since the charge's attempt, the gateway's lookup by the
+// operation key is authoritative, so "no call took money under the key"
+// proves that nothing was charged and the workflow retries the charge by
+// itself. The simulated gateway records each call before it answers, so
+// its lookup is authoritative as soon as the attempt has ended; a real
+// gateway's settle time is its own request timeout.
+const ChargeSettle = 5 * time.Second
 
 // compensation is the options of a compensating step
 // (CompensationActivityOptions).

@@ -39,6 +39,7 @@ import (
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/sqlfence"
 	"github.com/onceflow/onceflow/worker"
+	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 const (
@@ -468,6 +469,42 @@ func TestResolveRetryChargesOnce(t *testing.T) {
 		b := s.books(in)
 		if res.Status != order.StatusCompleted || len(b.calls) != 2 || b.charges != 1 || len(b.payments) != 1 {
 			t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
+		}
+	})
+}
+
+// TestTimeoutBeforeChargeIsDecidedAutomatically: the gateway timed out
+// before it charged, and the workflow's reconcile runs (no
+// -skip-reconcile): it finds nothing, asks again after order.ChargeSettle
+// and finds nothing again, which proves no charge. The workflow retries by
+// itself: no incident (the pending search attribute is never upserted),
+// one charge, and the decision in the audit with actor onceflow, its
+// reason and the gateway's facts. Before automatic decisions the order
+// waited for an operator (TestResolveRetryChargesOnce's incident).
+func TestTimeoutBeforeChargeIsDecidedAutomatically(t *testing.T) {
+	t.Parallel()
+	forEachLedger(t, func(t *testing.T, dsn string) {
+		s := newShop(t, dsn, 0)
+		s.startOrderWorker(order.GatewayConfig{TimeoutBeforeCharge: 0.5, Rand: sequence(0.1, 0.9)})
+		in := s.newOrder()
+		run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
+		res := s.result(run)
+		b := s.books(in)
+		if res.Status != order.StatusCompleted || len(b.calls) != 2 || b.charges != 1 || len(b.payments) != 1 {
+			t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
+		}
+		ds, err := operator.Decisions(t.Context(), s.tc, run.GetID(), run.GetRunID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ds) != 1 || ds[0].Via != idemwf.ViaAutomatic || ds[0].Resolution.By != idemwf.Actor || ds[0].Basis != idemwf.BasisSettledLookup ||
+			ds[0].Resolution.Decision != idemwf.Retry || ds[0].Resolution.Evidence == nil || len(ds[0].Resolution.Evidence.Facts) == 0 {
+			t.Fatalf("decisions %+v, want one automatic retry on the settled lookup, with the gateway's facts", ds)
+		}
+		for _, ev := range s.history(run).Events {
+			if ev.GetUpsertWorkflowSearchAttributesEventAttributes().GetSearchAttributes().GetIndexedFields()[idemwf.PendingSearchAttribute] != nil {
+				t.Fatalf("the workflow upserted %s (%v): an incident was opened", idemwf.PendingSearchAttribute, ev)
+			}
 		}
 	})
 }

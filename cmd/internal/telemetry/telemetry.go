@@ -95,6 +95,8 @@ func describe(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 		d = "Incidents that began waiting for an operator's decision (counted as they happen, not during replay; for the number waiting now see onceflow_pending_recoveries)."
 	case inst.Name == idemwf.MetricRecoveriesClosed:
 		d = "Incidents that stopped waiting for a decision: a decision applied, or the workflow ended."
+	case inst.Name == idemwf.MetricDecidedAutomatically:
+		d = "Unknown effects a workflow decided by itself, by decision and basis (idempotent downstream, a reconcile's proof, a settled lookup): no incident, no page."
 	case inst.Name == idemwf.MetricDecisionsRefused:
 		d = "Decisions a workflow refused: stale, duplicate, unknown incident, or a result that does not decode."
 	case strings.HasPrefix(inst.Name, "temporal_"):
