@@ -27,7 +27,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/internal/childproc"
 )
@@ -50,6 +49,7 @@ type cluster struct {
 	bin   string
 	spawn *childproc.Spawner
 
+	temporal                *temporalServer
 	temporalAddr, namespace string
 	tc                      client.Client
 	redis                   redisBackend
@@ -96,14 +96,14 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	c.closers = append(c.closers, c.redis.kill)
 
 	log.Info("chaos: starting the dev Temporal server")
-	addr, namespace, stopTemporal, err := startTemporal(ctx)
-	if err != nil {
+	if c.temporal, err = startTemporal(ctx, c.work); err != nil {
 		return nil, err
 	}
-	c.closers = append(c.closers, stopTemporal)
-	c.temporalAddr, c.namespace = addr, namespace
+	c.closers = append(c.closers, c.temporal.stop)
+	addr := c.temporal.addr
+	c.temporalAddr, c.namespace = addr, c.temporal.namespace
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	if c.tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: quiet}); err != nil {
+	if c.tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: c.namespace, Logger: quiet}); err != nil {
 		return nil, fmt.Errorf("connect to the dev Temporal server at %s: %w", addr, err)
 	}
 	c.closers = append(c.closers, c.tc.Close)
@@ -141,7 +141,7 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 			return nil, err
 		}
 	}
-	log.Info("chaos: cluster ready", "temporal", addr, "namespace", namespace, "redis", c.redis.describe(), "redis_url", c.redis.url(),
+	log.Info("chaos: cluster ready", "temporal", addr, "namespace", c.namespace, "redis", c.redis.describe(), "redis_url", c.redis.url(),
 		"ledger", ledger.RedactDSN(c.ledgerDSN), "workers", len(c.workers), "task_queue", cfg.taskQueue)
 	return c, nil
 }
@@ -227,17 +227,6 @@ func stderrOf(err error) string {
 		return ": " + strings.TrimSpace(string(ee.Stderr))
 	}
 	return ""
-}
-
-// startTemporal starts the dev Temporal server as a process of its own
-// (package temporalproc), so this binary, race-instrumented under test,
-// does not link the server.
-func startTemporal(ctx context.Context) (addr, namespace string, stop func(), err error) {
-	ts, err := temporalproc.Start(ctx)
-	if err != nil {
-		return "", "", nil, err
-	}
-	return ts.Address(), ts.Namespace(), ts.Stop, nil
 }
 
 // redisServer is the redis-server child process, with its data (AOF,

@@ -84,6 +84,7 @@ func allPhases(topo string) []phase {
 			knobs: func(c config) knobs { return knobs{DeclineRate: c.gatewayRate} }},
 		{name: "gateway-latency", what: "workers restarted with -gateway-latency -latency",
 			knobs: func(c config) knobs { return knobs{Latency: c.latency} }},
+		{name: "temporal-kill", what: "kill -9 the Temporal server twice a phase and start it again a second later on the same address and SQLite file", inject: injectTemporalKill},
 	}
 	crash := func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }
 	switch topo {

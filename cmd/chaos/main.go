@@ -9,7 +9,8 @@
 //	go run ./cmd/chaos -short -redis cluster -phases redis-failover,redis-primary-kill,redis-reshard
 //
 // It starts, all on 127.0.0.1 and all its own: the Temporal dev server
-// (`worker dev-server`, a process of its own), Redis (-redis: standalone,
+// (`worker dev-server`, a process of its own, its history in a SQLite file
+// of the temporary directory), Redis (-redis: standalone,
 // a redis-server child process with AOF on and appendfsync always on a
 // free port; sentinel, a primary with two replicas watched by three
 // Sentinels; cluster, three primaries with a replica each; the workers'
@@ -26,7 +27,9 @@
 // worker SIGSTOPped past its lease and continued, each gateway knob
 // (-gateway-timeout-after-charge, -gateway-crash-after-charge,
 // -gateway-fail-before-charge, -gateway-timeout-before-charge,
-// -gateway-decline-rate, -gateway-latency), then the topology's Redis
+// -gateway-decline-rate, -gateway-latency), the Temporal server killed -9
+// and started again on the same address and SQLite file (temporal-kill),
+// then the topology's Redis
 // faults: standalone, Redis killed -9 and restarted from its AOF, Redis
 // restarted with its data deleted, Redis paused (CLIENT PAUSE … ALL or
 // WRITE), and workers that crash after charging while Redis is wiped

@@ -54,6 +54,9 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 	deadline := began.Add(c.cfg.settle)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if err := c.temporal.start(sctx); err != nil {
+		return settleReport{}, fmt.Errorf("settle: bring the Temporal server back: %w", err)
+	}
 	if err := c.redis.restore(sctx); err != nil {
 		return settleReport{}, fmt.Errorf("settle: bring Redis back (%s): %w", c.redis.describe(), err)
 	}
