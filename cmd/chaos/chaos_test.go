@@ -88,6 +88,37 @@ func TestParseFlagsTopology(t *testing.T) {
 	}
 }
 
+// The postgres phases run only on the run's own PostgreSQL: all leaves
+// them out under a SQLite ledger, and naming one says what it needs.
+func TestParseFlagsPostgresPhases(t *testing.T) {
+	c, err := parseFlags([]string{"-seed", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.phases {
+		if p.postgres {
+			t.Errorf("-phases all under a SQLite ledger has %s", p.name)
+		}
+	}
+	c, err = parseFlags([]string{"-ledger", "postgres", "-phases", "postgres-restart,postgres-kill-backends"}, io.Discard)
+	if err != nil || len(c.phases) != 2 {
+		t.Fatalf("parseFlags = %+v, %v", c, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-phases", "postgres-restart"}, "needs -ledger postgres"},
+		{[]string{"-ledger-dsn", "postgres://x@127.0.0.1/db", "-phases", "postgres-kill-backends"}, "needs -ledger postgres"},
+		{[]string{"-ledger", "postgres", "-ledger-dsn", "postgres://x@127.0.0.1/db"}, "leave -ledger-dsn out"},
+		{[]string{"-ledger", "mysql"}, "want sqlite or postgres"},
+	} {
+		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 func TestKnobs(t *testing.T) {
 	if s := (knobs{}).String(); s != "no knobs" {
 		t.Fatalf("String = %q", s)

@@ -54,6 +54,7 @@ type cluster struct {
 	tc                      client.Client
 	redis                   redisBackend
 	ledgerDSN               string
+	pg                      *pgServer // -ledger postgres; else nil
 	ledger                  *ledger.Ledger
 	secret                  string
 	apiKey                  string // the load's order API key (account "chaos")
@@ -108,7 +109,15 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	}
 	c.closers = append(c.closers, c.tc.Close)
 
-	if c.ledgerDSN = cfg.ledgerDSN; c.ledgerDSN == "" {
+	switch c.ledgerDSN = cfg.ledgerDSN; {
+	case cfg.ledger == ledgerPostgres:
+		log.Info("chaos: starting a PostgreSQL cluster of the run's own")
+		if c.pg, err = startPostgres(ctx, c.spawn, filepath.Join(out, "postgres.log")); err != nil {
+			return nil, err
+		}
+		c.closers = append(c.closers, c.pg.close)
+		c.ledgerDSN = c.pg.dsn("chaos")
+	case c.ledgerDSN == "":
 		c.ledgerDSN = "sqlite:" + filepath.Join(c.work, "ledger.db")
 	}
 	if c.ledger, err = ledger.Open(ctx, c.ledgerDSN); err != nil {
@@ -379,13 +388,22 @@ func (c *cluster) newWorker(i int) (*workerProc, error) {
 func (w *workerProc) args(k knobs) []string {
 	cfg := w.c.cfg
 	args := append(w.c.temporalFlags(),
-		"-task-queue", cfg.taskQueue, "-redis-url", w.c.redis.url(), "-ledger-dsn", w.c.ledgerDSN, "-http", w.addr,
+		"-task-queue", cfg.taskQueue, "-redis-url", w.c.redis.url(), "-ledger-dsn", w.ledgerDSN(), "-http", w.addr,
 		"-lease", cfg.lease.String(), "-order-wait", cfg.orderWait.String(), "-stop-timeout", "2s", "-outcome-timeout", "2s",
 		"-redis-durability", cfg.durability)
 	if cfg.durability != "none" {
 		args = append(args, "-redis-durable-replicas", strconv.Itoa(w.c.redis.durableReplicas()))
 	}
 	return append(args, k.flags()...)
+}
+
+// ledgerDSN is the worker's -ledger-dsn: under -ledger postgres its
+// connections are named (application_name) for postgres-kill-backends.
+func (w *workerProc) ledgerDSN() string {
+	if w.c.pg != nil {
+		return w.c.pg.dsn(workerApp + strconv.Itoa(w.idx))
+	}
+	return w.c.ledgerDSN
 }
 
 // supervise keeps a worker process running until ctx is done, then kills

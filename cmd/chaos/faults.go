@@ -63,6 +63,17 @@ type phase struct {
 	// inject injects the phase's fault until end; nil: the knobs are the
 	// fault.
 	inject func(ctx context.Context, in *injector, end time.Time) error
+	// postgres: the phase needs the run's own PostgreSQL (-ledger
+	// postgres).
+	postgres bool
+}
+
+// unmet says what the phase needs that c lacks; "" when nothing.
+func (p phase) unmet(c config) string {
+	if p.postgres && c.ledger != ledgerPostgres {
+		return "needs -ledger postgres (a PostgreSQL server of the run's own, which it may restart and whose backends it may terminate)"
+	}
+	return ""
 }
 
 // allPhases are the phases of -phases all under the -redis topology topo,
@@ -85,6 +96,10 @@ func allPhases(topo string) []phase {
 		{name: "gateway-latency", what: "workers restarted with -gateway-latency -latency",
 			knobs: func(c config) knobs { return knobs{Latency: c.latency} }},
 		{name: "temporal-kill", what: "kill -9 the Temporal server twice a phase and start it again a second later on the same address and SQLite file", inject: injectTemporalKill},
+		{name: "postgres-restart", what: "under -ledger postgres: restart PostgreSQL twice a phase, a fast and an immediate shutdown (crash recovery) in turn, started again a second later",
+			inject: injectPostgresRestart, postgres: true},
+		{name: "postgres-kill-backends", what: "under -ledger postgres: pg_terminate_backend of the workers' backends caught inside a ledger or fence transaction, about ten sweeps a phase",
+			inject: injectPostgresKillBackends, postgres: true},
 	}
 	crash := func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }
 	switch topo {

@@ -15,8 +15,11 @@
 // free port; sentinel, a primary with two replicas watched by three
 // Sentinels; cluster, three primaries with a replica each; the workers'
 // -redis-durability is -redis-durability), and -workers processes of the real cmd/worker binary (built
-// once into a temporary directory, or -worker-bin) on one ledger: the
-// PostgreSQL of -ledger-dsn, else a SQLite file in the temporary directory.
+// once into a temporary directory, or -worker-bin) on one ledger: a
+// SQLite file in the temporary directory (-ledger sqlite), a PostgreSQL
+// cluster of the run's own (-ledger postgres: initdb'd into a temporary
+// directory, run as the user postgres when chaos runs as root, on a free
+// loopback port), or the ledger of -ledger-dsn.
 // A worker that exits (the crash knob, a SIGKILL) is started again.
 //
 // Then it places -orders orders through POST /orders of the workers' HTTP
@@ -30,7 +33,8 @@
 // -gateway-decline-rate, -gateway-latency), the Temporal server killed -9
 // and started again on the same address and SQLite file (temporal-kill),
 // then the topology's Redis
-// faults: standalone, Redis killed -9 and restarted from its AOF, Redis
+// faults (and, under -ledger postgres, PostgreSQL restarted and the workers'
+// backends terminated inside their transactions): standalone, Redis killed -9 and restarted from its AOF, Redis
 // restarted with its data deleted, Redis paused (CLIENT PAUSE … ALL or
 // WRITE), and workers that crash after charging while Redis is wiped
 // (crash-then-wipe); sentinel and cluster, a failover (SENTINEL FAILOVER,

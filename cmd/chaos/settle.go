@@ -57,6 +57,11 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 	if err := c.temporal.start(sctx); err != nil {
 		return settleReport{}, fmt.Errorf("settle: bring the Temporal server back: %w", err)
 	}
+	if c.pg != nil {
+		if err := c.pg.start(sctx); err != nil {
+			return settleReport{}, fmt.Errorf("settle: bring PostgreSQL back: %w", err)
+		}
+	}
 	if err := c.redis.restore(sctx); err != nil {
 		return settleReport{}, fmt.Errorf("settle: bring Redis back (%s): %w", c.redis.describe(), err)
 	}
