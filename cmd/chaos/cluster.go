@@ -55,6 +55,7 @@ type cluster struct {
 	redis                   redisBackend
 	ledgerDSN               string
 	pg                      *pgServer // -ledger postgres; else nil
+	net                     *network  // with a net phase in -phases; else nil
 	ledger                  *ledger.Ledger
 	secret                  string
 	apiKey                  string // the load's order API key (account "chaos")
@@ -133,6 +134,9 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 		return nil, err
 	}
 
+	if c.net, err = c.startNetwork(); err != nil {
+		return nil, err
+	}
 	for i := range cfg.workers {
 		w, err := c.newWorker(i)
 		if err != nil {
@@ -153,6 +157,35 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	log.Info("chaos: cluster ready", "temporal", addr, "namespace", c.namespace, "redis", c.redis.describe(), "redis_url", c.redis.url(),
 		"ledger", ledger.RedactDSN(c.ledgerDSN), "workers", len(c.workers), "task_queue", cfg.taskQueue)
 	return c, nil
+}
+
+// startNetwork starts the toxiproxies between the workers and the
+// servers when a phase of -phases needs them.
+func (c *cluster) startNetwork() (*network, error) {
+	need := false
+	for _, p := range c.cfg.phases {
+		need = need || p.net
+	}
+	if !need {
+		return nil, nil
+	}
+	ups := map[string]string{linkTemporal: c.temporalAddr}
+	var err error
+	if ups[linkRedis], err = hostPort(c.redis.url()); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(c.ledgerDSN, "postgres") {
+		if ups[linkPostgres], err = hostPort(c.ledgerDSN); err != nil {
+			return nil, err
+		}
+	}
+	n, err := startNetwork(c.cfg.workers, ups)
+	if err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, n.close)
+	c.log.Info("chaos: toxiproxy between every worker and the servers", "links", len(ups))
+	return n, nil
 }
 
 // close stops everything, in the reverse order of its start.
@@ -387,10 +420,10 @@ func (c *cluster) newWorker(i int) (*workerProc, error) {
 // args are the worker's flags with the knobs k.
 func (w *workerProc) args(k knobs) []string {
 	cfg := w.c.cfg
-	args := append(w.c.temporalFlags(),
-		"-task-queue", cfg.taskQueue, "-redis-url", w.c.redis.url(), "-ledger-dsn", w.ledgerDSN(), "-http", w.addr,
+	args := []string{"-temporal-address", w.temporalAddr(), "-namespace", w.c.namespace,
+		"-task-queue", cfg.taskQueue, "-redis-url", w.redisURL(), "-ledger-dsn", w.ledgerDSN(), "-http", w.addr,
 		"-lease", cfg.lease.String(), "-order-wait", cfg.orderWait.String(), "-stop-timeout", "2s", "-outcome-timeout", "2s",
-		"-redis-durability", cfg.durability)
+		"-redis-durability", cfg.durability}
 	if cfg.durability != "none" {
 		args = append(args, "-redis-durable-replicas", strconv.Itoa(w.c.redis.durableReplicas()))
 	}
@@ -398,12 +431,35 @@ func (w *workerProc) args(k knobs) []string {
 }
 
 // ledgerDSN is the worker's -ledger-dsn: under -ledger postgres its
-// connections are named (application_name) for postgres-kill-backends.
+// connections are named (application_name) for postgres-kill-backends;
+// through its toxiproxy when the network phases run.
 func (w *workerProc) ledgerDSN() string {
+	dsn := w.c.ledgerDSN
 	if w.c.pg != nil {
-		return w.c.pg.dsn(workerApp + strconv.Itoa(w.idx))
+		dsn = w.c.pg.dsn(workerApp + strconv.Itoa(w.idx))
 	}
-	return w.c.ledgerDSN
+	if w.c.net != nil && strings.HasPrefix(dsn, "postgres") {
+		dsn = withHost(dsn, w.c.net.addr(w.idx, linkPostgres))
+	}
+	return dsn
+}
+
+// redisURL is the worker's -redis-url, through its toxiproxy when the
+// network phases run.
+func (w *workerProc) redisURL() string {
+	if w.c.net != nil {
+		return withHost(w.c.redis.url(), w.c.net.addr(w.idx, linkRedis))
+	}
+	return w.c.redis.url()
+}
+
+// temporalAddr is the worker's -temporal-address, through its toxiproxy
+// when the network phases run.
+func (w *workerProc) temporalAddr() string {
+	if w.c.net != nil {
+		return w.c.net.addr(w.idx, linkTemporal)
+	}
+	return w.c.temporalAddr
 }
 
 // supervise keeps a worker process running until ctx is done, then kills

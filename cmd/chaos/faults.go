@@ -66,6 +66,10 @@ type phase struct {
 	// postgres: the phase needs the run's own PostgreSQL (-ledger
 	// postgres).
 	postgres bool
+	// net: the phase puts faults on the toxiproxies between the workers
+	// and the servers (under -redis standalone), which run only when a
+	// net phase is in -phases.
+	net bool
 }
 
 // unmet says what the phase needs that c lacks; "" when nothing.
@@ -122,7 +126,7 @@ func allPhases(topo string) []phase {
 				knobs: crash, inject: injectClusterKill},
 		)
 	}
-	return append(common,
+	return append(append(common, networkPhases()...),
 		phase{name: "redis-kill", what: "kill -9 Redis twice a phase and start it again a second later from its AOF (appendfsync always)", inject: injectRedisKill},
 		phase{name: "redis-wipe", what: "kill Redis twice a phase, delete its data, start it again empty", inject: injectRedisWipe},
 		phase{name: "redis-pause", what: "CLIENT PAUSE for 2/3 of a lease, ALL or WRITE, about three times a phase", inject: injectRedisPause},

@@ -34,7 +34,10 @@
 // and started again on the same address and SQLite file (temporal-kill),
 // then the topology's Redis
 // faults (and, under -ledger postgres, PostgreSQL restarted and the workers'
-// backends terminated inside their transactions): standalone, Redis killed -9 and restarted from its AOF, Redis
+// backends terminated inside their transactions): standalone, toxiproxy
+// faults on the links of the workers to Redis, Temporal and PostgreSQL
+// (latency and jitter, reset connections, half-open connections, bandwidth
+// limits, a worker cut off from Redis or from Temporal), Redis killed -9 and restarted from its AOF, Redis
 // restarted with its data deleted, Redis paused (CLIENT PAUSE … ALL or
 // WRITE), and workers that crash after charging while Redis is wiped
 // (crash-then-wipe); sentinel and cluster, a failover (SENTINEL FAILOVER,

@@ -57,6 +57,9 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 	if err := c.temporal.start(sctx); err != nil {
 		return settleReport{}, fmt.Errorf("settle: bring the Temporal server back: %w", err)
 	}
+	if c.net != nil {
+		c.net.clear(sctx)
+	}
 	if c.pg != nil {
 		if err := c.pg.start(sctx); err != nil {
 			return settleReport{}, fmt.Errorf("settle: bring PostgreSQL back: %w", err)
