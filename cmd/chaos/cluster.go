@@ -326,25 +326,35 @@ func (r *redisServer) start(ctx context.Context) error {
 	r.cmd, r.exited = cmd, exited
 	rdb := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
 	defer rdb.Close()
-	deadline := time.Now().Add(30 * time.Second)
+	what := fmt.Sprintf("redis-server on port %d", r.port)
+	if err := waitServing(ctx, what, cmd, exited, r.logPath, 30*time.Second, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }); err != nil {
+		r.cmd = nil
+		return err
+	}
+	return nil
+}
+
+// waitServing waits until ping succeeds against the server cmd just
+// started (what names it, logPath is its log). When it exits first, or
+// does not answer within timeout, it is killed and waitServing says why.
+func waitServing(ctx context.Context, what string, cmd *exec.Cmd, exited <-chan struct{}, logPath string, timeout time.Duration, ping func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := rdb.Ping(pctx).Err()
+		err := ping(pctx)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-exited:
-			r.cmd = nil
-			return fmt.Errorf("redis-server on port %d exited at start: %s", r.port, tail(r.logPath, 1500))
+			return fmt.Errorf("%s exited at start: %s", what, tail(logPath, 1500))
 		default:
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			<-exited
-			r.cmd = nil
-			return fmt.Errorf("redis-server on port %d did not answer PING (see %s): %w", r.port, r.logPath, errors.Join(err, ctx.Err()))
+			return fmt.Errorf("%s did not answer (see %s): %w", what, logPath, errors.Join(err, ctx.Err()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

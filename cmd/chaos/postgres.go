@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -147,28 +146,11 @@ func (p *pgServer) start(ctx context.Context) error {
 		}
 		p.admin.SetMaxOpenConns(2)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := p.admin.PingContext(pctx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			p.cmd = nil
-			return fmt.Errorf("postgres on port %d exited at start: %s", p.port, tail(p.logPath, 1500))
-		default:
-		}
-		if ctx.Err() != nil || time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
-			<-exited
-			p.cmd = nil
-			return fmt.Errorf("postgres on port %d did not answer (see %s): %w", p.port, p.logPath, errors.Join(err, ctx.Err()))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitServing(ctx, fmt.Sprintf("postgres on port %d", p.port), cmd, exited, p.logPath, time.Minute, p.admin.PingContext); err != nil {
+		p.cmd = nil
+		return err
 	}
+	return nil
 }
 
 // stop stops the server with sig (SIGINT: a fast shutdown that rolls back
