@@ -2,7 +2,8 @@
 // that no card was charged twice, no money went unrecorded and no order
 // was lost:
 //
-//	go run ./cmd/chaos -short                 # 40 orders, 5 s phases: a minute or two, for CI
+//	go run ./cmd/chaos -short                 # 40 orders, 5 s phases: about 3 minutes
+//	go run ./cmd/chaos -orders 1000 -phase-duration 30s -ledger postgres   # every phase, its own PostgreSQL
 //	go run ./cmd/chaos -orders 300 -ledger-dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	go run ./cmd/chaos -phases worker-kill,redis-wipe -phase-duration 30s -seed 7
 //	go run ./cmd/chaos -short -redis sentinel -redis-durability replicas
@@ -32,14 +33,15 @@
 // -gateway-fail-before-charge, -gateway-timeout-before-charge,
 // -gateway-decline-rate, -gateway-latency), the Temporal server killed -9
 // and started again on the same address and SQLite file (temporal-kill),
-// then the topology's Redis
-// faults (and, under -ledger postgres, PostgreSQL restarted and the workers'
-// backends terminated inside their transactions): standalone, toxiproxy
-// faults on the links of the workers to Redis, Temporal and PostgreSQL
-// (latency and jitter, reset connections, half-open connections, bandwidth
-// limits, a worker cut off from Redis or from Temporal), Redis killed -9 and restarted from its AOF, Redis
-// restarted with its data deleted, Redis paused (CLIENT PAUSE … ALL or
-// WRITE), and workers that crash after charging while Redis is wiped
+// under -ledger postgres PostgreSQL restarted (postgres-restart) and the
+// workers' backends terminated inside their transactions
+// (postgres-kill-backends), then the topology's faults: standalone,
+// toxiproxy faults on each worker's links to Redis, Temporal and
+// PostgreSQL (latency and jitter, reset connections, half-open
+// connections, bandwidth limits, a worker cut off from Redis or from
+// Temporal), Redis killed -9 and restarted from its AOF, Redis restarted
+// with its data deleted, Redis paused (CLIENT PAUSE … ALL or WRITE), and
+// workers that crash after charging while Redis is wiped
 // (crash-then-wipe); sentinel and cluster, a failover (SENTINEL FAILOVER,
 // CLUSTER FAILOVER), a primary killed -9 (a replica promoted, the old
 // primary started again empty as a replica), a reshard of 500 slots
