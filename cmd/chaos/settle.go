@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/operator"
@@ -100,20 +100,9 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 // running counts the workflows of the task queue still running.
 func (c *cluster) running(ctx context.Context) (int, error) {
 	n := 0
-	var token []byte
-	for {
-		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: c.namespace, Query: fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", c.cfg.taskQueue),
-			PageSize: 1000, NextPageToken: token,
-		})
-		if err != nil {
-			return 0, fmt.Errorf("list the running workflows: %w", err)
-		}
-		n += len(resp.GetExecutions())
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return n, nil
-		}
-	}
+	err := c.listWorkflows(ctx, fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", c.cfg.taskQueue),
+		func(*workflowpb.WorkflowExecutionInfo) { n++ })
+	return n, err
 }
 
 // waitIdle waits until no workflow runs, or ctx is done.
