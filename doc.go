@@ -1,14 +1,31 @@
 // Package onceflow is the contract that crosses process and package
-// boundaries: the stable ApplicationError type strings, the checkpoint an
-// activity heartbeats, the details of an unknown effect, the input of the
-// resolve activity and the fencing token. It imports only the standard
-// library, so deterministic workflow code (package workflow) and operators'
-// tools can use it without the activity runtime, the executor or Redis.
+// boundaries, each noun defined here once: the identity of a record (Ref,
+// OperationCode, ScopeDigest and the Digester that computes it from a
+// RawScope, OperationID, Owner, Nonce, Fingerprint), the Record and its
+// State, the fencing token (Fence), the store's errors (a *StoreError
+// whose Certainty says what a failed call proves, a *ValidationError, a
+// *CorruptRecordError), the classes of an executor's result (Outcome),
+// the stable ApplicationError type strings, the checkpoint an activity
+// heartbeats, the details of an unknown effect and the input of the
+// resolve activity. It imports only the standard library, so
+// deterministic workflow code (package workflow) and operators' tools can
+// use it without the activity runtime, the executor or Redis.
 //
-// The rest of onceflow:
+// # Identity
 //
-//   - idemstore: the idempotency state machine's executor and store port;
-//     idemstore/redisstore, the Redis store;
+// A record is named by a Ref: an OperationCode ("charge-payment") and a
+// ScopeDigest, the versioned HMAC-SHA256 of a RawScope computed by a
+// Digester, so no raw client key, principal or workflow ID reaches the
+// store. An OperationID names one logical operation (all its retries), an
+// Owner one claimant (one retained attempt), a Nonce one invocation, and a
+// Fingerprint the request, so that reusing a scope for another request is
+// refused.
+//
+// # The rest of onceflow
+//
+//   - idemstore: the executor, the idempotency state machine;
+//     idemstore/driver, the store port; idemstore/redisstore, the Redis
+//     store;
 //   - activity: Temporal activities run through the executor;
 //   - workflow: recovery of unknown effects from the workflow's history;
 //   - idemhttp: the Idempotency-Key middleware;

@@ -4,7 +4,7 @@ import "strconv"
 
 // Stable ApplicationError type strings. Workflows match on them
 // (temporal.ApplicationError.Type()) and may list the non-retryable ones in
-// RetryPolicy.NonRetryableErrorTypes. The activity package re-exports them.
+// RetryPolicy.NonRetryableErrorTypes. The activity package raises them.
 const (
 	// TypeInProgress: another attempt holds the lease. Retryable, with
 	// NextRetryDelay set to the lease it has left.
@@ -103,6 +103,10 @@ const (
 	// OutcomeStoreUnavailable: the store could not be reached or did not
 	// answer.
 	OutcomeStoreUnavailable Outcome = "store_unavailable"
+	// OutcomeResolveRefused: a resolution changed nothing: the record
+	// moved on since the decision was taken, is in a state the
+	// resolution does not apply to, or is gone.
+	OutcomeResolveRefused Outcome = "resolve_refused"
 	// OutcomeError: an error the executor does not classify (a bug).
 	OutcomeError Outcome = "error"
 )
@@ -113,7 +117,7 @@ func Outcomes() []Outcome {
 	return []Outcome{OutcomeRan, OutcomeReplayed, OutcomeReconciled,
 		OutcomeInProgress, OutcomeFingerprintMismatch, OutcomeOwnerConflict, OutcomeCodecMismatch,
 		OutcomeRetryable, OutcomeNotStored, OutcomeEffectUnknown, OutcomeRecoveryRequired, OutcomeFailed, OutcomeInvalid,
-		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeError}
+		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeResolveRefused, OutcomeError}
 }
 
 // Succeeded reports whether o is a result rather than an error.
@@ -132,7 +136,7 @@ type Checkpoint struct {
 	Owner   string `json:"owner"`
 	Attempt int64  `json:"attempt"` // the record's claim attempt
 	Rev     int64  `json:"rev"`
-	// Epoch is the record's creation time (idemstore.Fence.Epoch).
+	// Epoch is the record's creation time (Fence.Epoch).
 	Epoch int64 `json:"epoch,omitempty"`
 	// Phase is PhaseExecuting or PhaseSettled.
 	Phase string `json:"phase"`
@@ -233,31 +237,31 @@ func (f Fence) String() string {
 	return s
 }
 
-// Scope is the raw identity a record's scope digest is made from: the
-// binding's name, then its parts (idemstore.Digester.Digest(scope...)).
+// RawScope is the raw identity a record's scope digest is made from: the
+// binding's name, then its parts (Digester.Digest(scope...)).
 // Each binding's scope is spelled here once, so the activity wrapper, the
 // HTTP middleware and the operators' tools that look a record up derive
 // the same digest.
-type Scope []string
+type RawScope []string
 
 // RunScope is a run-scoped activity's scope: the retries of one activity
 // in one workflow run.
-func RunScope(namespace, workflowID, runID, activityID string) Scope {
-	return Scope{"run", namespace, workflowID, runID, activityID}
+func RunScope(namespace, workflowID, runID, activityID string) RawScope {
+	return RawScope{"run", namespace, workflowID, runID, activityID}
 }
 
 // WorkflowScope is a workflow-scoped activity's scope: one activity ID
 // across the runs of one workflow ID.
-func WorkflowScope(namespace, workflowID, activityID string) Scope {
-	return Scope{"workflow", namespace, workflowID, activityID}
+func WorkflowScope(namespace, workflowID, activityID string) RawScope {
+	return RawScope{"workflow", namespace, workflowID, activityID}
 }
 
 // BusinessScope is a business-scoped activity's scope: one business key
 // ("order-42/charge") across workflows of a namespace.
-func BusinessScope(namespace, key string) Scope { return Scope{"business", namespace, key} }
+func BusinessScope(namespace, key string) RawScope { return RawScope{"business", namespace, key} }
 
 // HTTPScope is an Idempotency-Key request's scope: the principal, the
 // method, the route pattern ("POST /orders") and the key.
-func HTTPScope(principal, method, route, key string) Scope {
-	return Scope{"http", principal, method, route, key}
+func HTTPScope(principal, method, route, key string) RawScope {
+	return RawScope{"http", principal, method, route, key}
 }

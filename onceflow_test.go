@@ -13,12 +13,12 @@ import (
 func TestScopesAreStable(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		got, want onceflow.Scope
+		got, want onceflow.RawScope
 	}{
-		{onceflow.RunScope("ns", "wf", "run", "7"), onceflow.Scope{"run", "ns", "wf", "run", "7"}},
-		{onceflow.WorkflowScope("ns", "wf", "7"), onceflow.Scope{"workflow", "ns", "wf", "7"}},
-		{onceflow.BusinessScope("ns", "order-42/charge"), onceflow.Scope{"business", "ns", "order-42/charge"}},
-		{onceflow.HTTPScope("anonymous", "POST", "POST /orders", "k"), onceflow.Scope{"http", "anonymous", "POST", "POST /orders", "k"}},
+		{onceflow.RunScope("ns", "wf", "run", "7"), onceflow.RawScope{"run", "ns", "wf", "run", "7"}},
+		{onceflow.WorkflowScope("ns", "wf", "7"), onceflow.RawScope{"workflow", "ns", "wf", "7"}},
+		{onceflow.BusinessScope("ns", "order-42/charge"), onceflow.RawScope{"business", "ns", "order-42/charge"}},
+		{onceflow.HTTPScope("anonymous", "POST", "POST /orders", "k"), onceflow.RawScope{"http", "anonymous", "POST", "POST /orders", "k"}},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("scope %q, want %q", c.got, c.want)

@@ -17,34 +17,15 @@ import (
 	"github.com/onceflow/onceflow/idemstore"
 )
 
-// The stable ApplicationError type strings, as package onceflow defines
-// them (workflows and operators' tools import that leaf package; these
-// are here for code that already imports this one).
-const (
-	TypeInProgress               = onceflow.TypeInProgress
-	TypeFingerprintMismatch      = onceflow.TypeFingerprintMismatch
-	TypeOwnerOperationConflict   = onceflow.TypeOwnerOperationConflict
-	TypeCodecMismatch            = onceflow.TypeCodecMismatch
-	TypeEffectUnknown            = onceflow.TypeEffectUnknown
-	TypeRetryableNoEffect        = onceflow.TypeRetryableNoEffect
-	TypeStoreUnavailable         = onceflow.TypeStoreUnavailable
-	TypeHeartbeatTimeoutRequired = onceflow.TypeHeartbeatTimeoutRequired
-	TypeInvalidInput             = onceflow.TypeInvalidInput
-	TypeCorruptRecord            = onceflow.TypeCorruptRecord
-	TypeOperationFailed          = onceflow.TypeOperationFailed
-	TypeCanceled                 = onceflow.TypeCanceled
-	TypeInternal                 = onceflow.TypeInternal
-)
-
-// Scope says which runs of an activity share one idempotency record.
-type Scope int
+// ScopeKind says which runs of an activity share one idempotency record.
+type ScopeKind int
 
 const (
 	// RunScoped (the default) dedupes the retries of one activity in one
 	// workflow run: namespace + workflow ID + run ID + activity ID.
 	// Temporal's own recommendation, and safe across continue-as-new and
 	// reset, which reuse activity IDs with a new meaning.
-	RunScoped Scope = iota
+	RunScoped ScopeKind = iota
 	// WorkflowScoped dedupes across runs of one workflow ID (workflow
 	// retries, cron): namespace + workflow ID + activity ID. Pitfall: a
 	// continue-as-new run that calls the same activity ID again gets the
@@ -55,25 +36,12 @@ const (
 	BusinessScoped
 )
 
-// Checkpoint is what the wrapper heartbeats: onceflow.Checkpoint.
-type Checkpoint = onceflow.Checkpoint
-
-// Checkpoint phases (onceflow.PhaseExecuting, onceflow.PhaseSettled).
-const (
-	PhaseExecuting = onceflow.PhaseExecuting
-	PhaseSettled   = onceflow.PhaseSettled
-)
-
-// EffectUnknownDetails are the details of a TypeEffectUnknown error:
-// onceflow.EffectUnknownDetails.
-type EffectUnknownDetails = onceflow.EffectUnknownDetails
-
 // Config configures a Wrapper.
 type Config struct {
 	// Executor runs the idempotent actions. Required.
 	Executor *idemstore.Executor
 	// Digester digests scopes and derives owner tokens. Required.
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	// Logger receives the wrapper's lines. Default: discard.
 	Logger *slog.Logger
 	// Client, when set, is the worker's Temporal client: the wrapper has
@@ -90,12 +58,12 @@ type Config struct {
 // worker and pass it to Wrap.
 type Wrapper struct {
 	exec     *idemstore.Executor
-	digester *idemstore.Digester
+	digester *onceflow.Digester
 	logger   *slog.Logger
 	client   client.Client
 	// resolvers encode a decided result (JSON) with the codec of the
 	// wrapped activity of its operation code, for ResolveRecord.
-	resolvers sync.Map // idemstore.OperationCode → resolver
+	resolvers sync.Map // onceflow.OperationCode → resolver
 	// mu guards running and idle: running counts the wrapped activities
 	// that have not returned yet, and idle is closed when it falls to
 	// zero, so Wait can wait for them without a goroutine of its own.
@@ -160,9 +128,9 @@ func New(cfg Config) (*Wrapper, error) {
 type Options[In, Out any] struct {
 	// Code is the operation code of the use case, [a-z0-9-]{1,64}, such
 	// as "charge-payment". Required.
-	Code idemstore.OperationCode
+	Code onceflow.OperationCode
 	// Scope selects the dedupe key. Default RunScoped.
-	Scope Scope
+	Scope ScopeKind
 	// Key returns the business key for BusinessScoped, such as
 	// "order-42/charge". Required with BusinessScoped.
 	Key func(In) string
@@ -175,7 +143,7 @@ type Options[In, Out any] struct {
 	// provider knows the operation key), with its result. Without it, and
 	// without IdempotentDownstream, such a claim fails with
 	// TypeEffectUnknown and does not run the action.
-	Reconcile func(ctx context.Context, in In, rec idemstore.Record) (out Out, found bool, err error)
+	Reconcile func(ctx context.Context, in In, rec onceflow.Record) (out Out, found bool, err error)
 	// IdempotentDownstream declares the action safe to re-run after such a
 	// takeover (it passes OperationKey to a provider that deduplicates).
 	IdempotentDownstream bool
@@ -246,10 +214,7 @@ func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(dat
 // heartbeats and renews its lease on a ticker derived from it and from the
 // lease, and the heartbeats deliver cancellation.
 func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	codec := opts.Codec
-	if codec == nil {
-		codec = JSONCodec{}
-	}
+	codec := opts.codec()
 	// A completed decision arrives as JSON (the workflow's result type);
 	// it is stored under this activity's codec, so the next claim replays
 	// it instead of refusing a codec it cannot read.
@@ -274,143 +239,49 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: activity %s was scheduled without a HeartbeatTimeout; set ActivityOptions.HeartbeatTimeout "+
 				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
-			TypeHeartbeatTimeoutRequired, nil)
+			onceflow.TypeHeartbeatTimeoutRequired, nil)
 	}
 	input, err := json.Marshal(in)
 	if err != nil {
-		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), TypeInvalidInput, err)
+		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)
+	}
+	digest, err := scopeDigest(w.digester, opts, info, in)
+	if err != nil {
+		return zero, err
 	}
 	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
 	opID := w.digester.Operation(rawOp)
-	var digest idemstore.ScopeDigest
-	switch opts.Scope {
-	case RunScoped:
-		digest = w.digester.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...)
-	case WorkflowScoped:
-		digest = w.digester.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...)
-	case BusinessScoped:
-		if opts.Key == nil {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", TypeInvalidInput, nil)
-		}
-		key := opts.Key(in)
-		if key == "" {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", TypeInvalidInput, nil)
-		}
-		digest = w.digester.Digest(onceflow.BusinessScope(info.Namespace, key)...)
-	default:
-		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), TypeInvalidInput, nil)
-	}
-
-	var prev *Checkpoint
-	if sdkactivity.HasHeartbeatDetails(ctx) {
-		var cp Checkpoint
-		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil && cp.Phase != "" {
-			prev = &cp
-		}
-	}
 	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
-	confirms := w.client != nil && !info.IsLocalActivity && len(info.TaskToken) > 0
-	doubt := evidence(info, prev, confirms)
-	if prev != nil {
-		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", prev.Attempt, "checkpoint_rev", prev.Rev, "phase", prev.Phase)
+	h := newHeart(ctx, w, info)
+	if h.prev != nil {
+		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", h.prev.Attempt, "checkpoint_rev", h.prev.Rev, "phase", h.prev.Phase)
 	}
-
-	codec := opts.Codec
-	if codec == nil {
-		codec = JSONCodec{}
-	}
+	codec := opts.codec()
 	req := idemstore.Request{
 		Codec:                codec.ID(),
-		Ref:                  idemstore.Ref{Code: opts.Code, Digest: digest},
+		Ref:                  onceflow.Ref{Code: opts.Code, Digest: digest},
 		Operation:            opID,
-		Fingerprint:          idemstore.FingerprintOf(input),
+		Fingerprint:          onceflow.FingerprintOf(input),
 		Owner:                w.digester.Owner(opID, int(info.Attempt)),
+		Reconcile:            reconcileOf(opts, codec, in),
 		IdempotentDownstream: opts.IdempotentDownstream,
-		Doubt:                doubt,
+		Doubt:                evidence(info, h.prev, h.confirms),
 	}
-	if opts.Reconcile != nil {
-		req.Reconcile = func(ctx context.Context, rec idemstore.Record) ([]byte, bool, error) {
-			out, found, err := opts.Reconcile(ctx, in, rec)
-			if err != nil || !found {
-				return nil, found, err
-			}
-			b, err := codec.Marshal(out)
-			return b, err == nil, err
-		}
-	}
-
 	// Heartbeats drive renewal: each tick records a heartbeat (which also
 	// delivers cancellation) and then renews the lease.
-	interval := w.exec.Config().RenewInterval
-	if hb := info.HeartbeatTimeout / 2; hb < interval {
-		interval = hb
-	}
+	interval := min(w.exec.Config().RenewInterval, info.HeartbeatTimeout/2)
 	ticks := make(chan time.Time)
 	req.RenewTicks = ticks
-	var (
-		// mu makes reading the checkpoint and heartbeating it one step,
-		// so a tick that read an older checkpoint cannot send it after the
-		// action's confirmed one.
-		mu sync.Mutex
-		cp *Checkpoint
-	)
-	// Before the action starts (claiming, waiting on Reconcile) the
-	// heartbeat carries the previous attempt's checkpoint on, so it is not
-	// lost if this attempt dies too; from the start of the action, this
-	// attempt's own.
-	heartbeat := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case cp != nil:
-			sdkactivity.RecordHeartbeat(ctx, *cp)
-		case prev != nil:
-			sdkactivity.RecordHeartbeat(ctx, *prev)
-		default:
-			sdkactivity.RecordHeartbeat(ctx)
-		}
-	}
-	// checkpoint makes c the attempt's checkpoint and, where the worker
-	// can, has the Temporal server confirm it before returning.
-	checkpoint := func(ctx context.Context, c Checkpoint) error {
-		mu.Lock()
-		defer mu.Unlock()
-		cp = &c
-		sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
-		if !confirms {
-			return nil
-		}
-		return w.client.RecordActivityHeartbeat(ctx, info.TaskToken, c)
-	}
-	hbCtx, stopHeartbeats := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbCtx.Done():
-				return
-			case now := <-t.C:
-				heartbeat()
-				// Renew on the same beat, unless renewal has stopped (lease
-				// lost): heartbeats must go on to deliver cancellation.
-				select {
-				case ticks <- now:
-				default:
-				}
-			}
-		}
-	})
+	stopHeartbeats := h.beat(interval, ticks)
 	action := func(actx context.Context) ([]byte, error) {
 		if x, ok := idemstore.ExecutionFrom(actx); ok {
 			// Evidence first, then the effect: Temporal holds the
 			// checkpoint before the action can start, so an attempt that
 			// finds the record lost knows this one may have acted.
-			c := Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
-				Phase: PhaseExecuting, TemporalAttempt: info.Attempt}
+			c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
+				Phase: onceflow.PhaseExecuting, TemporalAttempt: info.Attempt}
 			// Under the action's context: the lease bounds the wait.
-			if err := checkpoint(actx, c); err != nil {
+			if err := h.checkpoint(actx, c); err != nil {
 				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
 			}
 		}
@@ -425,9 +296,8 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		}
 		return b, nil
 	}
-	wait := opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped
 	var res idemstore.Result
-	if wait {
+	if opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped {
 		// Another attempt holds the operation: wait for it here, beating
 		// the heart, instead of using up a retry.
 		res, _, err = w.exec.ExecuteWaiting(ctx, req, action, idemstore.Waiting{
@@ -440,29 +310,17 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		res, err = w.exec.Execute(ctx, req, action)
 	}
 	stopHeartbeats()
-	wg.Wait()
-	mu.Lock()
-	reached := cp
-	mu.Unlock()
 	var re *idemstore.RetryableError
-	if reached != nil && errors.As(err, &re) && re.Recorded {
-		// This attempt reached the action and the store recorded that it
-		// had no effect: say so in Temporal too, so the next attempt does
-		// not doubt it even if Redis loses the record. Best effort: if it
-		// fails, the next attempt doubts, which is safe.
-		settled := *reached
-		settled.Phase = PhaseSettled
-		if cerr := checkpoint(ctx, settled); cerr != nil {
-			log.WarnContext(ctx, "onceflow: could not record the settled checkpoint; the next attempt will reconcile first", "err", cerr)
-		}
+	if errors.As(err, &re) && re.Recorded {
+		h.settled(ctx, log)
 	}
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, prev)
+		return zero, toTemporal(err, req.Ref, rawOp, h.prev)
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
 		return zero, temporal.NewNonRetryableApplicationError(
-			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), TypeCodecMismatch, err)
+			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), onceflow.TypeCodecMismatch, err)
 	}
 	if res.Disposition != idemstore.Ran {
 		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
@@ -470,13 +328,166 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	return out, nil
 }
 
+// codec is the activity's Codec, JSONCodec by default.
+func (o Options[In, Out]) codec() Codec {
+	if o.Codec == nil {
+		return JSONCodec{}
+	}
+	return o.Codec
+}
+
+// scopeDigest is the digest of the activity's scope (Options.Scope), or
+// an ApplicationError when the scope cannot be made.
+func scopeDigest[In, Out any](dig *onceflow.Digester, opts Options[In, Out], info sdkactivity.Info, in In) (onceflow.ScopeDigest, error) {
+	switch opts.Scope {
+	case RunScoped:
+		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
+	case WorkflowScoped:
+		return dig.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...), nil
+	case BusinessScoped:
+		if opts.Key == nil {
+			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
+		}
+		key := opts.Key(in)
+		if key == "" {
+			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
+		}
+		return dig.Digest(onceflow.BusinessScope(info.Namespace, key)...), nil
+	}
+	return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), onceflow.TypeInvalidInput, nil)
+}
+
+// reconcileOf is opts.Reconcile as the executor calls it, its result
+// encoded with codec; nil without one.
+func reconcileOf[In, Out any](opts Options[In, Out], codec Codec, in In) idemstore.ReconcileFunc {
+	if opts.Reconcile == nil {
+		return nil
+	}
+	return func(ctx context.Context, rec onceflow.Record) ([]byte, bool, error) {
+		out, found, err := opts.Reconcile(ctx, in, rec)
+		if err != nil || !found {
+			return nil, found, err
+		}
+		b, err := codec.Marshal(out)
+		return b, err == nil, err
+	}
+}
+
+// heart is one attempt's heartbeat and checkpoint. Before the action
+// starts (claiming, waiting on Reconcile) the heartbeat carries the
+// previous attempt's checkpoint on, so it is not lost if this attempt dies
+// too; from the start of the action, this attempt's own.
+type heart struct {
+	ctx    context.Context
+	info   sdkactivity.Info
+	client client.Client
+	// prev is the previous attempt's checkpoint, if any; confirms says
+	// whether the Temporal server confirms this attempt's before the
+	// action starts.
+	prev     *onceflow.Checkpoint
+	confirms bool
+	// mu makes reading the checkpoint and heartbeating it one step, so a
+	// tick that read an older checkpoint cannot send it after the
+	// action's confirmed one.
+	mu sync.Mutex
+	cp *onceflow.Checkpoint
+}
+
+// newHeart reads the previous attempt's checkpoint from the heartbeat
+// details Temporal kept.
+func newHeart(ctx context.Context, w *Wrapper, info sdkactivity.Info) *heart {
+	h := &heart{ctx: ctx, info: info, client: w.client, confirms: w.client != nil && !info.IsLocalActivity && len(info.TaskToken) > 0}
+	if sdkactivity.HasHeartbeatDetails(ctx) {
+		var cp onceflow.Checkpoint
+		if err := sdkactivity.GetHeartbeatDetails(ctx, &cp); err == nil && cp.Phase != "" {
+			h.prev = &cp
+		}
+	}
+	return h
+}
+
+// heartbeat records a heartbeat with the checkpoint it carries.
+func (h *heart) heartbeat() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.cp != nil:
+		sdkactivity.RecordHeartbeat(h.ctx, *h.cp)
+	case h.prev != nil:
+		sdkactivity.RecordHeartbeat(h.ctx, *h.prev)
+	default:
+		sdkactivity.RecordHeartbeat(h.ctx)
+	}
+}
+
+// checkpoint makes c the attempt's checkpoint and, where the worker can,
+// has the Temporal server confirm it before returning.
+func (h *heart) checkpoint(ctx context.Context, c onceflow.Checkpoint) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cp = &c
+	sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
+	if !h.confirms {
+		return nil
+	}
+	return h.client.RecordActivityHeartbeat(ctx, h.info.TaskToken, c)
+}
+
+// beat heartbeats every interval and sends each beat on ticks, for the
+// executor to renew the lease on, until the function it returns is
+// called; that function returns when the beating stopped.
+func (h *heart) beat(interval time.Duration, ticks chan<- time.Time) (stop func()) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				h.heartbeat()
+				// Renew on the same beat, unless renewal has stopped (lease
+				// lost): heartbeats must go on to deliver cancellation.
+				select {
+				case ticks <- now:
+				default:
+				}
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// settled: the store recorded that the attempt had no effect. When this
+// attempt reached the action, say so in Temporal too, so the next attempt
+// does not doubt it even if Redis loses the record. Best effort: if it
+// fails, the next attempt doubts, which is safe.
+func (h *heart) settled(ctx context.Context, log *slog.Logger) {
+	h.mu.Lock()
+	reached := h.cp
+	h.mu.Unlock()
+	if reached == nil {
+		return
+	}
+	settled := *reached
+	settled.Phase = onceflow.PhaseSettled
+	if err := h.checkpoint(ctx, settled); err != nil {
+		log.WarnContext(ctx, "onceflow: could not record the settled checkpoint; the next attempt will reconcile first", "err", err)
+	}
+}
+
 // evidence is what Temporal says of the attempts before this one: the
 // last checkpoint, and the attempt number. Heartbeat details alone are not
 // enough where they are not confirmed (an attempt may have died before its
 // checkpoint reached the server), so then any earlier attempt is a doubt.
-func evidence(info sdkactivity.Info, prev *Checkpoint, confirmed bool) *idemstore.Doubt {
+func evidence(info sdkactivity.Info, prev *onceflow.Checkpoint, confirmed bool) *idemstore.Doubt {
 	switch {
-	case prev != nil && prev.Phase == PhaseExecuting:
+	case prev != nil && prev.Phase == onceflow.PhaseExecuting:
 		return &idemstore.Doubt{Fence: prev.Fence(), Reason: fmt.Sprintf(
 			"activity attempt %d reached the action at fence %s and did not settle it (its heartbeat checkpoint)", prev.TemporalAttempt, prev.Fence())}
 	case prev == nil && info.Attempt > 1 && !confirmed:
@@ -501,27 +512,28 @@ type temporalError struct {
 
 // temporalErrors maps every error outcome of idemstore.OutcomeOf.
 var temporalErrors = map[onceflow.Outcome]temporalError{
-	onceflow.OutcomeInProgress:          {TypeInProgress, true},
-	onceflow.OutcomeFingerprintMismatch: {TypeFingerprintMismatch, false},
-	onceflow.OutcomeOwnerConflict:       {TypeOwnerOperationConflict, false},
-	onceflow.OutcomeCodecMismatch:       {TypeCodecMismatch, false},
-	onceflow.OutcomeRetryable:           {TypeRetryableNoEffect, true},
-	onceflow.OutcomeNotStored:           {TypeRetryableNoEffect, true},
-	onceflow.OutcomeEffectUnknown:       {TypeEffectUnknown, false},
-	onceflow.OutcomeRecoveryRequired:    {TypeEffectUnknown, false},
-	onceflow.OutcomeFailed:              {TypeOperationFailed, false},
-	onceflow.OutcomeInvalid:             {TypeInvalidInput, false},
-	onceflow.OutcomeCorrupt:             {TypeCorruptRecord, false},
-	onceflow.OutcomeCanceled:            {TypeCanceled, true},
-	onceflow.OutcomeStoreUnavailable:    {TypeStoreUnavailable, true},
-	onceflow.OutcomeError:               {TypeInternal, true},
+	onceflow.OutcomeInProgress:          {onceflow.TypeInProgress, true},
+	onceflow.OutcomeFingerprintMismatch: {onceflow.TypeFingerprintMismatch, false},
+	onceflow.OutcomeOwnerConflict:       {onceflow.TypeOwnerOperationConflict, false},
+	onceflow.OutcomeCodecMismatch:       {onceflow.TypeCodecMismatch, false},
+	onceflow.OutcomeRetryable:           {onceflow.TypeRetryableNoEffect, true},
+	onceflow.OutcomeNotStored:           {onceflow.TypeRetryableNoEffect, true},
+	onceflow.OutcomeEffectUnknown:       {onceflow.TypeEffectUnknown, false},
+	onceflow.OutcomeRecoveryRequired:    {onceflow.TypeEffectUnknown, false},
+	onceflow.OutcomeFailed:              {onceflow.TypeOperationFailed, false},
+	onceflow.OutcomeInvalid:             {onceflow.TypeInvalidInput, false},
+	onceflow.OutcomeCorrupt:             {onceflow.TypeCorruptRecord, false},
+	onceflow.OutcomeCanceled:            {onceflow.TypeCanceled, true},
+	onceflow.OutcomeStoreUnavailable:    {onceflow.TypeStoreUnavailable, true},
+	onceflow.OutcomeResolveRefused:      {onceflow.TypeResolveRefused, false},
+	onceflow.OutcomeError:               {onceflow.TypeInternal, true},
 }
 
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
 // reason) add it here.
-func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) error {
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -531,21 +543,21 @@ func toTemporal(err error, ref idemstore.Ref, rawOp string, prev *Checkpoint) er
 		of *idemstore.OperationFailedError
 	)
 	switch t.typ {
-	case TypeEffectUnknown:
+	case onceflow.TypeEffectUnknown:
 		errors.As(err, &eu)
 		opts.Cause = eu.Err
-		opts.Details = []any{EffectUnknownDetails{
+		opts.Details = []any{onceflow.EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
 			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev,
 		}}
-	case TypeRetryableNoEffect:
+	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)
 		opts.Cause = re.Err
-	case TypeOperationFailed:
+	case onceflow.TypeOperationFailed:
 		errors.As(err, &of)
 		opts.Details = []any{of.Reason}
-	case TypeInProgress:
+	case onceflow.TypeInProgress:
 		errors.As(err, &ip)
 		opts.NextRetryDelay = max(ip.RetryAfter, 100*time.Millisecond)
 	}
@@ -578,7 +590,7 @@ func Doubt(ctx context.Context) string {
 // Fence returns the fencing token (epoch, attempt, rev) of the running attempt:
 // it grows on every takeover, so a downstream store that keeps the highest
 // token it saw can reject a stale writer.
-func Fence(ctx context.Context) (idemstore.Fence, bool) {
+func Fence(ctx context.Context) (onceflow.Fence, bool) {
 	x, ok := idemstore.ExecutionFrom(ctx)
 	return x.Fence, ok
 }
@@ -588,6 +600,6 @@ func Fence(ctx context.Context) (idemstore.Fence, bool) {
 // Temporal namespace: what a reconcile activity, an HTTP handler or an
 // operator's tool looks the operation's downstream effect up by, outside
 // the wrapped activity.
-func (w *Wrapper) BusinessOperationKey(namespace string, code idemstore.OperationCode, key string) string {
-	return idemstore.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
+func (w *Wrapper) BusinessOperationKey(namespace string, code onceflow.OperationCode, key string) string {
+	return onceflow.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
 }

@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/driver"
@@ -62,7 +63,7 @@ func newFixtureWith(t *testing.T, logger *slog.Logger) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("test secret"), 1)
+	dig, err := onceflow.NewDigester([]byte("test secret"), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func businessKey(in chargeIn) string { return in.Order + "/charge" }
 
 // holdBusinessKey makes another workflow's attempt hold in's business key
 // in EXECUTING for lease, as the wrapper would have.
-func (f *fixture) holdBusinessKey(t *testing.T, in chargeIn, lease time.Duration) idemstore.Ref {
+func (f *fixture) holdBusinessKey(t *testing.T, in chargeIn, lease time.Duration) onceflow.Ref {
 	t.Helper()
 	ref, _, _ := f.holdBusinessKeyAs(t, in, lease)
 	return ref
@@ -120,16 +121,16 @@ func (f *fixture) holdBusinessKey(t *testing.T, in chargeIn, lease time.Duration
 
 // holdBusinessKeyAs is holdBusinessKey, with the holder's ownership and
 // nonce, so the test can complete the held operation.
-func (f *fixture) holdBusinessKeyAs(t *testing.T, in chargeIn, lease time.Duration) (idemstore.Ref, idemstore.Ownership, driver.Nonce) {
+func (f *fixture) holdBusinessKeyAs(t *testing.T, in chargeIn, lease time.Duration) (onceflow.Ref, driver.Ownership, onceflow.Nonce) {
 	t.Helper()
-	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
+	dig, _ := onceflow.NewDigester([]byte("test secret"), 1)
 	held := storetest.NewFixture()
-	held.Ref = idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
+	held.Ref = onceflow.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
 	input, _ := json.Marshal(in)
-	held.Fingerprint = idemstore.FingerprintOf(input)
+	held.Fingerprint = onceflow.FingerprintOf(input)
 	held.Lease = lease
-	nonce := driver.NewNonce()
-	out, err := f.store.ClaimStart(t.Context(), held.ClaimStart(driver.NewOwner(), nonce))
+	nonce := onceflow.NewNonce()
+	out, err := f.store.ClaimStart(t.Context(), held.ClaimStart(onceflow.NewOwner(), nonce))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func TestBusinessScopedRunsOnceAcrossWorkflows(t *testing.T) {
 	// The same key with another amount is refused, without retries.
 	in.Amount = 999999
 	_, err = f.run(t, opts, f.charge, in, 10*time.Second, 3)
-	if ae := appError(t, err); ae.Type() != onceactivity.TypeFingerprintMismatch || !ae.NonRetryable() {
+	if ae := appError(t, err); ae.Type() != onceflow.TypeFingerprintMismatch || !ae.NonRetryable() {
 		t.Fatalf("reused key: %v (type %s)", err, ae.Type())
 	}
 }
@@ -191,7 +192,7 @@ func TestMissingHeartbeatTimeoutIsRefused(t *testing.T) {
 	f := newFixture(t)
 	_, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, f.charge, chargeIn{Order: "x"}, 0, 3)
 	ae := appError(t, err)
-	if ae.Type() != onceactivity.TypeHeartbeatTimeoutRequired || !ae.NonRetryable() || f.runs.Load() != 0 {
+	if ae.Type() != onceflow.TypeHeartbeatTimeoutRequired || !ae.NonRetryable() || f.runs.Load() != 0 {
 		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
 	}
 }
@@ -224,14 +225,14 @@ func TestUnknownEffectFailsWithDetails(t *testing.T) {
 	}
 	_, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, fn, chargeIn{Order: "u"}, 10*time.Second, 5)
 	ae := appError(t, err)
-	if ae.Type() != onceactivity.TypeEffectUnknown || !ae.NonRetryable() || f.runs.Load() != 1 {
+	if ae.Type() != onceflow.TypeEffectUnknown || !ae.NonRetryable() || f.runs.Load() != 1 {
 		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
 	}
-	var d onceactivity.EffectUnknownDetails
+	var d onceflow.EffectUnknownDetails
 	if err := ae.Details(&d); err != nil {
 		t.Fatal(err)
 	}
-	if d.State != string(idemstore.StateAbandoned) || !d.Recorded || d.Attempt != 1 || d.RecordKey == "" || d.OperationCode != "charge-payment" {
+	if d.State != string(onceflow.StateAbandoned) || !d.Recorded || d.Attempt != 1 || d.RecordKey == "" || d.OperationCode != "charge-payment" {
 		t.Fatalf("details = %+v", d)
 	}
 }
@@ -246,7 +247,7 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 		InProgress: onceactivity.InProgressRetry}
 	_, err := f.run(t, opts, f.charge, in, 10*time.Second, 1)
 	ae := appError(t, err)
-	if ae.Type() != onceactivity.TypeInProgress || ae.NonRetryable() || f.runs.Load() != 0 {
+	if ae.Type() != onceflow.TypeInProgress || ae.NonRetryable() || f.runs.Load() != 0 {
 		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
 	}
 	if d := ae.NextRetryDelay(); d < 30*time.Second || d > time.Minute {
@@ -306,7 +307,7 @@ func TestCodecIsPerActivityAndAMismatchIsNotReplayed(t *testing.T) {
 	jsonOpts := text
 	jsonOpts.Codec = nil // JSONCodec: "json-v2"
 	_, err = f.run(t, jsonOpts, f.charge, in, 10*time.Second, 3)
-	if ae := appError(t, err); ae.Type() != onceactivity.TypeCodecMismatch || !ae.NonRetryable() || f.runs.Load() != 1 {
+	if ae := appError(t, err); ae.Type() != onceflow.TypeCodecMismatch || !ae.NonRetryable() || f.runs.Load() != 1 {
 		t.Fatalf("replay under another codec: %v (type %s)", err, ae.Type())
 	}
 }
@@ -325,12 +326,12 @@ func TestResolvedResultReplaysUnderTheActivitysCodec(t *testing.T) {
 		return chargeOut{}, errors.New("read timeout after the request was sent")
 	}
 	_, err := f.run(t, text, unknown, in, 10*time.Second, 3)
-	var d onceactivity.EffectUnknownDetails
-	if ae := appError(t, err); ae.Type() != onceactivity.TypeEffectUnknown || ae.Details(&d) != nil {
+	var d onceflow.EffectUnknownDetails
+	if ae := appError(t, err); ae.Type() != onceflow.TypeEffectUnknown || ae.Details(&d) != nil {
 		t.Fatalf("err = %v", err)
 	}
 	decided, _ := json.Marshal(chargeOut{ChargeID: "ch_decided", Key: "k"})
-	if err := f.wrapper.ResolveRecord(t.Context(), onceactivity.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: decided}); err != nil {
+	if err := f.wrapper.ResolveRecord(t.Context(), onceflow.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: decided}); err != nil {
 		t.Fatal(err)
 	}
 	out, err := f.run(t, text, f.charge, in, 10*time.Second, 3)
@@ -349,7 +350,7 @@ func TestSlowReconcileKeepsHeartbeating(t *testing.T) {
 	storetest.WaitLeaseExpired(t, f.store, f.holdBusinessKey(t, in, 10*time.Millisecond))
 	opts := onceactivity.Options[chargeIn, chargeOut]{
 		Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey,
-		Reconcile: func(ctx context.Context, in chargeIn, _ idemstore.Record) (chargeOut, bool, error) {
+		Reconcile: func(ctx context.Context, in chargeIn, _ onceflow.Record) (chargeOut, bool, error) {
 			select { // three heartbeat timeouts
 			case <-time.After(1500 * time.Millisecond):
 			case <-ctx.Done():
@@ -389,8 +390,8 @@ func TestStoredRecordHoldsNoWorkflowID(t *testing.T) {
 	if _, err := f.run(t, opts, fn, in, 10*time.Second, 3); err != nil {
 		t.Fatal(err)
 	}
-	dig, _ := idemstore.NewDigester([]byte("test secret"), 1)
-	ref := idemstore.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
+	dig, _ := onceflow.NewDigester([]byte("test secret"), 1)
+	ref := onceflow.Ref{Code: "charge-payment", Digest: dig.Digest("business", "default-test-namespace", businessKey(in))}
 	fields, err := redistest.Client(t).HGetAll(t.Context(), f.store.Key(ref)).Result()
 	if err != nil || len(fields) == 0 {
 		t.Fatalf("record: %v, %v", fields, err)

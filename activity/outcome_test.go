@@ -7,7 +7,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/idemstore"
 )
 
 // Every error outcome crosses the Temporal boundary with a type of its
@@ -21,12 +20,12 @@ func TestEveryOutcomeHasATemporalType(t *testing.T) {
 		}
 	}
 	var ae *temporal.ApplicationError
-	err := toTemporal(errors.New("something new"), idemstore.Ref{}, "", nil)
-	if !errors.As(err, &ae) || ae.Type() != TypeInternal || ae.NonRetryable() {
-		t.Fatalf("an unclassified error = %v, want a retryable %s", err, TypeInternal)
+	err := toTemporal(errors.New("something new"), onceflow.Ref{}, "", nil)
+	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeInternal || ae.NonRetryable() {
+		t.Fatalf("an unclassified error = %v, want a retryable %s", err, onceflow.TypeInternal)
 	}
-	err = toTemporal(&idemstore.ValidationError{Field: "Ref", Reason: "bad"}, idemstore.Ref{}, "", nil)
-	if !errors.As(err, &ae) || ae.Type() != TypeInvalidInput || !ae.NonRetryable() {
-		t.Fatalf("a validation error = %v, want a non-retryable %s", err, TypeInvalidInput)
+	err = toTemporal(&onceflow.ValidationError{Field: "Ref", Reason: "bad"}, onceflow.Ref{}, "", nil)
+	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeInvalidInput || !ae.NonRetryable() {
+		t.Fatalf("a validation error = %v, want a non-retryable %s", err, onceflow.TypeInvalidInput)
 	}
 }

@@ -12,33 +12,25 @@ import (
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
-// ResolveRecordActivity is the registered name of Wrapper.ResolveRecord:
-// onceflow.ResolveRecordActivity.
-const ResolveRecordActivity = onceflow.ResolveRecordActivity
-
-// TypeResolveRefused: onceflow.TypeResolveRefused.
-const TypeResolveRefused = onceflow.TypeResolveRefused
-
-// ResolveRecordInput settles an ABANDONED record: onceflow.ResolveRecordInput.
-type ResolveRecordInput = onceflow.ResolveRecordInput
-
 // ResolveRecord is an activity that settles an ABANDONED record with a
-// decision taken in a workflow (compare-and-set on its attempt and rev). A
-// completed result (JSON) is stored with the Codec of the activity Wrap
-// registered for the record's operation code, or as it is under the
-// executor's codec when this worker wraps none.
-// A record that is gone (expired) is nothing to settle; the decision stands
-// in the workflow's history.
-func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) error {
-	cfg := w.exec.Config()
+// decision taken in a workflow (compare-and-set on its attempt and rev),
+// through the executor's Resolve. A completed result (JSON) is stored with
+// the Codec of the activity Wrap registered for the record's operation
+// code, or as it is under the executor's codec when this worker wraps
+// none. A record that is gone (expired) is nothing to settle; the decision
+// stands in the workflow's history. Every other error is mapped to its
+// ApplicationError type as a wrapped activity's are: a refused resolution
+// is onceflow.TypeResolveRefused, a corrupt record
+// onceflow.TypeCorruptRecord, a store that did not answer
+// onceflow.TypeStoreUnavailable.
+func (w *Wrapper) ResolveRecord(ctx context.Context, in onceflow.ResolveRecordInput) error {
 	d := in.Details
-	ref := idemstore.Ref{Code: idemstore.OperationCode(d.OperationCode), Digest: idemstore.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
+	ref := onceflow.Ref{Code: onceflow.OperationCode(d.OperationCode), Digest: onceflow.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
 	req := driver.ResolveRequest{
-		Ref: ref, Attempt: d.Attempt, Rev: d.Rev, Target: idemstore.State(in.Target), Reason: idemstore.SanitizeReason(in.Reason), // an operator's text: never a NUL the schema refuses
-		TTL: cfg.FailureRetention,
+		Ref: ref, Attempt: d.Attempt, Rev: d.Rev, Target: onceflow.State(in.Target), Reason: onceflow.SanitizeReason(in.Reason), // an operator's text: never a NUL the schema refuses
 	}
-	if req.Target == idemstore.StateCompleted {
-		req.Response, req.Codec, req.Policy, req.TTL = in.Response, cfg.Codec, cfg.PolicyRevision, cfg.ReplayTTL
+	if req.Target == onceflow.StateCompleted {
+		req.Response = in.Response
 		// Stored under the codec of the activity that owns the operation
 		// code (Wrap registers it), so its next claim replays the result.
 		if r, ok := w.resolvers.Load(ref.Code); ok {
@@ -46,26 +38,15 @@ func (w *Wrapper) ResolveRecord(ctx context.Context, in ResolveRecordInput) erro
 			b, err := r.encode(in.Response)
 			if err != nil {
 				return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-					"onceflow: the decided result of %s does not encode with codec %s: %v", d.RecordKey, r.codec, err), TypeInvalidInput, err)
+					"onceflow: the decided result of %s does not encode with codec %s: %v", d.RecordKey, r.codec, err), onceflow.TypeInvalidInput, err)
 			}
-			req.Response, req.Codec = b, r.codec
+			req.Response, req.Codec, req.Policy = b, r.codec, w.exec.Config().PolicyRevision
 		}
 	}
-	out, err := cfg.Store.Resolve(ctx, req)
-	if err != nil {
-		var ve *idemstore.ValidationError
-		if errors.As(err, &ve) {
-			return temporal.NewNonRetryableApplicationError(err.Error(), TypeInvalidInput, err)
-		}
-		return temporal.NewApplicationError(err.Error(), TypeStoreUnavailable)
-	}
-	switch o := out.(type) {
-	case driver.Transitioned, driver.AlreadyTransitioned, driver.Missing:
+	_, err := w.exec.Resolve(ctx, req)
+	switch {
+	case err == nil, errors.Is(err, idemstore.ErrNoRecord):
 		return nil
-	case driver.Refused:
-		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"onceflow: resolving %s refused (%s): the record is now attempt %d rev %d in %s",
-			d.RecordKey, o.Reason, o.Record.Attempt, o.Record.Rev, o.Record.State), TypeResolveRefused, nil)
 	}
-	return fmt.Errorf("onceflow: resolve %s: unexpected outcome %T", d.RecordKey, out)
+	return toTemporal(err, ref, d.Operation, d.Checkpoint)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -172,7 +173,7 @@ func TestStoreOutageAndCancellationSayWhichTheyAre(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+		dig, err := onceflow.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
 		if err != nil {
 			t.Fatal(err)
 		}

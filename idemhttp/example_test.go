@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -50,7 +51,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	digester, err := idemstore.NewDigester([]byte("a secret from your secret store"), 1)
+	digester, err := onceflow.NewDigester([]byte("a secret from your secret store"), 1)
 	if err != nil {
 		panic(err)
 	}

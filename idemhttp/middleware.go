@@ -21,10 +21,10 @@ import (
 
 // Defaults.
 const (
-	DefaultCode            idemstore.OperationCode = "http"
-	DefaultMaxBodyBytes                            = 1 << 20
-	DefaultMaxWait                                 = 10 * time.Second
-	DefaultStoreRetryAfter                         = time.Second
+	DefaultCode            onceflow.OperationCode = "http"
+	DefaultMaxBodyBytes                           = 1 << 20
+	DefaultMaxWait                                = 10 * time.Second
+	DefaultStoreRetryAfter                        = time.Second
 	// DefaultMaxResponseBytes is the default Config.MaxResponseBytes: the
 	// idempotency store's own default limit on a stored response.
 	DefaultMaxResponseBytes = 1 << 20
@@ -40,10 +40,10 @@ type Config struct {
 	Executor *idemstore.Executor
 	// Digester digests each request's scope, so no raw key or principal
 	// reaches Redis. Required.
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	// Code is the operation code of the records, [a-z0-9-]{1,64}. Default
 	// "http". Give each API its own.
-	Code idemstore.OperationCode
+	Code onceflow.OperationCode
 	// Principal names who sent the request, from the identity the service
 	// authenticated (an account or client ID, as ContextPrincipal reads
 	// it from the context), never from credential bytes: a client that
@@ -246,7 +246,7 @@ func New(cfg Config) (*Middleware, error) {
 	if cfg.Code == "" {
 		cfg.Code = DefaultCode
 	}
-	if _, err := idemstore.ParseOperationCode(string(cfg.Code)); err != nil {
+	if _, err := onceflow.ParseOperationCode(string(cfg.Code)); err != nil {
 		return nil, fmt.Errorf("idemhttp: Config.Code: %w", err)
 	}
 	switch {
@@ -306,7 +306,7 @@ type Scope struct {
 	// Ref names the record: the operation code and the scope's digest
 	// (HMAC of principal, method, route and key). Its Digest.Hex is a
 	// stable, opaque name for the request, fit for a workflow ID.
-	Ref idemstore.Ref
+	Ref onceflow.Ref
 	// MaxResponseBytes is Config.MaxResponseBytes: a response to be
 	// stored must fit in it, body, status and replayed headers together,
 	// or the request is answered 500 response-too-large.
@@ -379,22 +379,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 			return
 		}
 	}
-	// A declared body over the limit is answered before any of it is read,
-	// so a client that sent Expect: 100-continue gets no 100 Continue.
-	tooLong := r.ContentLength > m.cfg.MaxBodyBytes
-	var body []byte
-	if !tooLong {
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
-	}
-	if tooLong || err != nil {
-		var tooLarge *http.MaxBytesError
-		if tooLong || errors.As(err, &tooLarge) {
-			WriteProblem(w, &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
-				Detail: fmt.Sprintf("the body is over %d bytes: send a smaller one", m.cfg.MaxBodyBytes)})
-			return
-		}
-		WriteProblem(w, &Problem{Type: ProblemInvalidRequest, Title: "Request body unreadable", Status: http.StatusBadRequest,
-			Detail: "the body could not be read: " + err.Error()})
+	body, p := m.readBody(w, r)
+	if p != nil {
+		WriteProblem(w, p)
 		return
 	}
 	// The body is fingerprinted as the handler will read it, or refused:
@@ -421,45 +408,17 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if route == "" {
 		route = r.URL.Path
 	}
-	ref := idemstore.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
+	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
 	req := idemstore.Request{
 		Ref:                  ref,
 		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),
-		Fingerprint:          idemstore.FingerprintOf([]byte(r.Method), []byte(route), fingerprinted),
+		Fingerprint:          onceflow.FingerprintOf([]byte(r.Method), []byte(route), fingerprinted),
 		Codec:                Codec,
 		IdempotentDownstream: m.cfg.IdempotentHandler,
 	}
 
 	var ran *recorder // set when this request ran the handler
-	action := func(actx context.Context) ([]byte, error) {
-		rec := newRecorder()
-		ran = rec
-		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
-		hr.Body = io.NopCloser(bytes.NewReader(body))
-		hr.ContentLength = int64(len(body))
-		if p := m.run(next, rec, hr); p != nil {
-			*rec = *newRecorder()
-			WriteProblem(rec, &Problem{Type: ProblemHandlerPanicked, Title: "Internal error", Status: http.StatusInternalServerError,
-				Detail: "the server failed while handling the request; retry it with the same key"})
-			if m.cfg.UnknownOn5xx {
-				return nil, idemstore.EffectUnknown(fmt.Errorf("the handler panicked: %v", p))
-			}
-			return nil, idemstore.RetryableNoEffect(fmt.Errorf("the handler panicked: %v", p))
-		}
-		status := rec.statusCode()
-		if m.cfg.Store(status) {
-			return m.keep(r.Context(), ref, rec)
-		}
-		if status >= 500 && m.cfg.UnknownOn5xx {
-			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
-		}
-		if status < 400 {
-			// A 202 Accepted (or a 2xx or 3xx Store refuses) is an answer,
-			// not a failure: counted as not_stored, not retryable.
-			return nil, idemstore.NotStored(fmt.Errorf("status %d is not stored", status))
-		}
-		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
-	}
+	action := m.handlerAction(next, r, ref, body, &ran)
 
 	var res idemstore.Result
 	waited := false
@@ -486,22 +445,88 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		}
 		ran.writeTo(w, nil)
 	case err == nil:
-		s, uerr := decodeStored(res.Response)
-		if uerr != nil {
-			WriteProblem(w, &Problem{Type: ProblemCorruptRecord, Title: "Stored response unreadable", Status: http.StatusInternalServerError,
-				Detail: "the response stored for this key does not decode; an operator must delete record " + ref.String()})
-			return
-		}
-		m.log.DebugContext(r.Context(), "idemhttp: replayed", "ref", ref.String(), "status", s.Status)
-		for k, vs := range s.Header {
-			w.Header()[k] = vs
-		}
-		w.Header().Set("Idempotency-Replayed", "true")
-		w.WriteHeader(s.Status)
-		_, _ = w.Write(s.Body)
+		m.writeReplay(w, r, ref, res.Response)
 	default:
 		WriteProblem(w, m.problem(r.Context(), ref, err))
 	}
+}
+
+// handlerAction is the action of a request: it runs next on a copy of r
+// with body, records its answer in a recorder it sets *ran to, and says
+// what the answer means for the record (kept, not stored, retryable,
+// effect unknown).
+func (m *Middleware) handlerAction(next http.Handler, r *http.Request, ref onceflow.Ref, body []byte, ran **recorder) idemstore.Action {
+	return func(actx context.Context) ([]byte, error) {
+		rec := newRecorder()
+		*ran = rec
+		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
+		hr.Body = io.NopCloser(bytes.NewReader(body))
+		hr.ContentLength = int64(len(body))
+		if p := m.run(next, rec, hr); p != nil {
+			*rec = *newRecorder()
+			WriteProblem(rec, &Problem{Type: ProblemHandlerPanicked, Title: "Internal error", Status: http.StatusInternalServerError,
+				Detail: "the server failed while handling the request; retry it with the same key"})
+			if m.cfg.UnknownOn5xx {
+				return nil, idemstore.EffectUnknown(fmt.Errorf("the handler panicked: %v", p))
+			}
+			return nil, idemstore.RetryableNoEffect(fmt.Errorf("the handler panicked: %v", p))
+		}
+		status := rec.statusCode()
+		if m.cfg.Store(status) {
+			return m.keep(r.Context(), ref, rec)
+		}
+		if status >= 500 && m.cfg.UnknownOn5xx {
+			return nil, idemstore.EffectUnknown(fmt.Errorf("the handler answered %d", status))
+		}
+		if status < 400 {
+			// A 202 Accepted (or a 2xx or 3xx Store refuses) is an answer,
+			// not a failure: counted as not_stored, not retryable.
+			return nil, idemstore.NotStored(fmt.Errorf("status %d is not stored", status))
+		}
+		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
+	}
+}
+
+// readBody reads the request's body up to Config.MaxBodyBytes, or says
+// why it cannot. A declared body over the limit is answered before any of
+// it is read, so a client that sent Expect: 100-continue gets no 100
+// Continue.
+func (m *Middleware) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Problem) {
+	if r.ContentLength > m.cfg.MaxBodyBytes {
+		return nil, m.bodyTooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, m.cfg.MaxBodyBytes))
+	if err == nil {
+		return body, nil
+	}
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, m.bodyTooLarge()
+	}
+	return nil, &Problem{Type: ProblemInvalidRequest, Title: "Request body unreadable", Status: http.StatusBadRequest,
+		Detail: "the body could not be read: " + err.Error()}
+}
+
+func (m *Middleware) bodyTooLarge() *Problem {
+	return &Problem{Type: ProblemBodyTooLarge, Title: "Request body too large", Status: http.StatusRequestEntityTooLarge,
+		Detail: fmt.Sprintf("the body is over %d bytes: send a smaller one", m.cfg.MaxBodyBytes)}
+}
+
+// writeReplay writes the response stored for ref.
+func (m *Middleware) writeReplay(w http.ResponseWriter, r *http.Request, ref onceflow.Ref, stored []byte) {
+	s, err := decodeStored(stored)
+	if err != nil {
+		WriteProblem(w, &Problem{Type: ProblemCorruptRecord, Title: "Stored response unreadable", Status: http.StatusInternalServerError,
+			Detail: "the response stored for this key does not decode; an operator must delete record " + ref.String()})
+		return
+	}
+	m.log.DebugContext(r.Context(), "idemhttp: replayed", "ref", ref.String(), "status", s.Status)
+	for k, vs := range s.Header {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Idempotency-Replayed", "true")
+	w.WriteHeader(s.Status)
+	_, _ = w.Write(s.Body)
 }
 
 // principalProblem answers a request whose principal is unknown.
@@ -540,7 +565,7 @@ func keyProblem(err error) *Problem {
 // keep is replaced, in rec and in the store, by a response-too-large
 // problem, so the client is never sent an answer that its retry would not
 // get.
-func (m *Middleware) keep(ctx context.Context, ref idemstore.Ref, rec *recorder) ([]byte, error) {
+func (m *Middleware) keep(ctx context.Context, ref onceflow.Ref, rec *recorder) ([]byte, error) {
 	b, err := stored{Status: rec.statusCode(), Header: m.replayed(rec.header), Body: rec.body.Bytes()}.encode()
 	if err != nil || len(b) <= m.cfg.MaxResponseBytes {
 		return b, err
@@ -577,64 +602,68 @@ type problemSpec struct {
 	typ, title string
 	status     int
 	// detail says what happened and what to do.
-	detail func(ref idemstore.Ref, err error) string
+	detail func(ref onceflow.Ref, err error) string
 }
 
 // problems maps every error outcome of idemstore.OutcomeOf to its answer.
 var problems = map[onceflow.Outcome]problemSpec{
-	onceflow.OutcomeInProgress: {ProblemInProgress, "Request in progress", http.StatusConflict, func(idemstore.Ref, error) string {
+	onceflow.OutcomeInProgress: {ProblemInProgress, "Request in progress", http.StatusConflict, func(onceflow.Ref, error) string {
 		return "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"
 	}},
-	onceflow.OutcomeFingerprintMismatch: {ProblemKeyReused, "Idempotency key reused", http.StatusUnprocessableEntity, func(idemstore.Ref, error) string {
+	onceflow.OutcomeFingerprintMismatch: {ProblemKeyReused, "Idempotency key reused", http.StatusUnprocessableEntity, func(onceflow.Ref, error) string {
 		return "this key was used for a request with another method, route or body: send a new key for a new request"
 	}},
 	onceflow.OutcomeOwnerConflict:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
 	onceflow.OutcomeCodecMismatch:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
 	onceflow.OutcomeEffectUnknown:    {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
 	onceflow.OutcomeRecoveryRequired: {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
-	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ idemstore.Ref, err error) string {
+	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ onceflow.Ref, err error) string {
 		var of *idemstore.OperationFailedError
 		errors.As(err, &of)
 		return "an operator marked the request with this key as failed (" + of.Reason + "): send a new key"
 	}},
-	onceflow.OutcomeCorrupt: {ProblemCorruptRecord, "Idempotency record corrupt", http.StatusInternalServerError, func(ref idemstore.Ref, _ error) string {
+	onceflow.OutcomeCorrupt: {ProblemCorruptRecord, "Idempotency record corrupt", http.StatusInternalServerError, func(ref onceflow.Ref, _ error) string {
 		return "the record of this key does not decode; an operator must delete record " + ref.String()
 	}},
-	onceflow.OutcomeInvalid: {ProblemInvalidRequest, "Request cannot be checked", http.StatusBadRequest, func(_ idemstore.Ref, err error) string {
-		var ve *idemstore.ValidationError
+	onceflow.OutcomeInvalid: {ProblemInvalidRequest, "Request cannot be checked", http.StatusBadRequest, func(_ onceflow.Ref, err error) string {
+		var ve *onceflow.ValidationError
 		errors.As(err, &ve)
 		return "the request's idempotency identity is invalid (" + ve.Field + " " + ve.Reason + "): it was not processed"
 	}},
-	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeRetryable: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "an earlier attempt with this key failed with no effect, and this request was not processed; retry it with the same key after Retry-After seconds"
 	}},
 	// A store call cut short by the request's own context (the client
 	// went away, a server timeout): the store may be fine.
-	onceflow.OutcomeNotStored: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeNotStored: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "an earlier attempt with this key failed with no effect, and this request was not processed; retry it with the same key after Retry-After seconds"
 	}},
 	// A store call cut short by the request's own context (the client
 	// went away, a server timeout): the store may be fine.
-	onceflow.OutcomeCanceled: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeCanceled: {ProblemStoreUnavailable, "Request not processed", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "the request was cancelled or timed out before its key could be checked, and was not processed; retry it with the same key"
 	}},
 	// Redis unreachable or not answering within its command timeout (a
 	// transport error, or the store's own deadline: never the request's).
-	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(idemstore.Ref, error) string {
+	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "the idempotency store is unavailable, so the request's key could not be checked and the request was not processed; retry it with the same key after Retry-After seconds"
 	}},
-	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(idemstore.Ref, error) string {
+	// The middleware never resolves a record: a refused resolution here is a bug.
+	onceflow.OutcomeResolveRefused: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
+		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
+	}},
+	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
 		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
 	}},
 }
 
-func conflictDetail(_ idemstore.Ref, err error) string {
+func conflictDetail(_ onceflow.Ref, err error) string {
 	var ce *idemstore.ConflictError
 	errors.As(err, &ce)
 	return "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"
 }
 
-func outcomeUnknownDetail(ref idemstore.Ref, _ error) string {
+func outcomeUnknownDetail(ref onceflow.Ref, _ error) string {
 	return "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
 		"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"
 }
@@ -642,7 +671,7 @@ func outcomeUnknownDetail(ref idemstore.Ref, _ error) string {
 // problem maps an Execute error to the answer, through idemstore.OutcomeOf
 // and problems. A store that did not answer because the client went away
 // is the client's cancellation, not an unavailable store.
-func (m *Middleware) problem(ctx context.Context, ref idemstore.Ref, err error) *Problem {
+func (m *Middleware) problem(ctx context.Context, ref onceflow.Ref, err error) *Problem {
 	o := idemstore.OutcomeOf(idemstore.Result{}, err)
 	if o == onceflow.OutcomeStoreUnavailable && ctx.Err() != nil {
 		o = onceflow.OutcomeCanceled

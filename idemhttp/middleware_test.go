@@ -18,6 +18,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -53,7 +54,7 @@ func newAPI(t *testing.T, redisAddr string, opts ...option) *api {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+	dig, err := onceflow.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +485,7 @@ func TestIdempotentHandlerRunsAgainAfterAnUnrecordedOutcome(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+			dig, err := onceflow.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -32,7 +33,7 @@ func TestA202IsCountedAsNotStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+	dig, err := onceflow.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestA202IsCountedAsNotStored(t *testing.T) {
 			}
 		}
 	}
-	if counts[string(idemstore.OutcomeNotStored)] != 2 || counts[string(idemstore.OutcomeRetryable)] != 1 {
+	if counts[string(onceflow.OutcomeNotStored)] != 2 || counts[string(onceflow.OutcomeRetryable)] != 1 {
 		t.Fatalf("%s by outcome = %v, want not_stored 2 (the 202s) and retryable 1 (the 503)", idemstore.MetricExecutions, counts)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/idemstore"
 )
 
 // Every error outcome has an answer in the table; an error the executor
@@ -22,16 +21,16 @@ func TestEveryOutcomeHasAProblem(t *testing.T) {
 		}
 	}
 	m := &Middleware{log: slog.New(slog.DiscardHandler)}
-	if p := m.problem(context.Background(), idemstore.Ref{}, errors.New("something new")); p.Status != http.StatusInternalServerError || p.Type != ProblemInternal {
+	if p := m.problem(context.Background(), onceflow.Ref{}, errors.New("something new")); p.Status != http.StatusInternalServerError || p.Type != ProblemInternal {
 		t.Errorf("unclassified: %+v", p)
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	storeErr := &idemstore.StoreError{Op: "claim", Err: context.Canceled}
-	if p := m.problem(gone, idemstore.Ref{}, storeErr); p.Title != "Request not processed" {
+	storeErr := &onceflow.StoreError{Op: "claim", Err: context.Canceled}
+	if p := m.problem(gone, onceflow.Ref{}, storeErr); p.Title != "Request not processed" {
 		t.Errorf("client gone: %+v", p)
 	}
-	if p := m.problem(context.Background(), idemstore.Ref{}, storeErr); p.Title != "Idempotency store unavailable" || p.Status != http.StatusServiceUnavailable {
+	if p := m.problem(context.Background(), onceflow.Ref{}, storeErr); p.Title != "Idempotency store unavailable" || p.Status != http.StatusServiceUnavailable {
 		t.Errorf("store unavailable: %+v", p)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -16,7 +17,7 @@ import (
 )
 
 // testDeps is an executor on the test Redis and a digester.
-func testDeps(t *testing.T) (*idemstore.Executor, *idemstore.Digester) {
+func testDeps(t *testing.T) (*idemstore.Executor, *onceflow.Digester) {
 	t.Helper()
 	store, err := redisstore.New(redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
 	if err != nil {
@@ -26,7 +27,7 @@ func testDeps(t *testing.T) (*idemstore.Executor, *idemstore.Digester) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
+	dig, err := onceflow.NewDigester([]byte("idemhttp test secret, 32 bytes.."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

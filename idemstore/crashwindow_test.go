@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 )
 
@@ -26,18 +28,18 @@ func TestCrashWindowMatrix(t *testing.T) {
 	)
 	cells := []struct {
 		method storetest.Method
-		split  bool            // use the two-step claim → start path
-		actErr error           // what the action returns
-		want   outcome         // what Execute must report
-		state  idemstore.State // where the record must end
+		split  bool           // use the two-step claim → start path
+		actErr error          // what the action returns
+		want   outcome        // what Execute must report
+		state  onceflow.State // where the record must end
 	}{
-		{storetest.MethodClaim, true, nil, ran, idemstore.StateCompleted},
-		{storetest.MethodClaimStart, false, nil, ran, idemstore.StateCompleted},
-		{storetest.MethodStart, true, nil, ran, idemstore.StateCompleted},
-		{storetest.MethodRenew, false, nil, ran, idemstore.StateCompleted},
-		{storetest.MethodComplete, false, nil, ran, idemstore.StateCompleted},
-		{storetest.MethodFail, false, idemstore.RetryableNoEffect(errors.New("declined")), retryable, idemstore.StateFailedRetryable},
-		{storetest.MethodFail, false, errors.New("timeout after send"), effectUnknown, idemstore.StateAbandoned},
+		{storetest.MethodClaim, true, nil, ran, onceflow.StateCompleted},
+		{storetest.MethodClaimStart, false, nil, ran, onceflow.StateCompleted},
+		{storetest.MethodStart, true, nil, ran, onceflow.StateCompleted},
+		{storetest.MethodRenew, false, nil, ran, onceflow.StateCompleted},
+		{storetest.MethodComplete, false, nil, ran, onceflow.StateCompleted},
+		{storetest.MethodFail, false, idemstore.RetryableNoEffect(errors.New("declined")), retryable, onceflow.StateFailedRetryable},
+		{storetest.MethodFail, false, errors.New("timeout after send"), effectUnknown, onceflow.StateAbandoned},
 	}
 	e := newEnv(t, idemstore.ExecutorConfig{})
 	for _, c := range cells {
@@ -50,7 +52,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 				local.Inject(c.method, fault)
 				req := request(f)
 				if c.split {
-					req.BeforeStart = func(context.Context, idemstore.Ownership) error { return nil }
+					req.BeforeStart = func(context.Context, driver.Ownership) error { return nil }
 				}
 				ticks := make(chan time.Time)
 				req.RenewTicks = ticks
@@ -109,7 +111,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		if !errors.Is(err, idemstore.ErrIndeterminate) || !errors.Is(err, idemstore.ErrUnavailable) || runs.Load() != 0 {
+		if !errors.Is(err, onceflow.ErrIndeterminate) || !errors.Is(err, onceflow.ErrUnavailable) || runs.Load() != 0 {
 			t.Fatalf("err = %v, runs %d; want the store errors and no run", err, runs.Load())
 		}
 	})
@@ -124,7 +126,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 		if !errors.Is(err, idemstore.ErrRecoveryRequired) || runs.Load() != 1 {
 			t.Fatalf("err = %v; want ErrRecoveryRequired", err)
 		}
-		e.wantState(t, f.Ref, idemstore.StateExecuting)
+		e.wantState(t, f.Ref, onceflow.StateExecuting)
 	})
 	t.Run("complete lost and the record moved on: recovery required", func(t *testing.T) {
 		t.Parallel()

@@ -1,23 +1,16 @@
 // Package idemstore runs an action at most once whenever the system can
 // know, and says exactly what it knows when it cannot: the Executor, its
 // Request and Result, the errors that classify every outcome
-// (OutcomeOf), and the identity and record types an application names.
+// (OutcomeOf). It is the one door to the store: Execute runs an action,
+// and Inspect, Resolve and Reopen read and settle a record for operators
+// and workflows, their errors classified by the same OutcomeOf.
 //
 // The store behind it is a driver.Store (package idemstore/driver, the
 // interface a store implements, with its requests and replies); the Redis
 // implementation is idemstore/redisstore, and the contract suite every
-// Store must pass is idemstore/storetest. The shared types (Ref, Record,
-// State, Digester, …) are defined in driver and re-exported here, so an
-// application imports idemstore and a store implementation.
-//
-// # Identity
-//
-// A record is named by a Ref: an OperationCode ("charge-payment") and a
-// ScopeDigest, the versioned HMAC-SHA256 of the raw scope computed by a
-// Digester, so no raw client key, principal or workflow ID reaches the
-// store. An OperationID names one logical operation (all its retries) and
-// a Fingerprint the request, so that reusing a scope for another request
-// is refused.
+// Store must pass is idemstore/storetest. The nouns an application names
+// (onceflow.Ref, onceflow.Record, onceflow.State, onceflow.Digester, the
+// store's errors) live in the root package, onceflow.
 //
 // # Leases
 //

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -32,7 +33,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		if !errors.As(err, &eu) || !eu.Recorded || runs.Load() != 0 {
 			t.Fatalf("err = %v, %d runs; want a recorded EffectUnknownError and no run", err, runs.Load())
 		}
-		r := e.wantState(t, f.Ref, idemstore.StateAbandoned)
+		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if eu.Reason == "" || r.Reason == "" {
 			t.Fatalf("no reason: %q / %q", eu.Reason, r.Reason)
 		}
@@ -42,20 +43,20 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		f := storetest.NewFixture()
 		req := request(f)
 		req.Doubt = doubt
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return []byte("ch_1"), true, nil }
+		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return []byte("ch_1"), true, nil }
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
 		if err != nil || res.Disposition != idemstore.Reconciled || string(res.Response) != "ch_1" || runs.Load() != 0 {
 			t.Fatalf("%+v, %v, %d runs; want the reconciled effect", res, err, runs.Load())
 		}
-		e.wantState(t, f.Ref, idemstore.StateCompleted)
+		e.wantState(t, f.Ref, onceflow.StateCompleted)
 	})
 	t.Run("reconcile finds nothing: runs once, and the action knows the doubt", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		req := request(f)
 		req.Doubt = doubt
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return nil, false, nil }
+		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return nil, false, nil }
 		var seen string
 		res, err := e.exec.Execute(t.Context(), req, func(ctx context.Context) ([]byte, error) {
 			x, _ := idemstore.ExecutionFrom(ctx)
@@ -71,7 +72,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		f := storetest.NewFixture()
 		req := request(f)
 		req.Doubt = doubt
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) {
+		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) {
 			return nil, false, errors.New("provider down")
 		}
 		var runs atomic.Int32
@@ -126,7 +127,7 @@ func TestDoubtIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 	req.Doubt = &idemstore.Doubt{Reason: "attempt 1 reached the action", Fence: first.Fence}
 	var runs atomic.Int32
 	res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
-	if err != nil || res.TookOver != idemstore.StateFailedRetryable || runs.Load() != 1 {
+	if err != nil || res.TookOver != onceflow.StateFailedRetryable || runs.Load() != 1 {
 		t.Fatalf("%+v, %v, %d runs; want a plain takeover of the settled record", res, err, runs.Load())
 	}
 	if res.Fence.Epoch != first.Fence.Epoch || !first.Fence.Less(res.Fence) {
@@ -140,7 +141,7 @@ func TestDoubtIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 	g := storetest.NewFixture()
 	_, _ = e.exec.Execute(t.Context(), request(g), counted(&runs, "", idemstore.RetryableNoEffect(errors.New("no"))))
 	req = request(g)
-	req.Doubt = &idemstore.Doubt{Reason: "attempt 1 reached the action", Fence: idemstore.Fence{Epoch: 1, Attempt: 1, Rev: 2}}
+	req.Doubt = &idemstore.Doubt{Reason: "attempt 1 reached the action", Fence: onceflow.Fence{Epoch: 1, Attempt: 1, Rev: 2}}
 	runs.Store(0)
 	_, err = e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
 	if !errors.Is(err, idemstore.ErrEffectUnknown) || runs.Load() != 0 {
@@ -153,7 +154,7 @@ func TestDoubtIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 func TestFenceGrowsAcrossALostRecord(t *testing.T) {
 	t.Parallel()
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
-	fenceOf := func() idemstore.Fence {
+	fenceOf := func() onceflow.Fence {
 		var x idemstore.Execution
 		_, err := e.exec.Execute(t.Context(), request(f), func(ctx context.Context) ([]byte, error) {
 			x, _ = idemstore.ExecutionFrom(ctx)
@@ -164,7 +165,7 @@ func TestFenceGrowsAcrossALostRecord(t *testing.T) {
 		}
 		return x.Fence
 	}
-	var zombie idemstore.Fence
+	var zombie onceflow.Fence
 	for range 3 {
 		zombie = fenceOf()
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -26,17 +27,17 @@ func ExampleExecutor() {
 	if err != nil {
 		panic(err)
 	}
-	digester, err := idemstore.NewDigester([]byte("a secret from your secret store"), 1)
+	digester, err := onceflow.NewDigester([]byte("a secret from your secret store"), 1)
 	if err != nil {
 		panic(err)
 	}
 
-	ref := idemstore.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
+	ref := onceflow.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
 	_ = client.Del(ctx, store.Key(ref)) // start afresh on every run
 	req := idemstore.Request{
 		Ref:         ref,
 		Operation:   "order-42/charge",
-		Fingerprint: idemstore.FingerprintOf([]byte(`{"amount":1000}`)),
+		Fingerprint: onceflow.FingerprintOf([]byte(`{"amount":1000}`)),
 	}
 	charge := func(ctx context.Context) ([]byte, error) {
 		// Pass idemstore.OperationKey(ctx) to the provider as its own
@@ -53,7 +54,7 @@ func ExampleExecutor() {
 		fmt.Println(res.Disposition, string(res.Response))
 	}
 
-	req.Fingerprint = idemstore.FingerprintOf([]byte(`{"amount":999999}`))
+	req.Fingerprint = onceflow.FingerprintOf([]byte(`{"amount":999999}`))
 	_, err = exec.Execute(ctx, req, charge)
 	fmt.Println(errors.Is(err, idemstore.ErrFingerprintMismatch))
 	// Output:

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/onceflow/onceflow"
 )
 
 // Errors Execute returns. Match them with errors.Is; the concrete types
@@ -45,7 +47,7 @@ var (
 // InProgressError says the operation is running elsewhere. It matches
 // ErrInProgress.
 type InProgressError struct {
-	Ref Ref
+	Ref onceflow.Ref
 	// RetryAfter is the lease the running owner has left.
 	RetryAfter time.Duration
 	// SameOwner is true when the runner is another invocation of this
@@ -68,7 +70,7 @@ func (e *InProgressError) Is(target error) bool { return target == ErrInProgress
 // mismatch, an owner/operation conflict or a codec mismatch. It matches the
 // sentinel in Kind.
 type ConflictError struct {
-	Ref    Ref
+	Ref    onceflow.Ref
 	Kind   error // ErrFingerprintMismatch, ErrOwnerOperationConflict or ErrCodecMismatch
 	Detail string
 }
@@ -84,13 +86,13 @@ func (e *ConflictError) Is(target error) bool { return target == e.Kind }
 // shows. It matches ErrEffectUnknown, and ErrRecoveryRequired when
 // RecoveryRequired is set. It unwraps to the cause.
 type EffectUnknownError struct {
-	Ref       Ref
-	Operation OperationID
+	Ref       onceflow.Ref
+	Operation onceflow.OperationID
 	Attempt   int64
 	Rev       int64
 	// State is the record's state as last confirmed (ABANDONED when the
 	// abandonment was recorded).
-	State State
+	State onceflow.State
 	// Recorded is true when the store confirmed the record is ABANDONED;
 	// false when that write could not be verified (the record may still be
 	// EXECUTING until its lease runs out).
@@ -126,7 +128,7 @@ func (e *EffectUnknownError) Unwrap() error { return e.Err }
 // OperationFailedError says a decision failed the operation for good. It
 // matches ErrOperationFailed.
 type OperationFailedError struct {
-	Ref Ref
+	Ref onceflow.Ref
 	// Reason is the decision's reason, as recorded.
 	Reason string
 }
@@ -141,7 +143,7 @@ func (e *OperationFailedError) Is(target error) bool { return target == ErrOpera
 // RetryableError is an action's failure with no effect. It matches
 // ErrRetryable and unwraps to the action's error.
 type RetryableError struct {
-	Ref Ref
+	Ref onceflow.Ref
 	// Recorded is true when the record was confirmed FAILED_RETRYABLE, so
 	// the next claim takes over at once; false when that write could not
 	// be verified (the next claim waits for the lease).

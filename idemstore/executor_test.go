@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go.uber.org/goleak"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
@@ -70,7 +72,7 @@ func request(f storetest.Fixture) idemstore.Request {
 	return idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint}
 }
 
-func (e env) inspect(t *testing.T, ref idemstore.Ref) driver.Observation {
+func (e env) inspect(t *testing.T, ref onceflow.Ref) driver.Observation {
 	t.Helper()
 	obs, err := e.store.Inspect(context.Background(), ref)
 	if err != nil {
@@ -79,7 +81,7 @@ func (e env) inspect(t *testing.T, ref idemstore.Ref) driver.Observation {
 	return obs
 }
 
-func (e env) wantState(t *testing.T, ref idemstore.Ref, want idemstore.State) idemstore.Record {
+func (e env) wantState(t *testing.T, ref onceflow.Ref, want onceflow.State) onceflow.Record {
 	t.Helper()
 	obs := e.inspect(t, ref)
 	if !obs.Found || obs.Record.State != want {
@@ -101,15 +103,15 @@ func counted(runs *atomic.Int32, resp string, err error) idemstore.Action {
 
 // expiredExecuting leaves a record whose owner's lease ran out in EXECUTING:
 // a worker that died in the middle of the action.
-func (e env) expiredExecuting(t *testing.T, f storetest.Fixture) idemstore.Record {
+func (e env) expiredExecuting(t *testing.T, f storetest.Fixture) onceflow.Record {
 	t.Helper()
-	req := f.ClaimStart(driver.NewOwner(), driver.NewNonce())
+	req := f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())
 	req.Lease = 10 * time.Millisecond
 	if _, err := e.store.ClaimStart(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
 	storetest.WaitLeaseExpired(t, e.store, f.Ref)
-	return e.wantState(t, f.Ref, idemstore.StateExecuting)
+	return e.wantState(t, f.Ref, onceflow.StateExecuting)
 }
 
 func TestExecuteRunsOnceThenReplays(t *testing.T) {
@@ -132,7 +134,7 @@ func TestExecuteRunsOnceThenReplays(t *testing.T) {
 		t.Fatalf("calls: complete %d, claim+start %d, start %d", c, cs, s)
 	}
 	other := request(f)
-	other.Fingerprint = idemstore.FingerprintOf([]byte("another payload"))
+	other.Fingerprint = onceflow.FingerprintOf([]byte("another payload"))
 	if _, err := e.exec.Execute(t.Context(), other, counted(&runs, "x", nil)); !errors.Is(err, idemstore.ErrFingerprintMismatch) {
 		t.Fatalf("other payload: %v, want ErrFingerprintMismatch", err)
 	}
@@ -147,9 +149,9 @@ func TestRetryableNoEffectLetsTheNextAttemptTakeOverAtOnce(t *testing.T) {
 	if !errors.As(err, &re) || !re.Recorded || !errors.Is(err, idemstore.ErrRetryable) {
 		t.Fatalf("err = %v, want a recorded RetryableError", err)
 	}
-	e.wantState(t, f.Ref, idemstore.StateFailedRetryable)
+	e.wantState(t, f.Ref, onceflow.StateFailedRetryable)
 	res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
-	if err != nil || res.TookOver != idemstore.StateFailedRetryable || res.Fence.Attempt != 2 {
+	if err != nil || res.TookOver != onceflow.StateFailedRetryable || res.Fence.Attempt != 2 {
 		t.Fatalf("second attempt: %+v, %v", res, err)
 	}
 }
@@ -169,7 +171,7 @@ func TestUnclassifiedErrorsAndPanicsAbandon(t *testing.T) {
 		if !errors.As(err, &eu) || !eu.Recorded || errors.Is(err, idemstore.ErrRecoveryRequired) {
 			t.Fatalf("%s: err = %v, want a recorded EffectUnknownError", name, err)
 		}
-		r := e.wantState(t, f.Ref, idemstore.StateAbandoned)
+		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if eu.Attempt != r.Attempt || eu.Rev != r.Rev {
 			t.Fatalf("%s: error says attempt %d rev %d, record %d %d", name, eu.Attempt, eu.Rev, r.Attempt, r.Rev)
 		}
@@ -191,7 +193,7 @@ func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
 	t.Parallel()
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
 	req := request(f)
-	req.Owner = driver.NewOwner() // both invocations are one attempt
+	req.Owner = onceflow.NewOwner() // both invocations are one attempt
 	var runs atomic.Int32
 	running, release := make(chan struct{}), make(chan struct{})
 	first := make(chan error, 1)
@@ -208,7 +210,7 @@ func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
 	for _, split := range []bool{false, true} {
 		r := req
 		if split { // the two-step path reaches START and gets ALREADY
-			r.BeforeStart = func(context.Context, idemstore.Ownership) error { return nil }
+			r.BeforeStart = func(context.Context, driver.Ownership) error { return nil }
 		}
 		_, err := e.exec.Execute(t.Context(), r, counted(&runs, "twice", nil))
 		var ip *idemstore.InProgressError
@@ -277,9 +279,9 @@ func TestSeedFlaw3InspectShowingExecutingIsNotPermissionToRun(t *testing.T) {
 
 	t.Run("another invocation's nonce", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner := driver.NewOwner()
+		owner := onceflow.NewOwner()
 		// Invocation B of this attempt started and is running.
-		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, driver.NewNonce())); err != nil {
+		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, onceflow.NewNonce())); err != nil {
 			t.Fatal(err)
 		}
 		// Invocation A's claim+start gets no reply; INSPECT shows EXECUTING.
@@ -321,20 +323,20 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		if !errors.As(err, &eu) || !eu.Recorded {
 			t.Fatalf("err = %v, want a recorded EffectUnknownError", err)
 		}
-		e.wantState(t, f.Ref, idemstore.StateAbandoned)
+		e.wantState(t, f.Ref, onceflow.StateAbandoned)
 	})
 	t.Run("reconcile finds the effect", func(t *testing.T) {
 		f := storetest.NewFixture()
 		prev := e.expiredExecuting(t, f)
 		req := request(f)
-		req.Reconcile = func(ctx context.Context, r idemstore.Record) ([]byte, bool, error) {
+		req.Reconcile = func(ctx context.Context, r onceflow.Record) ([]byte, bool, error) {
 			if r.Attempt != prev.Attempt+1 || idemstore.OperationKey(ctx) != f.Ref.String() {
 				t.Errorf("reconcile saw attempt %d key %q", r.Attempt, idemstore.OperationKey(ctx))
 			}
 			return []byte("ch_found"), true, nil
 		}
 		res, err := e.exec.Execute(t.Context(), req, never(t))
-		if err != nil || res.Disposition != idemstore.Reconciled || string(res.Response) != "ch_found" || res.TookOver != idemstore.StateExecuting {
+		if err != nil || res.Disposition != idemstore.Reconciled || string(res.Response) != "ch_found" || res.TookOver != onceflow.StateExecuting {
 			t.Fatalf("%+v, %v", res, err)
 		}
 		res, err = e.exec.Execute(t.Context(), request(f), never(t))
@@ -346,7 +348,7 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		f := storetest.NewFixture()
 		e.expiredExecuting(t, f)
 		req := request(f)
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return nil, false, nil }
+		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return nil, false, nil }
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
 		if err != nil || res.Disposition != idemstore.Ran || runs.Load() != 1 {
@@ -357,13 +359,13 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		f := storetest.NewFixture()
 		e.expiredExecuting(t, f)
 		req := request(f)
-		req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) {
+		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) {
 			return nil, false, errors.New("provider down")
 		}
 		if _, err := e.exec.Execute(t.Context(), req, never(t)); !errors.Is(err, idemstore.ErrEffectUnknown) {
 			t.Fatalf("err = %v", err)
 		}
-		e.wantState(t, f.Ref, idemstore.StateAbandoned)
+		e.wantState(t, f.Ref, onceflow.StateAbandoned)
 	})
 	t.Run("idempotent downstream: runs", func(t *testing.T) {
 		f := storetest.NewFixture()
@@ -371,7 +373,7 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		req := request(f)
 		req.IdempotentDownstream = true
 		var runs atomic.Int32
-		if res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil)); err != nil || runs.Load() != 1 || res.TookOver != idemstore.StateExecuting {
+		if res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil)); err != nil || runs.Load() != 1 || res.TookOver != onceflow.StateExecuting {
 			t.Fatalf("%+v, %v", res, err)
 		}
 	})
@@ -384,10 +386,10 @@ func TestSlowReconcileDoesNotRunAfterLosingTheLease(t *testing.T) {
 	e, f := newEnv(t, idemstore.ExecutorConfig{Lease: 300 * time.Millisecond}), storetest.NewFixture()
 	e.expiredExecuting(t, f)
 	req := request(f)
-	req.Reconcile = func(ctx context.Context, _ idemstore.Record) ([]byte, bool, error) {
+	req.Reconcile = func(ctx context.Context, _ onceflow.Record) ([]byte, bool, error) {
 		// Slow: meanwhile our lease runs out and another attempt takes over.
 		storetest.WaitLeaseExpired(t, e.store, f.Ref)
-		if _, err := e.store.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
+		if _, err := e.store.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())); err != nil {
 			t.Error(err)
 		}
 		return nil, false, nil
@@ -408,21 +410,21 @@ func TestSeedFlaw5IndeterminateFailureWritesAreVerified(t *testing.T) {
 	cases := []struct {
 		name     string
 		actErr   error
-		state    idemstore.State
+		state    onceflow.State
 		faults   []storetest.Fault
 		recorded bool
 	}{
-		{"abandon, reply lost", errors.New("x"), idemstore.StateAbandoned, []storetest.Fault{storetest.LoseReplyAfterApply}, true},
-		{"abandon, not applied", errors.New("x"), idemstore.StateAbandoned, []storetest.Fault{storetest.ErrorBeforeApply}, true},
-		{"abandon, never applied", errors.New("x"), idemstore.StateExecuting, []storetest.Fault{storetest.ErrorBeforeApply, storetest.ErrorBeforeApply}, false},
-		{"retryable, reply lost", idemstore.RetryableNoEffect(errors.New("x")), idemstore.StateFailedRetryable, []storetest.Fault{storetest.LoseReplyAfterApply}, true},
-		{"retryable, never applied", idemstore.RetryableNoEffect(errors.New("x")), idemstore.StateExecuting, []storetest.Fault{storetest.ErrorBeforeApply, storetest.ErrorBeforeApply}, false},
+		{"abandon, reply lost", errors.New("x"), onceflow.StateAbandoned, []storetest.Fault{storetest.LoseReplyAfterApply}, true},
+		{"abandon, not applied", errors.New("x"), onceflow.StateAbandoned, []storetest.Fault{storetest.ErrorBeforeApply}, true},
+		{"abandon, never applied", errors.New("x"), onceflow.StateExecuting, []storetest.Fault{storetest.ErrorBeforeApply, storetest.ErrorBeforeApply}, false},
+		{"retryable, reply lost", idemstore.RetryableNoEffect(errors.New("x")), onceflow.StateFailedRetryable, []storetest.Fault{storetest.LoseReplyAfterApply}, true},
+		{"retryable, never applied", idemstore.RetryableNoEffect(errors.New("x")), onceflow.StateExecuting, []storetest.Fault{storetest.ErrorBeforeApply, storetest.ErrorBeforeApply}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := storetest.NewFixture()
 			req := request(f)
-			req.Owner = driver.NewOwner()
+			req.Owner = onceflow.NewOwner()
 			local, exec := e.isolated(t)
 			local.Inject(storetest.MethodFail, c.faults...)
 			var runs atomic.Int32
@@ -500,7 +502,7 @@ func TestSeedFlaw7LostOwnershipCancelsTheAction(t *testing.T) {
 	<-running
 	ticks <- time.Now() // a renewal, still ours
 	// Another worker takes the record over (as after a long GC pause).
-	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "owner", string(driver.NewOwner())).Err(); err != nil {
+	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "owner", string(onceflow.NewOwner())).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The first renewal that starts after the takeover proves the loss.
@@ -564,7 +566,7 @@ func TestCancellingTheCallerCancelsTheAction(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	// The outcome is recorded even though the caller gave up.
-	e.wantState(t, f.Ref, idemstore.StateFailedRetryable)
+	e.wantState(t, f.Ref, onceflow.StateFailedRetryable)
 }
 
 func TestActionContextCarriesKeyAndFence(t *testing.T) {
@@ -628,7 +630,7 @@ func TestExecutorConfigValidation(t *testing.T) {
 
 // timeBounded is a store that only reports a command timeout.
 type timeBounded struct {
-	idemstore.Store
+	driver.Store
 	timeout time.Duration
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
@@ -38,7 +39,7 @@ func (r renewing) String() string {
 // when the confirming claim was sent, the lease it granted, and the
 // deadline of every Renew's context.
 type misbehavingStore struct {
-	idemstore.Store
+	driver.Store
 	timeout  time.Duration
 	mode     renewing
 	released chan struct{} // closed when the test ends: hung renewals return
@@ -70,7 +71,7 @@ func (s *misbehavingStore) Renew(ctx context.Context, req driver.RenewRequest) (
 	s.deadlines = append(s.deadlines, dl)
 	leaseEnd := s.leaseEnd
 	s.mu.Unlock()
-	indeterminate := &idemstore.StoreError{Op: "renew", Ref: req.Ref, Certainty: idemstore.Indeterminate, Err: errors.New("no answer")}
+	indeterminate := &onceflow.StoreError{Op: "renew", Ref: req.Ref, Certainty: onceflow.Indeterminate, Err: errors.New("no answer")}
 	switch s.mode {
 	case renewHangs:
 		<-s.released
@@ -302,10 +303,10 @@ func TestCrashedAttemptsRecordOutlivesItsLease(t *testing.T) {
 func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
-	dead := func(t *testing.T, fused bool) (storetest.Fixture, idemstore.Owner, idemstore.Ownership, driver.Nonce) {
+	dead := func(t *testing.T, fused bool) (storetest.Fixture, onceflow.Owner, driver.Ownership, onceflow.Nonce) {
 		f := storetest.NewFixture()
 		f.Lease = 20 * time.Millisecond
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		var out driver.ClaimOutcome
 		var err error
 		if fused {
@@ -329,7 +330,7 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		if !errors.As(err, &eu) || !eu.Recorded || runs.Load() != 0 {
 			t.Fatalf("err = %v, %d runs; want a recorded EffectUnknownError", err, runs.Load())
 		}
-		r := e.wantState(t, f.Ref, idemstore.StateAbandoned)
+		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if r.Owner != owner || r.Attempt != own.Attempt || r.Rev <= own.Rev {
 			t.Fatalf("record %+v: same owner and attempt, rev bumped past %d", r, own.Rev)
 		}
@@ -344,7 +345,7 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		req := request(f)
 		req.Owner, req.IdempotentDownstream = owner, true
 		res, err := e.exec.Execute(t.Context(), req, counted(new(atomic.Int32), "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != idemstore.StateExecuting || !own.Fence().Less(res.Fence) {
+		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != onceflow.StateExecuting || !own.Fence().Less(res.Fence) {
 			t.Fatalf("%+v, %v", res, err)
 		}
 		out, err := e.store.Renew(t.Context(), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour})
@@ -357,14 +358,14 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		req := request(f)
 		req.Owner = owner
 		res, err := e.exec.Execute(t.Context(), req, counted(new(atomic.Int32), "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != idemstore.StateClaimed {
+		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != onceflow.StateClaimed {
 			t.Fatalf("%+v, %v", res, err)
 		}
 	})
 	t.Run("live lease: in progress with the lease left", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner := driver.NewOwner()
-		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, driver.NewNonce())); err != nil {
+		owner := onceflow.NewOwner()
+		if _, err := e.store.ClaimStart(t.Context(), f.ClaimStart(owner, onceflow.NewNonce())); err != nil {
 			t.Fatal(err)
 		}
 		req := request(f)
@@ -393,11 +394,11 @@ func TestOversizedResponseIsAbandonedAtOnce(t *testing.T) {
 	f := storetest.NewFixture()
 	_, err = exec.Execute(t.Context(), request(f), counted(new(atomic.Int32), strings.Repeat("x", 17), nil))
 	var eu *idemstore.EffectUnknownError
-	if !errors.As(err, &eu) || !eu.Recorded || !errors.Is(err, idemstore.ErrInvalidInput) {
+	if !errors.As(err, &eu) || !eu.Recorded || !errors.Is(err, onceflow.ErrInvalidInput) {
 		t.Fatalf("err = %v, want a recorded EffectUnknownError caused by the size limit", err)
 	}
 	obs, err := rs.Inspect(t.Context(), f.Ref)
-	if err != nil || obs.Record.State != idemstore.StateAbandoned || !strings.Contains(obs.Record.Reason, "cannot be stored") {
+	if err != nil || obs.Record.State != onceflow.StateAbandoned || !strings.Contains(obs.Record.Reason, "cannot be stored") {
 		t.Fatalf("record %+v, %v; want ABANDONED saying the response cannot be stored", obs.Record, err)
 	}
 }

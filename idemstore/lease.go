@@ -62,7 +62,7 @@ type lease struct {
 
 // keepLease starts keeping the lease confirmed at v.sent (v.leaseEnd) for
 // the action whose context cancel cancels.
-func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFunc, own Ownership) *lease {
+func (v *invocation) keepLease(ctx context.Context, cancel context.CancelCauseFunc, own driver.Ownership) *lease {
 	c := v.e.cfg
 	l := &lease{e: v.e, req: v.renewRequest(own), cancel: cancel, margin: c.SafetyMargin, end: v.leaseEnd, parent: ctx}
 	l.ticked = v.req.RenewTicks == nil
@@ -254,13 +254,8 @@ func (l *lease) renew() (more bool) {
 
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(rctx, end)
-	ctx, ph := l.e.phase(ctx, l.req.Ref.Code, "renew")
-	out, err := l.e.cfg.Store.Renew(ctx, l.req)
-	if ph != nil {
-		ph.end(err, outcomeAttrs(out)...)
-	}
+	out, err := l.e.store.Renew(ctx, l.req)
 	cancel()
-	l.e.countRenewal(rctx, l.req.Ref.Code, renewalResult(out, err))
 	if err != nil {
 		l.mu.Lock()
 		stopped := l.stopped

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
@@ -21,7 +22,7 @@ import (
 // context is done, and returns a little later, as a store whose reply is
 // on the wire does; then it notes that it returned.
 type slowRenewStore struct {
-	idemstore.Store
+	driver.Store
 	entered  chan struct{}
 	returned atomic.Bool
 }
@@ -34,7 +35,7 @@ func (s *slowRenewStore) Renew(ctx context.Context, req driver.RenewRequest) (dr
 	<-ctx.Done()
 	time.Sleep(30 * time.Millisecond) // the cancelled command's reply is still on its way
 	defer s.returned.Store(true)
-	return nil, &idemstore.StoreError{Op: "renew", Ref: req.Ref, Certainty: idemstore.Indeterminate, Err: ctx.Err()}
+	return nil, &onceflow.StoreError{Op: "renew", Ref: req.Ref, Certainty: onceflow.Indeterminate, Err: ctx.Err()}
 }
 
 // TestExecuteJoinsTheRenewalInFlight: when the action returns while a

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -27,8 +27,8 @@ func TestNULInTheOperationIDIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 	req.Operation = "order-42/charge\x00"
 	var runs atomic.Int32
 	_, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
-	var ve *idemstore.ValidationError
-	if !errors.Is(err, idemstore.ErrInvalidInput) || !errors.As(err, &ve) || ve.Field != "OperationID" {
+	var ve *onceflow.ValidationError
+	if !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) || ve.Field != "OperationID" {
 		t.Fatalf("err = %v, want a *ValidationError for the OperationID", err)
 	}
 	if runs.Load() != 0 || e.faulty.Calls(storetest.MethodClaimStart) != 0 {
@@ -49,24 +49,24 @@ func TestNULInTheOperationIDIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
-	long := strings.Repeat("é", idemstore.MaxReasonLen) // any cut at an odd byte splits a rune
+	long := strings.Repeat("é", onceflow.MaxReasonLen) // any cut at an odd byte splits a rune
 	for _, c := range []struct {
 		name   string
 		action idemstore.Action
-		state  idemstore.State
+		state  onceflow.State
 		want   string // what the stored reason contains
 	}{
 		{"retryable with a NUL", func(context.Context) ([]byte, error) {
 			return nil, idemstore.RetryableNoEffect(errors.New("card\x00declined"))
-		}, idemstore.StateFailedRetryable, "card\uFFFDdeclined"},
-		{"panic with a NUL", func(context.Context) ([]byte, error) { panic("boom\x00") }, idemstore.StateAbandoned, "boom\uFFFD"},
+		}, onceflow.StateFailedRetryable, "card\uFFFDdeclined"},
+		{"panic with a NUL", func(context.Context) ([]byte, error) { panic("boom\x00") }, onceflow.StateAbandoned, "boom\uFFFD"},
 		{"error with a NUL", func(context.Context) ([]byte, error) {
 			return nil, errors.New("gateway answered \x00\x00")
-		}, idemstore.StateAbandoned, "gateway answered \uFFFD\uFFFD"},
+		}, onceflow.StateAbandoned, "gateway answered \uFFFD\uFFFD"},
 		{"long multi-byte retryable", func(context.Context) ([]byte, error) {
 			return nil, idemstore.RetryableNoEffect(errors.New(long))
-		}, idemstore.StateFailedRetryable, "éé..."},
-		{"long multi-byte error", func(context.Context) ([]byte, error) { return nil, errors.New("x" + long) }, idemstore.StateAbandoned, "éé..."},
+		}, onceflow.StateFailedRetryable, "éé..."},
+		{"long multi-byte error", func(context.Context) ([]byte, error) { return nil, errors.New("x" + long) }, onceflow.StateAbandoned, "éé..."},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := storetest.NewFixture()
@@ -86,9 +86,9 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 				t.Fatalf("err = %v, want a recorded RetryableError or EffectUnknownError", err)
 			}
 			r := e.wantState(t, f.Ref, c.state)
-			if !strings.Contains(r.Reason, c.want) || len(r.Reason) > idemstore.MaxReasonLen || !utf8.ValidString(r.Reason) || strings.ContainsRune(r.Reason, 0) {
+			if !strings.Contains(r.Reason, c.want) || len(r.Reason) > onceflow.MaxReasonLen || !utf8.ValidString(r.Reason) || strings.ContainsRune(r.Reason, 0) {
 				t.Fatalf("stored reason %q (%d bytes), want valid UTF-8 of at most %d bytes, without NUL, containing %q",
-					r.Reason, len(r.Reason), idemstore.MaxReasonLen, c.want)
+					r.Reason, len(r.Reason), onceflow.MaxReasonLen, c.want)
 			}
 			// The record is an ordinary one: the next attempt takes over a
 			// FAILED_RETRYABLE one, and is told recovery is required for an
@@ -96,8 +96,8 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 			var runs atomic.Int32
 			res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
 			switch c.state {
-			case idemstore.StateFailedRetryable:
-				if err != nil || res.Disposition != idemstore.Ran || res.TookOver != idemstore.StateFailedRetryable {
+			case onceflow.StateFailedRetryable:
+				if err != nil || res.Disposition != idemstore.Ran || res.TookOver != onceflow.StateFailedRetryable {
 					t.Fatalf("next attempt: %+v, %v; want it to take over and run", res, err)
 				}
 			default:
@@ -122,11 +122,11 @@ func TestUndecodableWriteRepliesAreVerified(t *testing.T) {
 		name   string
 		method storetest.Method
 		actErr error
-		state  idemstore.State
+		state  onceflow.State
 	}{
-		{"abandon", storetest.MethodFail, errors.New("timeout after send"), idemstore.StateAbandoned},
-		{"retryable", storetest.MethodFail, idemstore.RetryableNoEffect(errors.New("declined")), idemstore.StateFailedRetryable},
-		{"complete", storetest.MethodComplete, nil, idemstore.StateCompleted},
+		{"abandon", storetest.MethodFail, errors.New("timeout after send"), onceflow.StateAbandoned},
+		{"retryable", storetest.MethodFail, idemstore.RetryableNoEffect(errors.New("declined")), onceflow.StateFailedRetryable},
+		{"complete", storetest.MethodComplete, nil, onceflow.StateCompleted},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := storetest.NewFixture()
@@ -140,7 +140,7 @@ func TestUndecodableWriteRepliesAreVerified(t *testing.T) {
 			var eu *idemstore.EffectUnknownError
 			var re *idemstore.RetryableError
 			switch {
-			case c.state == idemstore.StateCompleted:
+			case c.state == onceflow.StateCompleted:
 				if err != nil || res.Disposition != idemstore.Ran || string(res.Response) != "ch_1" {
 					t.Fatalf("complete applied, its reply undecodable: %+v, %v; want Ran", res, err)
 				}
@@ -187,7 +187,7 @@ func TestAStrayChunkNeverBecomesPartOfAResponse(t *testing.T) {
 		}
 		return []byte(resp), nil
 	})
-	var ce *idemstore.CorruptRecordError
+	var ce *onceflow.CorruptRecordError
 	if !errors.Is(err, idemstore.ErrRecoveryRequired) || !errors.As(err, &ce) || ce.Field != "resp3" {
 		t.Fatalf("err = %v, want ErrRecoveryRequired caused by the corrupt resp3", err)
 	}
@@ -235,7 +235,7 @@ func FuzzActionErrorTextNeverCorruptsTheRecord(f *testing.F) {
 		if err != nil || !obs.Found {
 			t.Fatalf("inspect: %+v, %v", obs, err)
 		}
-		if err := driver.ValidateReason(obs.Record.Reason); err != nil {
+		if err := onceflow.ValidateReason(obs.Record.Reason); err != nil {
 			t.Fatalf("stored reason %q: %v", obs.Record.Reason, err)
 		}
 	})

@@ -33,31 +33,9 @@ const (
 	// confirmed in time (cause "unconfirmed").
 	MetricLostLeases = "onceflow.lost_leases"
 	// MetricPhaseDuration is the latency of each executor phase, in
-	// seconds: claim, start, reconcile, action, complete, fail, inspect,
-	// renew.
+	// seconds: every store call (claim, start, complete, fail, renew,
+	// release, inspect, resolve), the action and reconcile.
 	MetricPhaseDuration = "onceflow.phase.duration"
-)
-
-// Outcomes of an Execute, the "outcome" label of MetricExecutions and the
-// "onceflow.outcome" attribute of the execute span (onceflow.Outcome).
-const (
-	OutcomeRan                 = onceflow.OutcomeRan
-	OutcomeReplayed            = onceflow.OutcomeReplayed
-	OutcomeReconciled          = onceflow.OutcomeReconciled
-	OutcomeInProgress          = onceflow.OutcomeInProgress
-	OutcomeFingerprintMismatch = onceflow.OutcomeFingerprintMismatch
-	OutcomeOwnerConflict       = onceflow.OutcomeOwnerConflict
-	OutcomeCodecMismatch       = onceflow.OutcomeCodecMismatch
-	OutcomeRetryable           = onceflow.OutcomeRetryable
-	OutcomeNotStored           = onceflow.OutcomeNotStored
-	OutcomeEffectUnknown       = onceflow.OutcomeEffectUnknown
-	OutcomeRecoveryRequired    = onceflow.OutcomeRecoveryRequired
-	OutcomeFailed              = onceflow.OutcomeFailed
-	OutcomeInvalid             = onceflow.OutcomeInvalid
-	OutcomeCorrupt             = onceflow.OutcomeCorrupt
-	OutcomeCanceled            = onceflow.OutcomeCanceled
-	OutcomeStoreUnavailable    = onceflow.OutcomeStoreUnavailable
-	OutcomeError               = onceflow.OutcomeError
 )
 
 // Span attribute keys. None carries a raw key, principal, workflow ID or
@@ -135,11 +113,11 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 	if err == nil {
 		switch res.Disposition {
 		case Replayed:
-			return OutcomeReplayed
+			return onceflow.OutcomeReplayed
 		case Reconciled:
-			return OutcomeReconciled
+			return onceflow.OutcomeReconciled
 		}
-		return OutcomeRan
+		return onceflow.OutcomeRan
 	}
 	var (
 		ip  *InProgressError
@@ -147,48 +125,51 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 		re  *RetryableError
 		eu  *EffectUnknownError
 		of  *OperationFailedError
-		ve  *ValidationError
-		se  *StoreError
-		cor *CorruptRecordError
+		ve  *onceflow.ValidationError
+		se  *onceflow.StoreError
+		cor *onceflow.CorruptRecordError
+		rr  *ResolveRefusedError
 	)
 	switch {
 	case errors.As(err, &eu) && eu.RecoveryRequired:
-		return OutcomeRecoveryRequired
+		return onceflow.OutcomeRecoveryRequired
 	case errors.As(err, &eu):
-		return OutcomeEffectUnknown
+		return onceflow.OutcomeEffectUnknown
 	case errors.As(err, &re) && re.NotStored:
-		return OutcomeNotStored
+		return onceflow.OutcomeNotStored
 	case errors.As(err, &re):
-		return OutcomeRetryable
+		return onceflow.OutcomeRetryable
 	case errors.As(err, &of):
-		return OutcomeFailed
+		return onceflow.OutcomeFailed
 	case errors.As(err, &ip):
-		return OutcomeInProgress
+		return onceflow.OutcomeInProgress
 	case errors.As(err, &ce):
 		switch {
 		case errors.Is(err, ErrOwnerOperationConflict):
-			return OutcomeOwnerConflict
+			return onceflow.OutcomeOwnerConflict
 		case errors.Is(err, ErrCodecMismatch):
-			return OutcomeCodecMismatch
+			return onceflow.OutcomeCodecMismatch
 		}
-		return OutcomeFingerprintMismatch
-	case errors.As(err, &cor), errors.Is(err, ErrUnexpectedReply):
-		return OutcomeCorrupt
+		return onceflow.OutcomeFingerprintMismatch
+	case errors.As(err, &rr):
+		return onceflow.OutcomeResolveRefused
+	case errors.As(err, &cor), errors.Is(err, onceflow.ErrUnexpectedReply):
+		return onceflow.OutcomeCorrupt
 	case errors.As(err, &ve):
-		return OutcomeInvalid
-	case errors.As(err, &se), errors.Is(err, ErrIndeterminate):
-		return OutcomeStoreUnavailable
+		return onceflow.OutcomeInvalid
+	case errors.As(err, &se), errors.Is(err, onceflow.ErrIndeterminate):
+		return onceflow.OutcomeStoreUnavailable
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return OutcomeCanceled
+		return onceflow.OutcomeCanceled
 	}
-	return OutcomeError
+	return onceflow.OutcomeError
 }
 
 // phaseSpan is one executor phase being traced or measured.
 type phaseSpan struct {
 	e     *Executor
 	ctx   context.Context
-	code  OperationCode
+	code  onceflow.OperationCode
 	name  string
 	start time.Time
 	span  trace.Span // nil when the context's span does not record
@@ -198,7 +179,7 @@ type phaseSpan struct {
 // records, and a latency sample when the executor measures. It returns
 // nil when neither is on, so an untraced, unmeasured call builds nothing
 // (callers check before they build end's attributes).
-func (e *Executor) phase(ctx context.Context, code OperationCode, name string) (context.Context, *phaseSpan) {
+func (e *Executor) phase(ctx context.Context, code onceflow.OperationCode, name string) (context.Context, *phaseSpan) {
 	parent := trace.SpanFromContext(ctx)
 	recording := parent.IsRecording()
 	if !recording && e.metrics == nil {
@@ -231,19 +212,7 @@ func (p *phaseSpan) end(err error, attrs ...attribute.KeyValue) {
 	p.span.End()
 }
 
-func (e *Executor) countTakeover(ctx context.Context, code OperationCode, from State) {
-	if e.metrics != nil {
-		e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelTakeoverFrom.String(string(from))))
-	}
-}
-
-func (e *Executor) countRenewal(ctx context.Context, code OperationCode, result string) {
-	if e.metrics != nil {
-		e.metrics.renewals.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelResult.String(result)))
-	}
-}
-
-func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause error) {
+func (e *Executor) countLostLease(ctx context.Context, code onceflow.OperationCode, cause error) {
 	if e.metrics == nil {
 		return
 	}
@@ -254,10 +223,172 @@ func (e *Executor) countLostLease(ctx context.Context, code OperationCode, cause
 	e.metrics.lostLeases.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelCause.String(kind)))
 }
 
+// executeSpan is the telemetry of one Execute: its span, when it
+// records, and its count by outcome, when the executor measures.
+type executeSpan struct {
+	e    *Executor
+	ctx  context.Context
+	code onceflow.OperationCode
+	span trace.Span
+}
+
+// startExecute starts an Execute's span: always under the executor's
+// TracerProvider, else only as the child of a recording span ctx carries.
+func (e *Executor) startExecute(ctx context.Context, ref onceflow.Ref) (context.Context, executeSpan) {
+	span := trace.SpanFromContext(ctx)
+	switch {
+	case e.tracer != nil:
+		ctx, span = e.tracer.Start(ctx, "onceflow.execute")
+	case span.IsRecording():
+		ctx, span = span.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow.execute")
+	}
+	if span.IsRecording() {
+		span.SetAttributes(AttrOperationCode.String(string(ref.Code)), AttrScopeDigest.String(ref.Digest.String()))
+	}
+	return ctx, executeSpan{e: e, ctx: ctx, code: ref.Code, span: span}
+}
+
+// end counts the Execute by outcome and ends its span.
+func (x executeSpan) end(res Result, err error) {
+	recording := x.span.IsRecording()
+	if !recording && x.e.metrics == nil {
+		return
+	}
+	outcome := string(OutcomeOf(res, err))
+	if x.e.metrics != nil {
+		x.e.metrics.executions.Add(context.WithoutCancel(x.ctx), 1, metric.WithAttributes(
+			LabelOperationCode.String(string(x.code)), LabelOutcome.String(outcome)))
+	}
+	if !recording {
+		return
+	}
+	x.span.SetAttributes(AttrOutcome.String(outcome))
+	if err == nil {
+		x.span.SetAttributes(AttrDisposition.String(string(res.Disposition)), AttrAttempt.Int64(res.Fence.Attempt), AttrRev.Int64(res.Fence.Rev))
+	} else {
+		x.span.RecordError(err)
+		x.span.SetStatus(codes.Error, err.Error())
+	}
+	x.span.End()
+}
+
+// observed is the store port as the state machine calls it: every call
+// is a phase (a child span when the context's span records, a latency
+// sample when the executor measures), claims that took a record over and
+// renewals are counted. The executor and the lease say nothing of
+// telemetry; only the phases that are no store call (the action,
+// reconcile) are started by hand.
+type observed struct {
+	driver.Store
+	e *Executor
+}
+
+// Claim is the "claim" phase; a takeover is counted.
+func (s observed) Claim(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ref.Code, "claim")
+	out, err := s.Store.Claim(ctx, req)
+	s.claimed(ctx, ph, req.Ref.Code, out, err)
+	return out, err
+}
+
+// ClaimStart is the "claim" phase too.
+func (s observed) ClaimStart(ctx context.Context, req driver.ClaimRequest) (driver.ClaimOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ref.Code, "claim")
+	out, err := s.Store.ClaimStart(ctx, req)
+	s.claimed(ctx, ph, req.Ref.Code, out, err)
+	return out, err
+}
+
+func (s observed) claimed(ctx context.Context, ph *phaseSpan, code onceflow.OperationCode, out driver.ClaimOutcome, err error) {
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
+	if o, ok := out.(driver.TakenOver); ok && s.e.metrics != nil {
+		s.e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelTakeoverFrom.String(string(o.From))))
+	}
+}
+
+// Start is the "start" phase.
+func (s observed) Start(ctx context.Context, req driver.StartRequest) (driver.TransitionOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ownership.Ref.Code, "start")
+	out, err := s.Store.Start(ctx, req)
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
+	return out, err
+}
+
+// Complete is the "complete" phase.
+func (s observed) Complete(ctx context.Context, req driver.CompleteRequest) (driver.TransitionOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ownership.Ref.Code, "complete")
+	out, err := s.Store.Complete(ctx, req)
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
+	return out, err
+}
+
+// Fail is the "fail" phase.
+func (s observed) Fail(ctx context.Context, req driver.FailRequest) (driver.TransitionOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ownership.Ref.Code, "fail")
+	out, err := s.Store.Fail(ctx, req)
+	if ph != nil {
+		ph.end(err, append(outcomeAttrs(out), attribute.String("onceflow.target", string(req.Target)))...)
+	}
+	return out, err
+}
+
+// Renew is the "renew" phase; every renewal is counted by result.
+func (s observed) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ref.Code, "renew")
+	out, err := s.Store.Renew(ctx, req)
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
+	if s.e.metrics != nil {
+		s.e.metrics.renewals.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(LabelOperationCode.String(string(req.Ref.Code)), LabelResult.String(renewalResult(out, err))))
+	}
+	return out, err
+}
+
+// Release is the "release" phase.
+func (s observed) Release(ctx context.Context, req driver.ReleaseRequest) (driver.ReleaseOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ownership.Ref.Code, "release")
+	out, err := s.Store.Release(ctx, req)
+	if ph != nil {
+		ph.end(err)
+	}
+	return out, err
+}
+
+// Inspect is the "inspect" phase.
+func (s observed) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observation, error) {
+	ctx, ph := s.e.phase(ctx, ref.Code, "inspect")
+	obs, err := s.Store.Inspect(ctx, ref)
+	if ph != nil {
+		attrs := []attribute.KeyValue{attribute.Bool("onceflow.found", obs.Found)}
+		if obs.Found {
+			attrs = append(attrs, recordAttrs(obs.Record)...)
+		}
+		ph.end(err, attrs...)
+	}
+	return obs, err
+}
+
+// Resolve is the "resolve" phase.
+func (s observed) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.ResolveOutcome, error) {
+	ctx, ph := s.e.phase(ctx, req.Ref.Code, "resolve")
+	out, err := s.Store.Resolve(ctx, req)
+	if ph != nil {
+		ph.end(err, outcomeAttrs(out)...)
+	}
+	return out, err
+}
+
 // outcomeAttrs are the span attributes of a store reply: the record's
 // state, attempt and rev as the reply shows them.
 func outcomeAttrs(out any) []attribute.KeyValue {
-	var r Record
+	var r onceflow.Record
 	switch o := out.(type) {
 	case driver.Acquired:
 		r = o.Record
@@ -293,7 +424,7 @@ func outcomeAttrs(out any) []attribute.KeyValue {
 	return recordAttrs(r)
 }
 
-func recordAttrs(r Record) []attribute.KeyValue {
+func recordAttrs(r onceflow.Record) []attribute.KeyValue {
 	return []attribute.KeyValue{AttrState.String(string(r.State)), AttrAttempt.Int64(r.Attempt), AttrRev.Int64(r.Rev)}
 }
 

@@ -18,7 +18,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
@@ -29,16 +28,37 @@ type telemetryEnv struct {
 	env
 	spans  *tracetest.InMemoryExporter
 	reader *sdkmetric.ManualReader
+	// renewed receives when a renew span ended (and was exported).
+	renewed <-chan struct{}
+}
+
+// spanEnded signals on ch when a span named name ends, without blocking.
+type spanEnded struct {
+	name string
+	ch   chan struct{}
+}
+
+func (p spanEnded) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (p spanEnded) Shutdown(context.Context) error                  { return nil }
+func (p spanEnded) ForceFlush(context.Context) error                { return nil }
+func (p spanEnded) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.Name() == p.name {
+		select {
+		case p.ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func newTelemetryEnv(t *testing.T, cfg idemstore.ExecutorConfig) telemetryEnv {
 	t.Helper()
 	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	renewed := make(chan struct{}, 1)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans), sdktrace.WithSpanProcessor(spanEnded{name: "onceflow.renew", ch: renewed}))
 	reader := sdkmetric.NewManualReader()
 	cfg.TracerProvider = tp
 	cfg.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	return telemetryEnv{env: newEnv(t, cfg), spans: spans, reader: reader}
+	return telemetryEnv{env: newEnv(t, cfg), spans: spans, reader: reader, renewed: renewed}
 }
 
 // tree returns the spans of the last trace as "parent>child" names, and
@@ -125,7 +145,11 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	var runs atomic.Int32
 	slow := func(ctx context.Context) ([]byte, error) {
 		runs.Add(1)
-		time.Sleep(60 * time.Millisecond) // long enough for renewals
+		select {
+		case <-te.renewed: // a renewal's span ended under the action's
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
 		return []byte("ch_1"), nil
 	}
 	if _, err := te.exec.Execute(t.Context(), request(f), slow); err != nil {
@@ -139,7 +163,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	check([]string{"onceflow.execute", "onceflow.execute>onceflow.claim"})
 
 	other := request(f)
-	other.Fingerprint = idemstore.FingerprintOf([]byte("another request"))
+	other.Fingerprint = onceflow.FingerprintOf([]byte("another request"))
 	if _, err := te.exec.Execute(t.Context(), other, slow); !errors.Is(err, idemstore.ErrFingerprintMismatch) {
 		t.Fatalf("mismatch: %v", err)
 	}
@@ -148,7 +172,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	g := storetest.NewFixture()
 	te.expiredExecuting(t, g)
 	req := request(g)
-	req.Reconcile = func(context.Context, idemstore.Record) ([]byte, bool, error) { return []byte("ch_found"), true, nil }
+	req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return []byte("ch_found"), true, nil }
 	if res, err := te.exec.Execute(t.Context(), req, slow); err != nil || res.Disposition != idemstore.Reconciled {
 		t.Fatalf("takeover: %+v, %v", res, err)
 	}
@@ -165,7 +189,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 		t.Fatalf("after the abandonment: %v", err)
 	}
 	busy := storetest.NewFixture()
-	if _, err := te.store.ClaimStart(t.Context(), busy.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
+	if _, err := te.store.ClaimStart(t.Context(), busy.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
 	var ip *idemstore.InProgressError
@@ -177,9 +201,9 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	for _, c := range []struct {
 		outcome onceflow.Outcome
 		want    int64
-	}{{idemstore.OutcomeRan, 1}, {idemstore.OutcomeReplayed, 1}, {idemstore.OutcomeFingerprintMismatch, 1},
-		{idemstore.OutcomeReconciled, 1}, {idemstore.OutcomeEffectUnknown, 1}, {idemstore.OutcomeRecoveryRequired, 1},
-		{idemstore.OutcomeInProgress, 1}} {
+	}{{onceflow.OutcomeRan, 1}, {onceflow.OutcomeReplayed, 1}, {onceflow.OutcomeFingerprintMismatch, 1},
+		{onceflow.OutcomeReconciled, 1}, {onceflow.OutcomeEffectUnknown, 1}, {onceflow.OutcomeRecoveryRequired, 1},
+		{onceflow.OutcomeInProgress, 1}} {
 		if n := te.counter(t, idemstore.MetricExecutions, outcome(string(c.outcome))); n != c.want {
 			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
 		}
@@ -238,27 +262,27 @@ func TestOutcomeOf(t *testing.T) {
 		err  error
 		want onceflow.Outcome
 	}{
-		{idemstore.Result{Disposition: idemstore.Ran}, nil, idemstore.OutcomeRan},
-		{idemstore.Result{Disposition: idemstore.Replayed}, nil, idemstore.OutcomeReplayed},
-		{idemstore.Result{Disposition: idemstore.Reconciled}, nil, idemstore.OutcomeReconciled},
-		{err: &idemstore.InProgressError{Ref: ref}, want: idemstore.OutcomeInProgress},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrFingerprintMismatch}, want: idemstore.OutcomeFingerprintMismatch},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrCodecMismatch}, want: idemstore.OutcomeCodecMismatch},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrOwnerOperationConflict}, want: idemstore.OutcomeOwnerConflict},
-		{err: fmt.Errorf("claim: %w", idemstore.ErrUnexpectedReply), want: idemstore.OutcomeCorrupt},
-		{err: &idemstore.ValidationError{Field: "Ref"}, want: idemstore.OutcomeInvalid},
-		{err: &idemstore.StoreError{Op: "claim", Ref: ref, Err: context.DeadlineExceeded}, want: idemstore.OutcomeStoreUnavailable},
-		{err: fmt.Errorf("waiting: %w", context.Canceled), want: idemstore.OutcomeCanceled},
+		{idemstore.Result{Disposition: idemstore.Ran}, nil, onceflow.OutcomeRan},
+		{idemstore.Result{Disposition: idemstore.Replayed}, nil, onceflow.OutcomeReplayed},
+		{idemstore.Result{Disposition: idemstore.Reconciled}, nil, onceflow.OutcomeReconciled},
+		{err: &idemstore.InProgressError{Ref: ref}, want: onceflow.OutcomeInProgress},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrFingerprintMismatch}, want: onceflow.OutcomeFingerprintMismatch},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrCodecMismatch}, want: onceflow.OutcomeCodecMismatch},
+		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrOwnerOperationConflict}, want: onceflow.OutcomeOwnerConflict},
+		{err: fmt.Errorf("claim: %w", onceflow.ErrUnexpectedReply), want: onceflow.OutcomeCorrupt},
+		{err: &onceflow.ValidationError{Field: "Ref"}, want: onceflow.OutcomeInvalid},
+		{err: &onceflow.StoreError{Op: "claim", Ref: ref, Err: context.DeadlineExceeded}, want: onceflow.OutcomeStoreUnavailable},
+		{err: fmt.Errorf("waiting: %w", context.Canceled), want: onceflow.OutcomeCanceled},
 		// The verdict on the record counts, whatever the action's error wraps.
-		{err: &idemstore.RetryableError{Ref: ref, Err: &idemstore.StoreError{Op: "downstream"}}, want: idemstore.OutcomeRetryable},
-		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: idemstore.OutcomeRetryable},
-		{err: &idemstore.RetryableError{Ref: ref, NotStored: true, Err: errors.New("status 202 is not stored")}, want: idemstore.OutcomeNotStored},
-		{err: &idemstore.EffectUnknownError{Ref: ref}, want: idemstore.OutcomeEffectUnknown},
-		{err: &idemstore.EffectUnknownError{Ref: ref, RecoveryRequired: true}, want: idemstore.OutcomeRecoveryRequired},
-		{err: &idemstore.OperationFailedError{Ref: ref}, want: idemstore.OutcomeFailed},
-		{err: &idemstore.CorruptRecordError{Ref: ref, Field: "state"}, want: idemstore.OutcomeCorrupt},
-		{err: &idemstore.StoreError{Op: "claim", Ref: ref, Err: errors.New("refused")}, want: idemstore.OutcomeStoreUnavailable},
-		{err: errors.New("anything else"), want: idemstore.OutcomeError},
+		{err: &idemstore.RetryableError{Ref: ref, Err: &onceflow.StoreError{Op: "downstream"}}, want: onceflow.OutcomeRetryable},
+		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: onceflow.OutcomeRetryable},
+		{err: &idemstore.RetryableError{Ref: ref, NotStored: true, Err: errors.New("status 202 is not stored")}, want: onceflow.OutcomeNotStored},
+		{err: &idemstore.EffectUnknownError{Ref: ref}, want: onceflow.OutcomeEffectUnknown},
+		{err: &idemstore.EffectUnknownError{Ref: ref, RecoveryRequired: true}, want: onceflow.OutcomeRecoveryRequired},
+		{err: &idemstore.OperationFailedError{Ref: ref}, want: onceflow.OutcomeFailed},
+		{err: &onceflow.CorruptRecordError{Ref: ref, Field: "state"}, want: onceflow.OutcomeCorrupt},
+		{err: &onceflow.StoreError{Op: "claim", Ref: ref, Err: errors.New("refused")}, want: onceflow.OutcomeStoreUnavailable},
+		{err: errors.New("anything else"), want: onceflow.OutcomeError},
 	} {
 		if got := idemstore.OutcomeOf(c.res, c.err); got != c.want {
 			t.Errorf("OutcomeOf(%+v, %v) = %s, want %s", c.res, c.err, got, c.want)
@@ -285,17 +309,17 @@ func TestNotStoredIsCountedAsSuch(t *testing.T) {
 		if !errors.As(err, &re) || !re.NotStored || !errors.Is(err, idemstore.ErrRetryable) {
 			t.Fatalf("err = %v, want a *RetryableError with NotStored", err)
 		}
-		if o := idemstore.OutcomeOf(idemstore.Result{}, err); o != idemstore.OutcomeNotStored {
-			t.Fatalf("OutcomeOf = %s, want %s", o, idemstore.OutcomeNotStored)
+		if o := idemstore.OutcomeOf(idemstore.Result{}, err); o != onceflow.OutcomeNotStored {
+			t.Fatalf("OutcomeOf = %s, want %s", o, onceflow.OutcomeNotStored)
 		}
 	}
 	if runs.Load() != 2 {
 		t.Fatalf("%d runs, want 2: a response not stored leaves the key to the next request", runs.Load())
 	}
-	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(idemstore.OutcomeNotStored))); n != 2 {
+	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(onceflow.OutcomeNotStored))); n != 2 {
 		t.Errorf("%s not_stored = %d, want 2", idemstore.MetricExecutions, n)
 	}
-	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(idemstore.OutcomeRetryable))); n != 0 {
+	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(onceflow.OutcomeRetryable))); n != 0 {
 		t.Errorf("%s retryable = %d, want 0", idemstore.MetricExecutions, n)
 	}
 }

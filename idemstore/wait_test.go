@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 )
@@ -41,7 +42,7 @@ func TestExecuteWaiting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
 	_, waited, err = e.exec.ExecuteWaiting(ctx, other, nil, idemstore.Waiting{MinDelay: 10 * time.Millisecond, OnWait: func(*idemstore.InProgressError) { calls++; cancel() }})
-	if !waited || calls != 1 || !errors.As(err, &ip) || !errors.Is(err, context.Canceled) || idemstore.OutcomeOf(idemstore.Result{}, err) != idemstore.OutcomeInProgress {
+	if !waited || calls != 1 || !errors.As(err, &ip) || !errors.Is(err, context.Canceled) || idemstore.OutcomeOf(idemstore.Result{}, err) != onceflow.OutcomeInProgress {
 		t.Fatalf("cancelled: waited %v, OnWait %d times, %v", waited, calls, err)
 	}
 	// Waiting until the first completes replays its result.

@@ -19,7 +19,7 @@
 //     record of an activity keyed by a business key.
 //
 // Every function takes the context first and the clients it talks to
-// explicitly (a Temporal client.Client, an idemstore.Store): it opens no
+// explicitly (a Temporal client.Client, an driver.Store): it opens no
 // connection and reads no flag or environment variable. Errors are
 // returned, never logged and dropped. cmd/worker's pending, resolve,
 // reopen, inspect and trace commands and its operator console are built on

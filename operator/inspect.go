@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 // RecordReport is what Inspect reads of one Redis record.
@@ -16,19 +16,19 @@ type RecordReport struct {
 	Key   string `json:"key"`
 	Found bool   `json:"found"`
 	// Corrupt, when set, says how the stored record breaks the schema.
-	Corrupt    string          `json:"corrupt,omitempty"`
-	State      idemstore.State `json:"state,omitempty"`
-	Attempt    int64           `json:"attempt,omitempty"`
-	Rev        int64           `json:"rev,omitempty"`
-	LeaseLeft  Duration        `json:"lease_left,omitempty"`
-	TTLLeft    Duration        `json:"ttl_left,omitempty"`
-	Codec      string          `json:"codec,omitempty"`
-	Policy     int             `json:"policy,omitempty"`
-	Response   int             `json:"response_bytes"`
-	Uncertain  bool            `json:"uncertain,omitempty"`
-	Reason     string          `json:"reason,omitempty"`
-	UpdatedAt  time.Time       `json:"updated_at,omitzero"`
-	ServerTime time.Time       `json:"server_time,omitzero"`
+	Corrupt    string         `json:"corrupt,omitempty"`
+	State      onceflow.State `json:"state,omitempty"`
+	Attempt    int64          `json:"attempt,omitempty"`
+	Rev        int64          `json:"rev,omitempty"`
+	LeaseLeft  Duration       `json:"lease_left,omitempty"`
+	TTLLeft    Duration       `json:"ttl_left,omitempty"`
+	Codec      string         `json:"codec,omitempty"`
+	Policy     int            `json:"policy,omitempty"`
+	Response   int            `json:"response_bytes"`
+	Uncertain  bool           `json:"uncertain,omitempty"`
+	Reason     string         `json:"reason,omitempty"`
+	UpdatedAt  time.Time      `json:"updated_at,omitzero"`
+	ServerTime time.Time      `json:"server_time,omitzero"`
 }
 
 // Duration prints as a Go duration string in JSON.
@@ -37,15 +37,18 @@ type Duration time.Duration
 // MarshalJSON writes d as "1.5s".
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// Inspect reads one record, read-only (the store's Inspect changes
-// nothing). A missing record is a report with Found false and no error. A
-// corrupt record is reported (Corrupt) and is also an error matching
-// idemstore.ErrCorruptRecord; any other error reading it is returned as it
+// Inspect reads one record, read-only, from an idemstore.Executor (its
+// Inspect; a tool without an executor may pass its driver.Store). A
+// missing record is a report with Found false and no error. A corrupt
+// record is reported (Corrupt) and is also an error matching
+// onceflow.ErrCorruptRecord; any other error reading it is returned as it
 // is.
-func Inspect(ctx context.Context, store idemstore.Store, ref idemstore.Ref) (RecordReport, error) {
+func Inspect(ctx context.Context, from interface {
+	Inspect(context.Context, onceflow.Ref) (driver.Observation, error)
+}, ref onceflow.Ref) (RecordReport, error) {
 	rep := RecordReport{Key: ref.String()}
-	obs, err := store.Inspect(ctx, ref)
-	var corrupt *idemstore.CorruptRecordError
+	obs, err := from.Inspect(ctx, ref)
+	var corrupt *onceflow.CorruptRecordError
 	if errors.As(err, &corrupt) {
 		rep.Found, rep.Corrupt = true, corrupt.Error()
 		return rep, err
@@ -68,6 +71,6 @@ func Inspect(ctx context.Context, store idemstore.Store, ref idemstore.Ref) (Rec
 // business key (activity.Wrapper.BusinessOperationKey, an
 // activity.BusinessScoped activity): key digested by dig with the Temporal
 // namespace the workflow runs in.
-func BusinessRef(dig *idemstore.Digester, namespace string, code idemstore.OperationCode, key string) idemstore.Ref {
-	return idemstore.Ref{Code: code, Digest: dig.Digest(onceflow.BusinessScope(namespace, key)...)}
+func BusinessRef(dig *onceflow.Digester, namespace string, code onceflow.OperationCode, key string) onceflow.Ref {
+	return onceflow.Ref{Code: code, Digest: dig.Digest(onceflow.BusinessScope(namespace, key)...)}
 }

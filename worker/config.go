@@ -16,6 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 )
 
@@ -364,7 +365,7 @@ var errTLSPair = errors.New("worker: give both -temporal-tls-cert and -temporal-
 // noStore lets validate check an executor configuration without a
 // store: it has the command timeout the real one will have.
 type noStore struct {
-	idemstore.Store
+	driver.Store
 	timeout time.Duration
 }
 

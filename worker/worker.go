@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -35,7 +36,7 @@ type Registry struct {
 	// HTTP handlers that need them (an idemhttp.Middleware takes the
 	// Executor and the Digester).
 	Executor *idemstore.Executor
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	Store    *redisstore.Store
 	Client   client.Client
 	// Namespace and TaskQueue are the Temporal namespace and the task
@@ -93,7 +94,7 @@ type parts struct {
 	rdb     redis.UniversalClient
 	store   *redisstore.Store
 	exec    *idemstore.Executor
-	dig     *idemstore.Digester
+	dig     *onceflow.Digester
 	tc      client.Client
 	wrapper *activity.Wrapper
 	tw      sdkworker.Worker
@@ -242,7 +243,7 @@ func (w *Worker) newExecutor(p *parts) error {
 	if err != nil {
 		return err
 	}
-	dig, err := idemstore.NewDigester(c.Secret, c.SecretVersion)
+	dig, err := onceflow.NewDigester(c.Secret, c.SecretVersion)
 	if err != nil {
 		return err
 	}
@@ -323,7 +324,7 @@ func (w *Worker) newHealthMux(p *parts) {
 // resolution) and then the application's, through Config.Register.
 func (w *Worker) register(p *parts) error {
 	c := w.cfg
-	p.tw.RegisterActivityWithOptions(p.wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: activity.ResolveRecordActivity})
+	p.tw.RegisterActivityWithOptions(p.wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
 	if c.Register == nil {
 		return nil
 	}

@@ -8,19 +8,19 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 func TestEffectUnknownReadsTheDetails(t *testing.T) {
 	t.Parallel()
-	want := onceactivity.EffectUnknownDetails{RecordKey: "charge-payment:d1:ab", Attempt: 2, Rev: 5, State: "ABANDONED", Recorded: true}
-	err := fmt.Errorf("activity error: %w", temporal.NewNonRetryableApplicationError("effect unknown", onceactivity.TypeEffectUnknown, nil, want))
+	want := onceflow.EffectUnknownDetails{RecordKey: "charge-payment:d1:ab", Attempt: 2, Rev: 5, State: "ABANDONED", Recorded: true}
+	err := fmt.Errorf("activity error: %w", temporal.NewNonRetryableApplicationError("effect unknown", onceflow.TypeEffectUnknown, nil, want))
 	got, ok := idemwf.EffectUnknown(err)
 	if !ok || got != want {
 		t.Fatalf("EffectUnknown = %+v, %v", got, ok)
 	}
-	for _, other := range []error{nil, errors.New("plain"), temporal.NewApplicationError("x", onceactivity.TypeInProgress)} {
+	for _, other := range []error{nil, errors.New("plain"), temporal.NewApplicationError("x", onceflow.TypeInProgress)} {
 		if _, ok := idemwf.EffectUnknown(other); ok {
 			t.Fatalf("EffectUnknown(%v) = true", other)
 		}
@@ -29,7 +29,7 @@ func TestEffectUnknownReadsTheDetails(t *testing.T) {
 
 func TestInProgressReadsTheDelay(t *testing.T) {
 	t.Parallel()
-	err := temporal.NewApplicationErrorWithOptions("busy", onceactivity.TypeInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: 7 * time.Second})
+	err := temporal.NewApplicationErrorWithOptions("busy", onceflow.TypeInProgress, temporal.ApplicationErrorOptions{NextRetryDelay: 7 * time.Second})
 	if d, ok := idemwf.InProgress(err); !ok || d != 7*time.Second {
 		t.Fatalf("InProgress = %v, %v", d, ok)
 	}

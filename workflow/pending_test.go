@@ -6,7 +6,7 @@ import (
 
 	"go.temporal.io/sdk/workflow"
 
-	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
@@ -38,7 +38,7 @@ func TestPendingSearchAttributeFollowsTheIncidents(t *testing.T) {
 	t.Parallel()
 	for _, upsert := range []bool{true, false} {
 		a := incident("charge-payment:d1:abc", 1)
-		w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+		w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 		w.env.RegisterWorkflow(payWithPendingAttribute)
 		attribute := func() int64 {
 			v, err := w.env.QueryWorkflow(pendingAttributeQuery)

@@ -17,16 +17,16 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // incident returns the details of the n-th unknown effect of record key.
-func incident(key string, n int64) onceactivity.EffectUnknownDetails {
-	return onceactivity.EffectUnknownDetails{RecordKey: key, OperationCode: "charge-payment", Attempt: n, Rev: 2 * n, State: "ABANDONED", Recorded: true}
+func incident(key string, n int64) onceflow.EffectUnknownDetails {
+	return onceflow.EffectUnknownDetails{RecordKey: key, OperationCode: "charge-payment", Attempt: n, Rev: 2 * n, State: "ABANDONED", Recorded: true}
 }
 
-func decision(d onceactivity.EffectUnknownDetails, what idemwf.Decision) idemwf.Resolution {
+func decision(d onceflow.EffectUnknownDetails, what idemwf.Decision) idemwf.Resolution {
 	return idemwf.Resolution{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev, Decision: what}
 }
 
@@ -50,10 +50,10 @@ type world struct {
 	env      *testsuite.TestWorkflowEnvironment
 	mu       sync.Mutex
 	charges  map[string]int
-	resolved []onceactivity.ResolveRecordInput
+	resolved []onceflow.ResolveRecordInput
 }
 
-func newWorld(t *testing.T, unknowns map[string][]onceactivity.EffectUnknownDetails, reconcile func(context.Context, string) (idemwf.ReconcileResult, error)) *world {
+func newWorld(t *testing.T, unknowns map[string][]onceflow.EffectUnknownDetails, reconcile func(context.Context, string) (idemwf.ReconcileResult, error)) *world {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
@@ -65,16 +65,16 @@ func newWorld(t *testing.T, unknowns map[string][]onceactivity.EffectUnknownDeta
 		n := w.charges[in]
 		w.charges[in]++
 		if n < len(unknowns[in]) {
-			return "", temporal.NewNonRetryableApplicationError("effect unknown", onceactivity.TypeEffectUnknown, nil, unknowns[in][n])
+			return "", temporal.NewNonRetryableApplicationError("effect unknown", onceflow.TypeEffectUnknown, nil, unknowns[in][n])
 		}
 		return "charged " + in, nil
 	}, sdkactivity.RegisterOptions{Name: "charge"})
-	w.env.RegisterActivityWithOptions(func(ctx context.Context, in onceactivity.ResolveRecordInput) error {
+	w.env.RegisterActivityWithOptions(func(ctx context.Context, in onceflow.ResolveRecordInput) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.resolved = append(w.resolved, in)
 		return nil
-	}, sdkactivity.RegisterOptions{Name: onceactivity.ResolveRecordActivity})
+	}, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
 	if reconcile != nil {
 		w.env.RegisterActivityWithOptions(reconcile, sdkactivity.RegisterOptions{Name: "reconcile"})
 	}
@@ -146,7 +146,7 @@ func refusedWith(t *testing.T, a *answer, want string) {
 func TestRetryDecisionRunsTheActivityAgain(t *testing.T) {
 	t.Parallel()
 	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	var answered *answer
 	w.env.RegisterDelayedCallback(func() {
 		p := w.pending(t)
@@ -173,7 +173,7 @@ func TestRetryDecisionRunsTheActivityAgain(t *testing.T) {
 func TestCompletedDecisionReturnsTheGivenResult(t *testing.T) {
 	t.Parallel()
 	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	w.env.RegisterDelayedCallback(func() {
 		res := decision(a, idemwf.Completed)
 		res.Result = json.RawMessage(`"ch_found"`)
@@ -194,7 +194,7 @@ func TestCompletedDecisionReturnsTheGivenResult(t *testing.T) {
 func TestFailDecisionFailsTheWorkflowAndIsRecorded(t *testing.T) {
 	t.Parallel()
 	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	w.env.RegisterDelayedCallback(func() {
 		res := decision(a, idemwf.Fail)
 		res.Reason = "refunded by hand"
@@ -212,7 +212,7 @@ func TestFailDecisionFailsTheWorkflowAndIsRecorded(t *testing.T) {
 
 func TestReconcileActivityResolvesWithoutWaiting(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {incident("charge-payment:d1:abc", 1)}},
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {incident("charge-payment:d1:abc", 1)}},
 		func(context.Context, string) (idemwf.ReconcileResult, error) {
 			return idemwf.ReconcileResult{Found: true, Result: json.RawMessage(`"ch_at_provider"`)}, nil
 		})
@@ -233,7 +233,7 @@ func TestADecisionAppliesToItsIncidentOnly(t *testing.T) {
 	t.Parallel()
 	key := "charge-payment:d1:abc"
 	a, b := incident(key, 1), incident(key, 2)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a, b}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a, b}}, nil)
 	var stale, empty *answer
 	w.env.RegisterDelayedCallback(func() {
 		retryA := decision(a, idemwf.Retry)
@@ -292,10 +292,10 @@ func twoWorkflow(ctx workflow.Context) ([]string, error) {
 func TestParallelRecoveriesGetTheirOwnDecisions(t *testing.T) {
 	t.Parallel()
 	a, b := incident("charge-payment:d1:aaa", 1), incident("charge-payment:d1:bbb", 1)
-	for _, order := range [][2]onceactivity.EffectUnknownDetails{{a, b}, {b, a}} {
+	for _, order := range [][2]onceflow.EffectUnknownDetails{{a, b}, {b, a}} {
 		t.Run(order[0].RecordKey+" first", func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"a": {a}, "b": {b}}, nil)
+			w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"a": {a}, "b": {b}}, nil)
 			w.env.RegisterWorkflow(twoWorkflow)
 			w.env.RegisterDelayedCallback(func() {
 				if p := w.pending(t); len(p) != 2 {
@@ -333,7 +333,7 @@ func TestAResultThatDoesNotDecodeIsRefused(t *testing.T) {
 	w := newWorld(t, nil, nil)
 	w.env.RegisterWorkflow(amountWorkflow)
 	w.env.RegisterActivityWithOptions(func(context.Context) (int, error) {
-		return 0, temporal.NewNonRetryableApplicationError("effect unknown", onceactivity.TypeEffectUnknown, nil, a)
+		return 0, temporal.NewNonRetryableApplicationError("effect unknown", onceflow.TypeEffectUnknown, nil, a)
 	}, sdkactivity.RegisterOptions{Name: "amount"})
 	var rejected *answer
 	w.env.RegisterDelayedCallback(func() {
@@ -365,7 +365,7 @@ func TestAResultThatDoesNotDecodeIsRefused(t *testing.T) {
 func TestAnUnknownDecisionIsRefused(t *testing.T) {
 	t.Parallel()
 	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	var maybe *answer
 	w.env.RegisterDelayedCallback(func() { maybe = w.update(decision(a, "maybe")) }, time.Hour)
 	w.env.RegisterDelayedCallback(func() {
@@ -417,7 +417,7 @@ func (w *world) decisions(t *testing.T) []idemwf.Decided {
 func TestARepeatedDecisionAppliesOnce(t *testing.T) {
 	t.Parallel()
 	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	var first, again *answer
 	var audit []idemwf.Decided
 	requested := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -458,7 +458,7 @@ func TestADelayedOlderRequestDoesNotUndoANewerDecision(t *testing.T) {
 	t.Parallel()
 	key := "charge-payment:d1:abc"
 	a, b := incident(key, 1), incident(key, 2)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a, b}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a, b}}, nil)
 	retryA := decision(a, idemwf.Retry)
 	retryA.RequestID = "req-A"
 	var lateA, olderC, laterD, reused *answer
@@ -500,7 +500,7 @@ func TestADelayedOlderRequestDoesNotUndoANewerDecision(t *testing.T) {
 func TestADecisionAgainstTheEvidenceNeedsConfirmation(t *testing.T) {
 	t.Parallel()
 	a := incident("charge-payment:d1:abc", 1)
-	w := newWorld(t, map[string][]onceactivity.EffectUnknownDetails{"order-42": {a}}, nil)
+	w := newWorld(t, map[string][]onceflow.EffectUnknownDetails{"order-42": {a}}, nil)
 	ev := &idemwf.Evidence{Summary: "the gateway charged ch_1", Implies: idemwf.Completed, Result: json.RawMessage(`"ch_1"`)}
 	var bare, noReason, confirmed *answer
 	var audit []idemwf.Decided

@@ -7,8 +7,6 @@ import (
 	"os"
 	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 )
 
 // A partition on a worker's link passes nothing until it is cleared,
@@ -17,26 +15,41 @@ import (
 func TestNetworkPartitionAndClear(t *testing.T) {
 	echo := echoServer(t)
 	n, err := startNetwork(2, map[string]string{linkRedis: echo})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer n.close()
 
 	c := dialLine(t, n.addr(0, linkRedis))
 	other := dialLine(t, n.addr(1, linkRedis))
-	require.NoError(t, c.roundTrip("before"))
+	if err := c.roundTrip("before"); err != nil {
+		t.Fatal(err)
+	}
 
-	require.NoError(t, partition(n, 0, linkRedis))
-	err = c.roundTrip("during")
-	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "a line crossed the partition")
-	require.NoError(t, other.roundTrip("beside"), "the partition reached another worker's link")
+	if err := partition(n, 0, linkRedis); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.roundTrip("during"); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("across the partition: %v, want a deadline exceeded", err)
+	}
+	if err := other.roundTrip("beside"); err != nil {
+		t.Fatalf("the partition reached another worker's link: %v", err)
+	}
 
 	n.clear(t.Context())
-	require.Error(t, c.roundTrip("after"), "the connection the partition held is still open")
-	require.NoError(t, dialLine(t, n.addr(0, linkRedis)).roundTrip("again"))
+	if err := c.roundTrip("after"); err == nil {
+		t.Fatal("the connection the partition held is still open")
+	}
+	if err := dialLine(t, n.addr(0, linkRedis)).roundTrip("again"); err != nil {
+		t.Fatalf("a new connection after the partition: %v", err)
+	}
 }
 
 func echoServer(t *testing.T) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = l.Close() })
 	go func() {
 		for {
@@ -69,7 +82,9 @@ type lineConn struct {
 
 func dialLine(t *testing.T, addr string) *lineConn {
 	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = c.Close() })
 	return &lineConn{c: c, r: bufio.NewReader(c)}
 }

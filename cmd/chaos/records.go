@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
@@ -26,7 +26,7 @@ func (c *cluster) chargeRecords(ctx context.Context, rows []orderRow) (checked i
 	if err != nil {
 		return 0, lost, err
 	}
-	dig, err := idemstore.NewDigester([]byte(c.secret), 1)
+	dig, err := onceflow.NewDigester([]byte(c.secret), 1)
 	if err != nil {
 		return 0, lost, err
 	}

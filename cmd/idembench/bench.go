@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redisproc"
@@ -72,10 +73,10 @@ type bench struct {
 	// cached is a second client of the same server with go-redis'
 	// server-assisted client-side cache (RESP3), for the cached replay.
 	cached  *redis.Client
-	digest  *idemstore.Digester
+	digest  *onceflow.Digester
 	trivial *redis.Script
 	resp    []byte
-	fp      idemstore.Fingerprint
+	fp      onceflow.Fingerprint
 }
 
 func newBench(ctx context.Context, cfg config) (*bench, error) {
@@ -83,7 +84,7 @@ func newBench(ctx context.Context, cfg config) (*bench, error) {
 	for i := range b.resp {
 		b.resp[i] = 'a' + byte(i%26)
 	}
-	b.fp = idemstore.FingerprintOf([]byte(`{"order":"o-1","amount":1000}`))
+	b.fp = onceflow.FingerprintOf([]byte(`{"order":"o-1","amount":1000}`))
 	url := cfg.redisURL
 	if url == "" {
 		srv, err := redisproc.Start()
@@ -113,7 +114,7 @@ func newBench(ctx context.Context, cfg config) (*bench, error) {
 		b.close()
 		return nil, err
 	}
-	b.digest, err = idemstore.NewDigester([]byte("idembench secret, not for production"), 1)
+	b.digest, err = onceflow.NewDigester([]byte("idembench secret, not for production"), 1)
 	if err != nil {
 		b.close()
 		return nil, err
@@ -150,7 +151,7 @@ func (b *bench) executor(cfg idemstore.ExecutorConfig) (*redisstore.Store, *idem
 // cachedExecutor returns an executor of the records of s whose store reads
 // replays through the client-side cache (redisstore.Config.ReplayCache).
 func (b *bench) cachedExecutor(s *redisstore.Store) (*idemstore.Executor, error) {
-	ns, _, _ := strings.Cut(s.Key(idemstore.Ref{}), ":idem:")
+	ns, _, _ := strings.Cut(s.Key(onceflow.Ref{}), ":idem:")
 	// A cache hit waits on no I/O: 64 goroutines of them share the two
 	// cores with nothing to block on, and one can wait longer than the
 	// default 200 ms command timeout for its turn. The timeout bounds
@@ -173,14 +174,14 @@ func randomHex(n int) string {
 
 // scope returns the digest of record i of goroutine g: 64 hex characters,
 // built in place (one allocation, as a caller's digest would be).
-func scope(g, i int) idemstore.ScopeDigest {
+func scope(g, i int) onceflow.ScopeDigest {
 	var buf [64]byte
 	for k := range buf {
 		buf[k] = '0'
 	}
 	writeHex(buf[:16], uint64(g))
 	writeHex(buf[16:32], uint64(i))
-	return idemstore.ScopeDigest{Version: 1, Hex: string(buf[:])}
+	return onceflow.ScopeDigest{Version: 1, Hex: string(buf[:])}
 }
 
 func writeHex(dst []byte, v uint64) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 )
 
@@ -33,7 +34,7 @@ func (b *bench) measureMemory(ctx context.Context) ([]recordMemory, error) {
 	var out []recordMemory
 
 	// EXECUTING: an action in flight.
-	req := idemstore.Request{Ref: idemstore.Ref{Code: "charge-payment", Digest: scope(-4, 0)}, Operation: "bench-memory", Fingerprint: b.fp}
+	req := idemstore.Request{Ref: onceflow.Ref{Code: "charge-payment", Digest: scope(-4, 0)}, Operation: "bench-memory", Fingerprint: b.fp}
 	measured := make(chan error, 1)
 	_, err = e.Execute(ctx, req, func(context.Context) ([]byte, error) {
 		m, err := usage("EXECUTING", s.Key(req.Ref))
@@ -61,7 +62,7 @@ func (b *bench) measureMemory(ctx context.Context) ([]recordMemory, error) {
 	}
 	// The naive code's record, the 100-byte response as a string under a
 	// key of the same shape, for scale.
-	key := s.Key(idemstore.Ref{Code: "charge-payment", Digest: scope(-6, 0)})
+	key := s.Key(onceflow.Ref{Code: "charge-payment", Digest: scope(-6, 0)})
 	if err := b.rdb.Set(ctx, key, b.resp, 0).Err(); err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 )
 
@@ -36,7 +37,7 @@ func (b *bench) measureRenewal(ctx context.Context, n int) (renewalCost, error) 
 	for i := range n {
 		wg.Go(func() {
 			req := idemstore.Request{
-				Ref:       idemstore.Ref{Code: "renewal", Digest: scope(-3, i)},
+				Ref:       onceflow.Ref{Code: "renewal", Digest: scope(-3, i)},
 				Operation: "bench-renewal", Fingerprint: b.fp,
 			}
 			_, err := e.Execute(ctx, req, func(ctx context.Context) ([]byte, error) {

@@ -9,7 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 var scriptCmds = []string{"evalsha", "eval"}
@@ -37,7 +39,7 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 	action := func(context.Context) ([]byte, error) { return b.resp, nil }
 	request := func(g, i int) idemstore.Request {
 		return idemstore.Request{
-			Ref:       idemstore.Ref{Code: "charge-payment", Digest: scope(g, i)},
+			Ref:       onceflow.Ref{Code: "charge-payment", Digest: scope(g, i)},
 			Operation: "bench-operation", Fingerprint: b.fp,
 		}
 	}
@@ -86,7 +88,7 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 		return nil, err
 	}
 
-	freshWith := func(beforeStart func(context.Context, idemstore.Ownership) error) func(context.Context) (op, error) {
+	freshWith := func(beforeStart func(context.Context, driver.Ownership) error) func(context.Context) (op, error) {
 		return func(context.Context) (op, error) {
 			_, e, err := b.executor(idemstore.ExecutorConfig{})
 			if err != nil {
@@ -143,7 +145,7 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 			return trivial(ctx, g)
 		}), scriptCmds},
 		{fresh, freshWith(nil), storeCmds},
-		{twoStep, freshWith(func(context.Context, idemstore.Ownership) error { return nil }), storeCmds},
+		{twoStep, freshWith(func(context.Context, driver.Ownership) error { return nil }), storeCmds},
 		{replayHot, static(func(ctx context.Context, _, _ int) error {
 			return expect(ctx, replayExec, request(-1, 0), idemstore.Replayed)
 		}), storeCmds},

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -81,7 +81,7 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 		ns = worker.DefaultNamespace
 	}
 	t, err := trail.Build(ctx, trail.Sources{Store: store, Client: tc, Ledger: l, Digester: dig, Namespace: ns}, q)
-	if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
+	if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
 		return err
 	}
 	if *asJSON {

@@ -34,12 +34,12 @@ const (
 // Operation codes of the saga's idempotent steps. With the business key
 // "<order id>/<step>" they name the Redis records.
 const (
-	ReserveCode idemstore.OperationCode = "reserve-inventory"
-	ChargeCode  idemstore.OperationCode = "charge-card"
-	ShipCode    idemstore.OperationCode = "create-shipment"
-	ConfirmCode idemstore.OperationCode = "send-confirmation"
-	ReleaseCode idemstore.OperationCode = "release-inventory"
-	RefundCode  idemstore.OperationCode = "refund-charge"
+	ReserveCode onceflow.OperationCode = "reserve-inventory"
+	ChargeCode  onceflow.OperationCode = "charge-card"
+	ShipCode    onceflow.OperationCode = "create-shipment"
+	ConfirmCode onceflow.OperationCode = "send-confirmation"
+	ReleaseCode onceflow.OperationCode = "release-inventory"
+	RefundCode  onceflow.OperationCode = "refund-charge"
 )
 
 // NewOrderID returns a new order ID: a UUIDv7, so IDs sort by time.
@@ -157,7 +157,7 @@ func (a *Activities) ChargeOptions() onceactivity.Options[ChargeInput, ledger.Pa
 	return onceactivity.Options[ChargeInput, ledger.Payment]{
 		Code: ChargeCode, Scope: onceactivity.BusinessScoped,
 		Key: func(in ChargeInput) string { return in.OrderID + "/charge" },
-		Reconcile: func(ctx context.Context, in ChargeInput, _ idemstore.Record) (ledger.Payment, bool, error) {
+		Reconcile: func(ctx context.Context, in ChargeInput, _ onceflow.Record) (ledger.Payment, bool, error) {
 			fence, _ := onceactivity.Fence(ctx)
 			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, fence)
 		},
@@ -326,7 +326,7 @@ func (a *Activities) SetStatus(ctx context.Context, in StatusInput) error {
 // the business key it runs under.
 type Step struct {
 	Name string
-	Code idemstore.OperationCode
+	Code onceflow.OperationCode
 	// Suffix follows the order ID in the step's business key.
 	Suffix string
 }

@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemhttp/webhook"
@@ -28,8 +29,8 @@ import (
 // The order API's operation codes: each route behind the idempotency
 // middleware has its own records.
 const (
-	OrdersAPICode   idemstore.OperationCode = "orders-api"
-	WebhooksAPICode idemstore.OperationCode = "payment-webhooks"
+	OrdersAPICode   onceflow.OperationCode = "orders-api"
+	WebhooksAPICode onceflow.OperationCode = "payment-webhooks"
 )
 
 // OrdersRoute is the route pattern of POST /orders: part of every order
@@ -65,7 +66,7 @@ type APIConfig struct {
 	Ledger *ledger.Ledger
 	// Executor and Digester run the idempotency middleware. Required.
 	Executor *idemstore.Executor
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	// TaskQueue is where PlaceOrder runs. Default worker.DefaultTaskQueue.
 	TaskQueue string
 	// Wait bounds how long POST /orders waits for the order's result

@@ -12,6 +12,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemstore"
@@ -31,7 +32,7 @@ func Example() {
 	defer rdb.Close()
 	store, _ := redisstore.New(redisstore.Config{Client: rdb, Namespace: fmt.Sprint("example-", time.Now().UnixNano())})
 	exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
-	digester, _ := idemstore.NewDigester([]byte("a secret from your secret store"), 1)
+	digester, _ := onceflow.NewDigester([]byte("a secret from your secret store"), 1)
 	wrapper, _ := onceactivity.New(onceactivity.Config{Executor: exec, Digester: digester})
 
 	provider := order.NewProvider()

@@ -10,8 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -92,7 +92,7 @@ func ChargeOptions(p *Provider) onceactivity.Options[Charge, Receipt] {
 		Code:  "charge-payment",
 		Scope: onceactivity.BusinessScoped,
 		Key:   func(c Charge) string { return c.OrderID + "/charge" },
-		Reconcile: func(ctx context.Context, _ Charge, _ idemstore.Record) (Receipt, bool, error) {
+		Reconcile: func(ctx context.Context, _ Charge, _ onceflow.Record) (Receipt, bool, error) {
 			r, found := p.Lookup(ctx, onceactivity.OperationKey(ctx))
 			return r, found, nil
 		},

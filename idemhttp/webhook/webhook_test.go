@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemhttp/webhook"
 )
@@ -32,7 +30,9 @@ func verifier(t *testing.T, mod func(*webhook.Config)) *webhook.Verifier {
 		mod(&cfg)
 	}
 	v, err := webhook.New(cfg)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return v
 }
 
@@ -72,12 +72,20 @@ func TestVerifyNamesTheSenderWhoseSecretSigned(t *testing.T) {
 	} {
 		sender, err := v.Verify(c.header, c.body)
 		if c.err != nil {
-			require.ErrorIs(t, err, c.err, name)
-			require.Empty(t, sender, name)
+			if !errors.Is(err, c.err) {
+				t.Fatalf("%v: err = %v, want it to match %v", name, err, c.err)
+			}
+			if len(sender) != 0 {
+				t.Fatalf("%v: got %q, want it empty", name, sender)
+			}
 			continue
 		}
-		require.NoError(t, err, name)
-		require.Equal(t, c.sender, sender, name)
+		if err != nil {
+			t.Fatalf("%v: %v", name, err)
+		}
+		if sender != c.sender {
+			t.Fatalf("%v: got %q, want %q", name, sender, c.sender)
+		}
 	}
 }
 
@@ -92,9 +100,13 @@ func TestHandlerRefusesUnsignedDeliveriesUnlessConfigured(t *testing.T) {
 	var got struct{ principal, body string }
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := idemhttp.ContextPrincipal(r)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		b, err := io.ReadAll(r.Body)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got.principal, got.body = p, string(b)
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -107,23 +119,45 @@ func TestHandlerRefusesUnsignedDeliveriesUnlessConfigured(t *testing.T) {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code == http.StatusUnauthorized {
-			require.Equal(t, idemhttp.ContentTypeProblem, rec.Header().Get("Content-Type"))
-			require.Contains(t, rec.Body.String(), idemhttp.ProblemUnauthenticated)
+			if got := rec.Header().Get("Content-Type"); got != idemhttp.ContentTypeProblem {
+				t.Fatalf("got %q, want %q", got, idemhttp.ContentTypeProblem)
+			}
+			if !strings.Contains(rec.Body.String(), idemhttp.ProblemUnauthenticated) {
+				t.Fatalf("%q does not contain %q", rec.Body.String(), idemhttp.ProblemUnauthenticated)
+			}
 		}
 		return rec.Code
 	}
 	strict := verifier(t, nil).Handler(next)
-	require.Equal(t, http.StatusUnauthorized, send(strict, ""))
-	require.Empty(t, got.principal, "next ran for an unsigned delivery")
-	require.Equal(t, http.StatusUnauthorized, send(strict, webhook.Sign(now, []byte(body+" "), oldSecret)))
-	require.Equal(t, http.StatusNoContent, send(strict, webhook.Sign(now, []byte(body), newSecret)))
-	require.Equal(t, "psp", got.principal)
-	require.Equal(t, body, got.body)
+	if got := send(strict, ""); got != http.StatusUnauthorized {
+		t.Fatalf("got %v, want %v", got, http.StatusUnauthorized)
+	}
+	if len(got.principal) != 0 {
+		t.Fatalf("next ran for an unsigned delivery: got %q, want it empty", got.principal)
+	}
+	if got := send(strict, webhook.Sign(now, []byte(body+" "), oldSecret)); got != http.StatusUnauthorized {
+		t.Fatalf("got %v, want %v", got, http.StatusUnauthorized)
+	}
+	if got := send(strict, webhook.Sign(now, []byte(body), newSecret)); got != http.StatusNoContent {
+		t.Fatalf("got %v, want %v", got, http.StatusNoContent)
+	}
+	if got.principal != "psp" {
+		t.Fatalf("got %q, want %q", got.principal, "psp")
+	}
+	if got.body != body {
+		t.Fatalf("got %q, want %q", got.body, body)
+	}
 
 	lax := verifier(t, func(c *webhook.Config) { c.UnsignedSender = "legacy-psp" }).Handler(next)
-	require.Equal(t, http.StatusNoContent, send(lax, ""))
-	require.Equal(t, "legacy-psp", got.principal)
-	require.Equal(t, http.StatusUnauthorized, send(lax, webhook.Sign(now, []byte(body), []byte("a-wrong-secret-0123456789"))))
+	if got := send(lax, ""); got != http.StatusNoContent {
+		t.Fatalf("got %v, want %v", got, http.StatusNoContent)
+	}
+	if got.principal != "legacy-psp" {
+		t.Fatalf("got %q, want %q", got.principal, "legacy-psp")
+	}
+	if got := send(lax, webhook.Sign(now, []byte(body), []byte("a-wrong-secret-0123456789"))); got != http.StatusUnauthorized {
+		t.Fatalf("got %v, want %v", got, http.StatusUnauthorized)
+	}
 }
 
 // TestHandlerBoundsTheBody: a body over MaxBytes is 413, declared or not,
@@ -143,9 +177,13 @@ func TestHandlerBoundsTheBody(t *testing.T) {
 		req.Header.Set(webhook.SignatureHeader, webhook.Sign(now, []byte(big), oldSecret))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusRequestEntityTooLarge, rec.Code)
+		if rec.Code != http.StatusRequestEntityTooLarge {
+			t.Fatalf("got %v, want %v", rec.Code, http.StatusRequestEntityTooLarge)
+		}
 	}
-	require.False(t, ran)
+	if ran {
+		t.Fatal("want false: ran")
+	}
 }
 
 // TestNewRefusesWeakOrAmbiguousConfigs: no sender, a short secret, two
@@ -162,15 +200,25 @@ func TestNewRefusesWeakOrAmbiguousConfigs(t *testing.T) {
 		"tolerance":      {Secrets: map[string][][]byte{"psp": {oldSecret}}, Tolerance: -time.Second},
 	} {
 		_, err := webhook.New(cfg)
-		require.Error(t, err, name)
+		if err == nil {
+			t.Fatalf("%v: got no error, want one", name)
+		}
 	}
 	_, err := webhook.New(webhook.Config{Secrets: map[string][][]byte{"psp": {oldSecret}}})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// No sender at all: a receiver that refuses every delivery.
 	none, err := webhook.New(webhook.Config{})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = none.Verify(webhook.Sign(time.Now(), nil, oldSecret), nil)
-	require.True(t, errors.Is(err, webhook.ErrMismatch))
+	if !errors.Is(err, webhook.ErrMismatch) {
+		t.Fatal("want true: errors.Is(err, webhook.ErrMismatch)")
+	}
 	_, err = none.Verify("", nil)
-	require.True(t, errors.Is(err, webhook.ErrUnsigned))
+	if !errors.Is(err, webhook.ErrUnsigned) {
+		t.Fatal("want true: errors.Is(err, webhook.ErrUnsigned)")
+	}
 }

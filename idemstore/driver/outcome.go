@@ -1,5 +1,7 @@
 package driver
 
+import "github.com/onceflow/onceflow"
+
 // ClaimOutcome is the reply to Claim and ClaimStart. It is a closed sum:
 // one of Acquired, TakenOver, ReplayedAcquire, CompletedReplay, InProgress,
 // FingerprintMismatch, RecoveryRequired, OperationFailed,
@@ -25,7 +27,7 @@ type ResolveOutcome interface{ resolveOutcome() }
 // EXECUTING with the caller's nonce after ClaimStart).
 type Acquired struct {
 	Ownership Ownership
-	Record    Record
+	Record    onceflow.Record
 }
 
 // TakenOver: the caller took the record over from a previous owner
@@ -35,8 +37,8 @@ type Acquired struct {
 // effect of the operation may already have happened.
 type TakenOver struct {
 	Ownership             Ownership
-	Record                Record
-	From                  State
+	Record                onceflow.Record
+	From                  onceflow.State
 	EffectMayHaveHappened bool
 }
 
@@ -47,7 +49,7 @@ type TakenOver struct {
 // invocation's nonce is.
 type ReplayedAcquire struct {
 	Ownership Ownership
-	Record    Record
+	Record    onceflow.Record
 }
 
 // CompletedReplay: the operation completed; Record.Response holds the
@@ -56,43 +58,43 @@ type ReplayedAcquire struct {
 // Codec, Policy, CreatedAt (so Record.Fence is the record's) and
 // Response, and TTL (how long the record stays) only where the store read
 // it: zero otherwise (redisstore replays with one read that does not).
-type CompletedReplay struct{ Record Record }
+type CompletedReplay struct{ Record onceflow.Record }
 
 // InProgress: another owner holds a live lease. Record.LeaseRemaining() says
 // how long it has left.
-type InProgress struct{ Record Record }
+type InProgress struct{ Record onceflow.Record }
 
 // FingerprintMismatch: the scope was used with another request. Nothing was
 // changed.
-type FingerprintMismatch struct{ Record Record }
+type FingerprintMismatch struct{ Record onceflow.Record }
 
 // RecoveryRequired: the record is ABANDONED; the effect's fate is unknown.
 // It must be resolved (Resolve) before anyone may claim it again.
-type RecoveryRequired struct{ Record Record }
+type RecoveryRequired struct{ Record onceflow.Record }
 
 // OperationFailed: the record is FAILED: a decision failed the operation for
 // good. Record.Reason says why. Nothing may claim it until it is reopened.
-type OperationFailed struct{ Record Record }
+type OperationFailed struct{ Record onceflow.Record }
 
 // OwnerOperationConflict: the owner token already holds this record for
 // another OperationID.
-type OwnerOperationConflict struct{ Record Record }
+type OwnerOperationConflict struct{ Record onceflow.Record }
 
 // CodecMismatch: the record completed, but its response was stored with a
 // codec or policy revision other than the caller's, so it is not replayed.
-type CodecMismatch struct{ Record Record }
+type CodecMismatch struct{ Record onceflow.Record }
 
 // Transitioned: the transition (or resolution) was applied. Ownership
 // carries the advanced revision to present next.
 type Transitioned struct {
 	Ownership Ownership
-	Record    Record
+	Record    onceflow.Record
 }
 
 // AlreadyTransitioned: the record is already at the target state for this
 // owner and operation (a re-sent request whose first reply was lost).
 // Record.Nonce says which invocation started it.
-type AlreadyTransitioned struct{ Record Record }
+type AlreadyTransitioned struct{ Record onceflow.Record }
 
 // Refusal says why a store refused a mutation.
 type Refusal string
@@ -111,7 +113,7 @@ const (
 // current record.
 type Refused struct {
 	Reason Refusal
-	Record Record
+	Record onceflow.Record
 }
 
 // Missing: there is no record (expired, released or never created).
@@ -120,7 +122,7 @@ type Missing struct{}
 // Renewed: the lease was moved forward to Record.LeaseUntil and the key's
 // TTL to Record.TTL. The Record holds what says whose lease it is: State,
 // Owner, Attempt, Rev, Operation, LeaseUntil, Nonce, ServerTime and TTL.
-type Renewed struct{ Record Record }
+type Renewed struct{ Record onceflow.Record }
 
 // Released: the CLAIMED record was deleted.
 type Released struct{}

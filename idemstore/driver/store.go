@@ -2,6 +2,7 @@ package driver
 
 import (
 	"context"
+	"github.com/onceflow/onceflow"
 	"time"
 )
 
@@ -34,7 +35,7 @@ type Store interface {
 	// Release deletes a CLAIMED record: nothing ran, nothing to keep.
 	Release(ctx context.Context, req ReleaseRequest) (ReleaseOutcome, error)
 	// Inspect reads the record without changing it.
-	Inspect(ctx context.Context, ref Ref) (Observation, error)
+	Inspect(ctx context.Context, ref onceflow.Ref) (Observation, error)
 	// Resolve settles an ABANDONED record: to COMPLETED with a response,
 	// to FAILED_RETRYABLE so the next claim takes over, or to FAILED for
 	// good. It also reopens a FAILED record (to FAILED_RETRYABLE).
@@ -46,17 +47,17 @@ type Observation struct {
 	// Found is false when there is no record.
 	Found bool
 	// Record is the record, with its Response, when Found.
-	Record Record
+	Record onceflow.Record
 	// ServerTime is the store's clock at the time of the read.
 	ServerTime time.Time
 }
 
 // ClaimRequest asks for ownership of a record.
 type ClaimRequest struct {
-	Ref         Ref
-	Operation   OperationID
-	Fingerprint Fingerprint
-	Owner       Owner
+	Ref         onceflow.Ref
+	Operation   onceflow.OperationID
+	Fingerprint onceflow.Fingerprint
+	Owner       onceflow.Owner
 	// Codec and Policy describe how the response will be encoded; a
 	// completed record stored with others is reported as CodecMismatch.
 	Codec  string
@@ -70,13 +71,13 @@ type ClaimRequest struct {
 	Retention time.Duration
 	// Nonce is the invocation's nonce; ClaimStart records it, Claim
 	// ignores it.
-	Nonce Nonce
+	Nonce onceflow.Nonce
 }
 
 // StartRequest moves a claimed record to EXECUTING.
 type StartRequest struct {
 	Ownership Ownership
-	Nonce     Nonce
+	Nonce     onceflow.Nonce
 	Lease     time.Duration
 	// Retention is how long the record outlives its lease (see
 	// ClaimRequest.Retention).
@@ -86,7 +87,7 @@ type StartRequest struct {
 // CompleteRequest stores the response and moves EXECUTING to COMPLETED.
 type CompleteRequest struct {
 	Ownership Ownership
-	Nonce     Nonce
+	Nonce     onceflow.Nonce
 	Response  []byte
 	// TTL is how long the response is replayed.
 	TTL time.Duration
@@ -96,10 +97,10 @@ type CompleteRequest struct {
 type FailRequest struct {
 	Ownership Ownership
 	// Nonce must match the stored nonce when the record is EXECUTING.
-	Nonce Nonce
+	Nonce onceflow.Nonce
 	// Target is StateFailedRetryable (no effect happened; the next claim
 	// takes over) or StateAbandoned (the effect's fate is unknown).
-	Target State
+	Target onceflow.State
 	Reason string
 	// TTL is how long the failure is retained.
 	TTL time.Duration
@@ -107,10 +108,10 @@ type FailRequest struct {
 
 // RenewRequest extends the lease of an EXECUTING record.
 type RenewRequest struct {
-	Ref       Ref
-	Operation OperationID
-	Owner     Owner
-	Nonce     Nonce
+	Ref       onceflow.Ref
+	Operation onceflow.OperationID
+	Owner     onceflow.Owner
+	Nonce     onceflow.Nonce
 	Lease     time.Duration
 	// Retention is how long the record outlives its lease (see
 	// ClaimRequest.Retention).
@@ -123,13 +124,13 @@ type ReleaseRequest struct{ Ownership Ownership }
 // ResolveRequest settles an ABANDONED record, or reopens a FAILED one,
 // compare-and-set on the attempt and revision the resolver saw.
 type ResolveRequest struct {
-	Ref     Ref
+	Ref     onceflow.Ref
 	Attempt int64
 	Rev     int64
 	// Target is StateCompleted (Response is replayed from now on),
 	// StateFailedRetryable (the next claim takes over) or StateFailed
 	// (claims are answered with OperationFailed and Reason).
-	Target   State
+	Target   onceflow.State
 	Response []byte
 	Codec    string
 	Policy   int
@@ -142,7 +143,7 @@ const DefaultMaxResponseBytes = 1 << 20
 
 // ValidateIdentity checks what names a request: the record, the
 // operation and the request's fingerprint.
-func ValidateIdentity(ref Ref, op OperationID, fp Fingerprint) error {
+func ValidateIdentity(ref onceflow.Ref, op onceflow.OperationID, fp onceflow.Fingerprint) error {
 	if err := ref.Validate(); err != nil {
 		return err
 	}
@@ -201,10 +202,10 @@ func (r FailRequest) Validate() error {
 			return err
 		}
 	}
-	if r.Target != StateFailedRetryable && r.Target != StateAbandoned {
+	if r.Target != onceflow.StateFailedRetryable && r.Target != onceflow.StateAbandoned {
 		return invalid("Target", "must be FAILED_RETRYABLE or ABANDONED, got %q", r.Target)
 	}
-	if err := ValidateReason(r.Reason); err != nil {
+	if err := onceflow.ValidateReason(r.Reason); err != nil {
 		return err
 	}
 	return validateTTL("TTL", r.TTL)
@@ -239,18 +240,18 @@ func (r ResolveRequest) Validate(maxResponse int) error {
 		return invalid("Attempt/Rev", "must be positive (the values Inspect showed), got %d/%d", r.Attempt, r.Rev)
 	}
 	switch r.Target {
-	case StateCompleted:
+	case onceflow.StateCompleted:
 		if err := ValidateCodec(r.Codec, r.Policy); err != nil {
 			return err
 		}
 		if err := ValidateResponse(r.Response, maxResponse); err != nil {
 			return err
 		}
-	case StateFailedRetryable, StateFailed:
+	case onceflow.StateFailedRetryable, onceflow.StateFailed:
 	default:
 		return invalid("Target", "must be COMPLETED, FAILED_RETRYABLE or FAILED, got %q", r.Target)
 	}
-	if err := ValidateReason(r.Reason); err != nil {
+	if err := onceflow.ValidateReason(r.Reason); err != nil {
 		return err
 	}
 	return validateTTL("TTL", r.TTL)

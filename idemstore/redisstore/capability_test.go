@@ -1,12 +1,13 @@
 package redisstore_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
-	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redisproc"
@@ -28,43 +29,73 @@ const noScripting = "rename-command EVAL eval-disabled-for-the-test\n" +
 func TestScriptingProbe(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	require.NoError(t, newStore(t, redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)}).CheckCapabilities(ctx))
+	if err := newStore(t, redisstore.Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)}).CheckCapabilities(ctx); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Run("no scripting", func(t *testing.T) {
 		t.Parallel()
 		srv, err := redisproc.StartArgs(t.TempDir(), 0, noScripting)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		t.Cleanup(srv.Close)
 		s := newStore(t, redisstore.Config{Client: redistest.NewClient(t, srv.Addr())})
 		err = s.CheckCapabilities(ctx)
-		require.ErrorIs(t, err, redisstore.ErrMissingCapability)
+		if !errors.Is(err, redisstore.ErrMissingCapability) {
+			t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrMissingCapability)
+		}
 		var ce *redisstore.CapabilityError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, srv.Addr(), ce.Addr)
-		require.Len(t, ce.Missing, 2, "EVAL and EVALSHA; EVALSHA_RO is optional when unknown")
-		require.Contains(t, ce.Missing[0], "Lua scripting (EVAL)")
-		require.Contains(t, ce.Missing[0], "unknown command")
-		require.Contains(t, ce.Missing[0], "Lua module")
+		if !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want a %T", err, ce)
+		}
+		if ce.Addr != srv.Addr() {
+			t.Fatalf("got %q, want %q", ce.Addr, srv.Addr())
+		}
+		if len(ce.Missing) != 2 {
+			t.Fatalf("EVAL and EVALSHA; EVALSHA_RO is optional when unknown: len = %d, want %d: %v", len(ce.Missing), 2, ce.Missing)
+		}
+		if !strings.Contains(ce.Missing[0], "Lua scripting (EVAL)") {
+			t.Fatalf("%q does not contain %q", ce.Missing[0], "Lua scripting (EVAL)")
+		}
+		if !strings.Contains(ce.Missing[0], "unknown command") {
+			t.Fatalf("%q does not contain %q", ce.Missing[0], "unknown command")
+		}
+		if !strings.Contains(ce.Missing[0], "Lua module") {
+			t.Fatalf("%q does not contain %q", ce.Missing[0], "Lua module")
+		}
 		// What the probe saves one from: the first operation fails.
 		f := storetest.NewFixture()
-		_, err = s.Claim(ctx, f.Claim(driver.NewOwner()))
-		require.Error(t, err)
+		_, err = s.Claim(ctx, f.Claim(onceflow.NewOwner()))
+		if err == nil {
+			t.Fatal("got no error, want one")
+		}
 	})
 
 	t.Run("ACL user without scripting", func(t *testing.T) {
 		t.Parallel()
 		srv := redistest.Start(t)
 		admin := redistest.NewClient(t, srv.Addr())
-		require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">app-password", "~*", "&*", "+@all", "-@scripting").Err())
+		if err := admin.Do(ctx, "ACL", "SETUSER", "app", "on", ">app-password", "~*", "&*", "+@all", "-@scripting").Err(); err != nil {
+			t.Fatal(err)
+		}
 		app := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "app", Password: "app-password", ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = app.Close() })
 		err := newStore(t, redisstore.Config{Client: app, Durability: redisstore.DurabilityReplicas}).CheckCapabilities(ctx)
 		var ce *redisstore.CapabilityError
-		require.ErrorAs(t, err, &ce)
-		require.Len(t, ce.Missing, 3, "EVAL, EVALSHA and EVALSHA_RO refused; PUBLISH and WAIT allowed")
+		if !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want a %T", err, ce)
+		}
+		if len(ce.Missing) != 3 {
+			t.Fatalf("EVAL, EVALSHA and EVALSHA_RO refused; PUBLISH and WAIT allowed: len = %d, want %d: %v", len(ce.Missing), 3, ce.Missing)
+		}
 		for _, m := range ce.Missing {
-			require.Contains(t, m, "NOPERM")
-			require.Contains(t, m, "+@scripting")
+			if !strings.Contains(m, "NOPERM") {
+				t.Fatalf("%q does not contain %q", m, "NOPERM")
+			}
+			if !strings.Contains(m, "+@scripting") {
+				t.Fatalf("%q does not contain %q", m, "+@scripting")
+			}
 		}
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -29,7 +29,7 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 
 	wantCorrupt := func(t *testing.T, what, field string, err error) {
 		t.Helper()
-		var ce *idemstore.CorruptRecordError
+		var ce *onceflow.CorruptRecordError
 		if !errors.As(err, &ce) || ce.Field != field {
 			t.Fatalf("%s: err = %v, want a CorruptRecordError naming %s", what, err, field)
 		}
@@ -52,9 +52,9 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 	t.Run("takeover of FAILED_RETRYABLE", func(t *testing.T) {
 		f := storetest.NewFixture()
 		own, nonce := executingOwnership(t, s, f)
-		as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateFailedRetryable, TTL: f.TTL}))
+		as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateFailedRetryable, TTL: f.TTL}))
 		before := plant(t, f, "resp3")
-		_, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+		_, err := s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 		wantCorrupt(t, "claim+start", "resp3", err)
 		_, err = s.Inspect(t.Context(), f.Ref)
 		wantCorrupt(t, "inspect", "resp3", err)
@@ -63,10 +63,10 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 	t.Run("resolve of ABANDONED", func(t *testing.T) {
 		f := storetest.NewFixture()
 		own, nonce := executingOwnership(t, s, f)
-		ab := as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL}))
+		ab := as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateAbandoned, TTL: f.TTL}))
 		before := plant(t, f, "resp3")
 		_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev,
-			Target: idemstore.StateCompleted, Response: resp, Codec: f.Codec, Policy: f.Policy, TTL: f.TTL})
+			Target: onceflow.StateCompleted, Response: resp, Codec: f.Codec, Policy: f.Policy, TTL: f.TTL})
 		wantCorrupt(t, "resolve to COMPLETED", "resp3", err)
 		unchanged(t, f, before)
 	})
@@ -79,7 +79,7 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 			wantCorrupt(t, "complete with "+field, field, err)
 			unchanged(t, f, before)
 			// No replay of a response joined with the stray chunk.
-			if out, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil {
+			if out, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); err == nil {
 				if rep, ok := out.(driver.CompletedReplay); ok {
 					t.Fatalf("replayed %q after a refused complete", rep.Record.Response)
 				}
@@ -94,7 +94,7 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 		own, nonce := executingOwnership(t, s, f)
 		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
 		before := plant(t, f, "resp4")
-		_, err := s.Claim(t.Context(), f.Claim(driver.NewOwner()))
+		_, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner()))
 		wantCorrupt(t, "replay", "resp4", err)
 		_, err = s.Inspect(t.Context(), f.Ref)
 		wantCorrupt(t, "inspect", "resp4", err)
@@ -107,7 +107,7 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 		own, nonce := executingOwnership(t, s, f)
 		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
 		plant(t, f, "resp3")
-		_, err := s.Claim(t.Context(), f.Claim(driver.NewOwner()))
+		_, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner()))
 		wantCorrupt(t, "replay", "resp3", err)
 		_, err = s.Inspect(t.Context(), f.Ref)
 		wantCorrupt(t, "inspect", "resp3", err)
@@ -127,7 +127,7 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 		if got := inspect(t, s, f.Ref).Response; !bytes.Equal(got, resp) {
 			t.Fatalf("inspect gave %q, want the stored response", got)
 		}
-		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(onceflow.NewOwner())))
 		if !bytes.Equal(rep.Record.Response, resp) {
 			t.Fatalf("replayed %q, want the stored response", rep.Record.Response)
 		}

@@ -14,9 +14,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -37,12 +36,16 @@ var clockWords = regexp.MustCompile(`(?i)\b(time|now|clock|timestamp|epoch|deadl
 func TestScriptHeadersTakeNoClientTime(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("lua/*.lua")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	argv := regexp.MustCompile(`ARGV\[\d+\]\s+(.*?)(\s{2,}ARGV\[|$)`)
 	scripts, described := 0, 0
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		header := 0
 		for _, line := range strings.Split(string(b), "\n") {
 			if !strings.HasPrefix(line, "-- ARGV[") {
@@ -56,7 +59,9 @@ func TestScriptHeadersTakeNoClientTime(t *testing.T) {
 				}
 				desc := rest[m[2]:m[3]]
 				described++
-				require.Falsef(t, clockWords.MatchString(desc), "%s: ARGV %q reads like a time: a script must read the clock with TIME, not take the client's", f, desc)
+				if clockWords.MatchString(desc) {
+					t.Errorf("%s: ARGV %q reads like a time: a script must read the clock with TIME, not take the client's", f, desc)
+				}
 				rest = rest[m[3]:]
 				rest = strings.TrimLeft(rest, " ")
 			}
@@ -71,8 +76,9 @@ func TestScriptHeadersTakeNoClientTime(t *testing.T) {
 			}
 		}
 	}
-	require.Equal(t, 5, scripts, "claim, transition, renew, release and resolve each have an ARGV header (inspect takes none)")
-	require.GreaterOrEqual(t, described, 35, "fewer ARGV descriptions read than the scripts have")
+	if scripts != 5 || described < 35 {
+		t.Fatalf("%d scripts with an ARGV header, %d ARGV descriptions read; want claim, transition, renew, release and resolve (inspect takes none) and at least 35", scripts, described)
+	}
 }
 
 // argHook records every argument of every script call.
@@ -135,15 +141,19 @@ func TestScriptArgumentsCarryNoClientTime(t *testing.T) {
 	hook := &argHook{scripts: map[string]bool{}}
 	client.AddHook(hook)
 	s, err := redisstore.New(redisstore.Config{Client: client, OmitShebang: true, CommandTimeout: 10 * time.Second})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	began := time.Now()
 	t.Run("contract", func(t *testing.T) {
-		storetest.Run(t, storetest.Harness{NewStore: func(*testing.T) idemstore.Store { return s }})
+		storetest.Run(t, storetest.Harness{NewStore: func(*testing.T) driver.Store { return s }})
 	})
 	ended := time.Now()
 	hook.mu.Lock()
 	defer hook.mu.Unlock()
-	require.GreaterOrEqual(t, len(hook.scripts), 6, "the suite sent fewer scripts than the store has")
+	if len(hook.scripts) < 6 {
+		t.Fatalf("the suite sent %d scripts, fewer than the store's 6", len(hook.scripts))
+	}
 	window := 48 * time.Hour
 	lo, hi := began.Add(-window), ended.Add(window)
 	num := regexp.MustCompile(`\d{9,}`)
@@ -178,7 +188,9 @@ func TestLeaseRunsOnServerTime(t *testing.T) {
 			client := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 			t.Cleanup(func() { _ = client.Close() })
 			s, err := redisstore.New(redisstore.Config{Client: client, OmitShebang: true, CommandTimeout: 10 * time.Second})
-			require.NoError(t, err)
+			if err != nil {
+				t.Fatal(err)
+			}
 			// miniredis' TIME reads this and stands still until set again:
 			// the server's clock is in the test's hands.
 			t0 := time.Now().Add(skew).Truncate(time.Millisecond)
@@ -186,39 +198,43 @@ func TestLeaseRunsOnServerTime(t *testing.T) {
 			f := storetest.NewFixture()
 			f.Lease = 3 * time.Second
 
-			nonce := driver.NewNonce()
-			out, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), nonce))
-			require.NoError(t, err)
+			nonce := onceflow.NewNonce()
+			out, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), nonce))
 			acq, ok := out.(driver.Acquired)
-			require.Truef(t, ok, "claim = %T", out)
-			require.True(t, acq.Record.ServerTime.Equal(t0), "ServerTime %v is not the server's clock %v", acq.Record.ServerTime, t0)
-			require.True(t, acq.Record.LeaseUntil.Equal(t0.Add(f.Lease)), "LeaseUntil %v is not the server's clock plus the lease", acq.Record.LeaseUntil)
-			require.Equal(t, f.Lease, acq.Record.LeaseRemaining(), "the lease left is not measured on the server's clock")
+			if err != nil || !ok {
+				t.Fatalf("claim = %T, %v", out, err)
+			}
+			if !acq.Record.ServerTime.Equal(t0) || !acq.Record.LeaseUntil.Equal(t0.Add(f.Lease)) {
+				t.Fatalf("ServerTime %v, LeaseUntil %v; want the server's clock %v and it plus the lease", acq.Record.ServerTime, acq.Record.LeaseUntil, t0)
+			}
+			if got := acq.Record.LeaseRemaining(); got != f.Lease {
+				t.Fatalf("LeaseRemaining = %v, want %v: the lease left is not measured on the server's clock", got, f.Lease)
+			}
 
 			// A second owner: refused while the server's clock is inside
 			// the lease, whatever the client's clock says ...
 			mr.SetTime(t0.Add(f.Lease - time.Millisecond))
-			out, err = s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-			require.NoError(t, err)
+			out, err = s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			in, ok := out.(driver.InProgress)
-			require.Truef(t, ok, "claim inside the lease by the server's clock = %T", out)
-			require.Equal(t, time.Millisecond, in.Record.LeaseRemaining())
+			if err != nil || !ok || in.Record.LeaseRemaining() != time.Millisecond {
+				t.Fatalf("claim inside the lease by the server's clock = %T %+v, %v; want InProgress with 1ms left", out, out, err)
+			}
 
 			// ... renewing moves it on the server's clock ...
 			ren, err := s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: acq.Ownership.Owner,
 				Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
-			require.NoError(t, err)
 			renewed, ok := ren.(driver.Renewed)
-			require.Truef(t, ok, "renew = %T", ren)
-			require.Equal(t, f.Lease, renewed.Record.LeaseRemaining())
+			if err != nil || !ok || renewed.Record.LeaseRemaining() != f.Lease {
+				t.Fatalf("renew = %T %+v, %v; want Renewed with the whole lease left", ren, ren, err)
+			}
 
 			// ... and it is taken over once the server's clock passes it.
 			mr.SetTime(t0.Add(2 * f.Lease))
-			out, err = s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-			require.NoError(t, err)
+			out, err = s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			took, ok := out.(driver.TakenOver)
-			require.Truef(t, ok, "claim past the lease by the server's clock = %T", out)
-			require.True(t, took.EffectMayHaveHappened)
+			if err != nil || !ok || !took.EffectMayHaveHappened {
+				t.Fatalf("claim past the lease by the server's clock = %T %+v, %v; want an uncertain TakenOver", out, out, err)
+			}
 		})
 	}
 }

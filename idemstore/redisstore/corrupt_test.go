@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
@@ -27,9 +27,9 @@ func garbles(k schema.Kind) []string {
 	case schema.KindFlag:
 		return append(common, "2", "true")
 	case schema.KindText:
-		return []string{strings.Repeat("r", idemstore.MaxReasonLen+1)}
+		return []string{strings.Repeat("r", onceflow.MaxReasonLen+1)}
 	case schema.KindOperation:
-		return []string{"(missing)", "", strings.Repeat("o", idemstore.MaxOperationIDLen+1)}
+		return []string{"(missing)", "", strings.Repeat("o", onceflow.MaxOperationIDLen+1)}
 	case schema.KindCodec:
 		return append(common, "", "JSON", strings.Repeat("c", 33))
 	case schema.KindState:
@@ -82,7 +82,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 			}
 			for _, g := range gs {
 				f := storetest.NewFixture()
-				owner, nonce := driver.NewOwner(), driver.NewNonce()
+				owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 				acq, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
 				if err != nil {
 					t.Fatal(err)
@@ -108,9 +108,9 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 				}
 				before := redistest.Snapshot(ctx, client, key)
 				calls := map[string]func() (any, error){
-					"claim": func() (any, error) { return s.Claim(ctx, f.Claim(driver.NewOwner())) },
+					"claim": func() (any, error) { return s.Claim(ctx, f.Claim(onceflow.NewOwner())) },
 					"claim+start by the owner": func() (any, error) {
-						return s.ClaimStart(ctx, f.ClaimStart(owner, driver.NewNonce()))
+						return s.ClaimStart(ctx, f.ClaimStart(owner, onceflow.NewNonce()))
 					},
 					"start": func() (any, error) {
 						return s.Start(ctx, driver.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
@@ -119,7 +119,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 						return s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
 					},
 					"fail": func() (any, error) {
-						return s.Fail(ctx, driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: f.TTL})
+						return s.Fail(ctx, driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateAbandoned, TTL: f.TTL})
 					},
 					"renew": func() (any, error) {
 						return s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
@@ -127,12 +127,12 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 					"release": func() (any, error) { return s.Release(ctx, driver.ReleaseRequest{Ownership: own}) },
 					"inspect": func() (any, error) { return s.Inspect(ctx, f.Ref) },
 					"resolve": func() (any, error) {
-						return s.Resolve(ctx, driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
+						return s.Resolve(ctx, driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: onceflow.StateFailedRetryable, TTL: f.TTL})
 					},
 				}
 				for name, call := range calls {
 					out, err := call()
-					var ce *idemstore.CorruptRecordError
+					var ce *onceflow.CorruptRecordError
 					corrupt := errors.As(err, &ce) && ce.Field == field
 					switch {
 					case corrupt:

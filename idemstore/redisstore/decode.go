@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
@@ -41,7 +42,7 @@ type reply struct {
 // never a guess.
 
 // decodeClaim decodes the reply of claim.lua; op is opClaim or opClaimStart.
-func decodeClaim(op string, ref driver.Ref, raw any) (driver.ClaimOutcome, error) {
+func decodeClaim(op string, ref onceflow.Ref, raw any) (driver.ClaimOutcome, error) {
 	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
@@ -54,9 +55,9 @@ func decodeClaim(op string, ref driver.Ref, raw any) (driver.ClaimOutcome, error
 	case schema.Acquired:
 		return driver.Acquired{Ownership: own, Record: rec}, nil
 	case schema.TakenOver:
-		from := driver.State(rp.extra)
+		from := onceflow.State(rp.extra)
 		if !from.Valid() {
-			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", driver.ErrUnexpectedReply, op, ref, truncate(rp.extra))
+			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", onceflow.ErrUnexpectedReply, op, ref, truncate(rp.extra))
 		}
 		return driver.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}, nil
 	case schema.ReplayedAcquire:
@@ -81,7 +82,7 @@ func decodeClaim(op string, ref driver.Ref, raw any) (driver.ClaimOutcome, error
 
 // decodeTransition decodes the reply of transition.lua; op is opStart,
 // opComplete or opFail.
-func decodeTransition(op string, ref driver.Ref, raw any) (driver.TransitionOutcome, error) {
+func decodeTransition(op string, ref onceflow.Ref, raw any) (driver.TransitionOutcome, error) {
 	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
@@ -105,7 +106,7 @@ func decodeTransition(op string, ref driver.Ref, raw any) (driver.TransitionOutc
 }
 
 // decodeRenew decodes the reply of renew.lua.
-func decodeRenew(ref driver.Ref, raw any) (driver.RenewOutcome, error) {
+func decodeRenew(ref onceflow.Ref, raw any) (driver.RenewOutcome, error) {
 	rp, err := parse(opRenew, ref, raw)
 	if err != nil {
 		return nil, err
@@ -127,7 +128,7 @@ func decodeRenew(ref driver.Ref, raw any) (driver.RenewOutcome, error) {
 }
 
 // decodeRelease decodes the reply of release.lua.
-func decodeRelease(ref driver.Ref, raw any) (driver.ReleaseOutcome, error) {
+func decodeRelease(ref onceflow.Ref, raw any) (driver.ReleaseOutcome, error) {
 	rp, err := parse(opRelease, ref, raw)
 	if err != nil {
 		return nil, err
@@ -150,7 +151,7 @@ func decodeRelease(ref driver.Ref, raw any) (driver.ReleaseOutcome, error) {
 }
 
 // decodeInspect decodes the reply of inspect.lua.
-func decodeInspect(ref driver.Ref, raw any) (driver.Observation, error) {
+func decodeInspect(ref onceflow.Ref, raw any) (driver.Observation, error) {
 	rp, err := parse(opInspect, ref, raw)
 	if err != nil {
 		return driver.Observation{}, err
@@ -169,7 +170,7 @@ func decodeInspect(ref driver.Ref, raw any) (driver.Observation, error) {
 }
 
 // decodeResolve decodes the reply of resolve.lua.
-func decodeResolve(ref driver.Ref, raw any) (driver.ResolveOutcome, error) {
+func decodeResolve(ref onceflow.Ref, raw any) (driver.ResolveOutcome, error) {
 	rp, err := parse(opResolve, ref, raw)
 	if err != nil {
 		return nil, err
@@ -193,37 +194,37 @@ func decodeResolve(ref driver.Ref, raw any) (driver.ResolveOutcome, error) {
 }
 
 // parse parses a raw reply and answers CORRUPT, which every script may
-// reply, with a *driver.CorruptRecordError naming the field.
-func parse(op string, ref driver.Ref, raw any) (reply, error) {
+// reply, with a *onceflow.CorruptRecordError naming the field.
+func parse(op string, ref onceflow.Ref, raw any) (reply, error) {
 	rp, err := parseReply(raw)
 	if err != nil {
-		return reply{}, fmt.Errorf("%w: %s %s: %v", driver.ErrUnexpectedReply, op, ref, err)
+		return reply{}, fmt.Errorf("%w: %s %s: %v", onceflow.ErrUnexpectedReply, op, ref, err)
 	}
 	if rp.code == schema.Corrupt {
 		if rp.extra == "" {
 			return reply{}, unexpected(op, ref, rp.code)
 		}
-		return reply{}, &driver.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
+		return reply{}, &onceflow.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
 	}
 	return rp, nil
 }
 
 // record decodes the record a reply carries, and the ownership it shows;
 // a reply without one is unexpected.
-func (rp reply) record(op string, ref driver.Ref) (driver.Record, driver.Ownership, error) {
+func (rp reply) record(op string, ref onceflow.Ref) (onceflow.Record, driver.Ownership, error) {
 	if !rp.hasRec {
-		return driver.Record{}, driver.Ownership{}, unexpected(op, ref, rp.code)
+		return onceflow.Record{}, driver.Ownership{}, unexpected(op, ref, rp.code)
 	}
 	rec, err := decodeRecord(ref, rp)
 	if err != nil {
-		return driver.Record{}, driver.Ownership{}, err
+		return onceflow.Record{}, driver.Ownership{}, err
 	}
 	own := driver.Ownership{Ref: ref, Operation: rec.Operation, Owner: rec.Owner, Attempt: rec.Attempt, Rev: rec.Rev}
 	return rec, own, nil
 }
 
-func unexpected(op string, ref driver.Ref, code schema.ReplyCode) error {
-	return fmt.Errorf("%w: %s %s: %s", driver.ErrUnexpectedReply, op, ref, code)
+func unexpected(op string, ref onceflow.Ref, code schema.ReplyCode) error {
+	return fmt.Errorf("%w: %s %s: %s", onceflow.ErrUnexpectedReply, op, ref, code)
 }
 
 // refusals are the refusal reply codes, as idemstore names them.
@@ -301,13 +302,13 @@ var renewFields = [schema.NumFields]bool{schema.FState: true, schema.FOwner: tru
 // decodeRecord validates a reply's record against schema.Fields and the
 // cross-field rules, the same ones the scripts check, and converts it. A
 // response is checked against its stored checksum.
-func decodeRecord(ref driver.Ref, rp reply) (driver.Record, error) {
+func decodeRecord(ref onceflow.Ref, rp reply) (onceflow.Record, error) {
 	vals, present, resp, hasResp, err := unpack(rp.rec)
 	if err != nil {
-		return driver.Record{}, fmt.Errorf("%w: %s: %v", driver.ErrUnexpectedReply, ref, err)
+		return onceflow.Record{}, fmt.Errorf("%w: %s: %v", onceflow.ErrUnexpectedReply, ref, err)
 	}
-	bad := func(field, reason string) (driver.Record, error) {
-		return driver.Record{}, &driver.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
+	bad := func(field, reason string) (onceflow.Record, error) {
+		return onceflow.Record{}, &onceflow.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
 	}
 	var partial *[schema.NumFields]bool
 	switch rp.code {
@@ -331,10 +332,10 @@ func decodeRecord(ref driver.Ref, rp reply) (driver.Record, error) {
 			return bad(rule.Name, fmt.Sprintf("is %q, not a valid %s", truncate(vals[i]), rule.Kind))
 		}
 	}
-	rec := driver.Record{
-		State: driver.State(vals[schema.FState]), Owner: driver.Owner(vals[schema.FOwner]),
-		Operation: driver.OperationID(vals[schema.FOp]), Fingerprint: driver.Fingerprint(vals[schema.FFp]),
-		Codec: vals[schema.FCodec], Nonce: driver.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
+	rec := onceflow.Record{
+		State: onceflow.State(vals[schema.FState]), Owner: onceflow.Owner(vals[schema.FOwner]),
+		Operation: onceflow.OperationID(vals[schema.FOp]), Fingerprint: onceflow.Fingerprint(vals[schema.FFp]),
+		Codec: vals[schema.FCodec], Nonce: onceflow.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
 		Uncertain: vals[schema.FUncertain] == "1", ServerTime: rp.now, TTL: rp.pttl,
 	}
 	rec.Attempt, _ = schema.ParseInteger(vals[schema.FAttempt])
@@ -352,11 +353,11 @@ func decodeRecord(ref driver.Ref, rp reply) (driver.Record, error) {
 	}
 	if partial == nil {
 		switch {
-		case (rec.State == driver.StateClaimed || rec.State == driver.StateExecuting) && !present[schema.FLeaseUntil]:
+		case (rec.State == onceflow.StateClaimed || rec.State == onceflow.StateExecuting) && !present[schema.FLeaseUntil]:
 			return bad("leaseUntil", "is missing from a "+string(rec.State)+" record")
-		case rec.State == driver.StateExecuting && !present[schema.FNonce]:
+		case rec.State == onceflow.StateExecuting && !present[schema.FNonce]:
 			return bad("nonce", "is missing from an EXECUTING record")
-		case rec.State == driver.StateCompleted && !present[schema.FSum]:
+		case rec.State == onceflow.StateCompleted && !present[schema.FSum]:
 			return bad("sum", "is missing from a COMPLETED record")
 		}
 	}

@@ -6,19 +6,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflow/onceflow/idemstore"
-
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
-var testRef = idemstore.Ref{Code: "charge-payment", Digest: idemstore.ScopeDigest{Version: 1, Hex: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}
+var testRef = onceflow.Ref{Code: "charge-payment", Digest: onceflow.ScopeDigest{Version: 1, Hex: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}
 
 var allOps = []string{opClaim, opClaimStart, opStart, opComplete, opFail, opRenew, opRelease, opInspect, opResolve}
 
 // decode runs op's typed decoder, for the tables and the fuzz test. (A nil
 // outcome of a sum is a nil any.)
-func decode(op string, ref idemstore.Ref, raw any) (any, error) {
+func decode(op string, ref onceflow.Ref, raw any) (any, error) {
 	switch op {
 	case opClaim, opClaimStart:
 		return decodeClaim(op, ref, raw)
@@ -45,7 +44,7 @@ func decode(op string, ref idemstore.Ref, raw any) (any, error) {
 func checkDecoded(t *testing.T, op string, out any, err error) {
 	t.Helper()
 	if err != nil {
-		if !errors.Is(err, idemstore.ErrUnexpectedReply) && !errors.Is(err, idemstore.ErrCorruptRecord) {
+		if !errors.Is(err, onceflow.ErrUnexpectedReply) && !errors.Is(err, onceflow.ErrCorruptRecord) {
 			t.Fatalf("%s: error %v is neither ErrUnexpectedReply nor ErrCorruptRecord", op, err)
 		}
 		if out != nil {
@@ -137,7 +136,7 @@ func TestDecodeKnownReplies(t *testing.T) {
 		op   string
 		code schema.ReplyCode
 	}{{opRenew, schema.StaleRev}, {opClaim, schema.Transitioned}, {opInspect, schema.Acquired}, {opRelease, schema.Already}, {opClaim, schema.NotFound}, {opClaim, 99}} {
-		if _, err := decode(c.op, testRef, validReply(c.code)); !errors.Is(err, idemstore.ErrUnexpectedReply) {
+		if _, err := decode(c.op, testRef, validReply(c.code)); !errors.Is(err, onceflow.ErrUnexpectedReply) {
 			t.Fatalf("%s %s: err = %v, want ErrUnexpectedReply", c.op, c.code, err)
 		}
 	}
@@ -164,7 +163,7 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 			_, err := decode(opStart, testRef, replyOf(schema.Already, 1, 1, "", packRecord(rec), nil))
 			_, present := executingRecord()[r.Name]
 			wantErr := g != "(missing)" || r.Required || present && (r.Name == "leaseUntil" || r.Name == "nonce")
-			var ce *idemstore.CorruptRecordError
+			var ce *onceflow.CorruptRecordError
 			switch {
 			case wantErr && (!errors.As(err, &ce) || ce.Field != r.Name):
 				t.Errorf("%s = %q: err = %v, want a CorruptRecordError naming %s", r.Name, g, err, r.Name)
@@ -183,7 +182,7 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	}
 	tampered := "the respons3"
 	_, err := decode(opInspect, testRef, replyOf(schema.Found, 1, 1, "", packRecord(rec), &tampered))
-	var ce *idemstore.CorruptRecordError
+	var ce *onceflow.CorruptRecordError
 	if !errors.As(err, &ce) || ce.Field != "resp" {
 		t.Fatalf("tampered response: err = %v, want a CorruptRecordError naming resp", err)
 	}

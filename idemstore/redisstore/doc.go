@@ -34,8 +34,8 @@
 // The reply format is described in lua/record.lua.
 //
 // Certainty follows the seed design: any transport error from a script
-// that may write is driver.Indeterminate, from INSPECT
-// driver.Unavailable. go-redis re-sends a command after EOF (MaxRetries,
+// that may write is onceflow.Indeterminate, from INSPECT
+// onceflow.Unavailable. go-redis re-sends a command after EOF (MaxRetries,
 // 3 by default), which can run a script again after its reply was lost;
 // every script is safe to re-run, so that costs no second effect. A
 // NOSCRIPT answer (restart, failover, SCRIPT FLUSH) sends the script whole
@@ -46,11 +46,11 @@
 // One schema, internal/schema (the field rules, the cross-field rules and
 // the reply codes), is rendered into the scripts and used by the decoder;
 // where package driver states a rule, such as an owner's form, a codec,
-// driver.MaxReasonLen or no NUL byte in an operation ID or a reason, the
+// onceflow.MaxReasonLen or no NUL byte in an operation ID or a reason, the
 // schema uses driver's.
 //
 //   - Every request is validated before anything is sent (a
-//     *driver.ValidationError otherwise): an operation ID or a reason with
+//     *onceflow.ValidationError otherwise): an operation ID or a reason with
 //     a NUL byte, which the schema refuses in a stored record, is never
 //     written.
 //   - A record is one hash: state, owner, op, fp, nonce, leaseUntil,
@@ -70,7 +70,7 @@
 //     the count is off, HKEYS; or a chunk after one shorter than 64
 //     bytes), before it decides or writes anything. A record that
 //     breaks a rule is answered CORRUPT, naming the field: a
-//     *driver.CorruptRecordError, and the record is never changed. The
+//     *onceflow.CorruptRecordError, and the record is never changed. The
 //     scripts do not compare a response with its sum.
 //   - A replay is one read command, no script: Claim and ClaimStart first
 //     send one HMGET of state, fp, m (with codec, policy, attempt, rev,

@@ -1,7 +1,9 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -9,10 +11,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -37,7 +38,9 @@ func TestDurabilityConfig(t *testing.T) {
 	}
 	for _, cfg := range ok {
 		_, err := redisstore.New(cfg)
-		require.NoError(t, err, "%+v", cfg)
+		if err != nil {
+			t.Fatalf("%+v: %v", cfg, err)
+		}
 	}
 	refused := map[string]redisstore.Config{
 		"not one of":                      {Client: c, Durability: "fsync"},
@@ -48,7 +51,9 @@ func TestDurabilityConfig(t *testing.T) {
 	}
 	for want, cfg := range refused {
 		_, err := redisstore.New(cfg)
-		require.ErrorContains(t, err, want)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want it to contain %q", err, want)
+		}
 	}
 }
 
@@ -64,8 +69,12 @@ func TestDurableKeyIsInTheRecordsSlot(t *testing.T) {
 	s := newStore(t, redisstore.Config{Namespace: "ns"})
 	f := storetest.NewFixture()
 	k := redisstore.DurableKey(s, s.Key(f.Ref))
-	require.Equal(t, "ns:idem:durable:{"+f.Ref.Digest.Hex+"}", k)
-	require.True(t, strings.HasSuffix(s.Key(f.Ref), "{"+f.Ref.Digest.Hex+"}"), s.Key(f.Ref))
+	if k != "ns:idem:durable:{"+f.Ref.Digest.Hex+"}" {
+		t.Fatalf("got %q, want %q", k, "ns:idem:durable:{"+f.Ref.Digest.Hex+"}")
+	}
+	if !strings.HasSuffix(s.Key(f.Ref), "{"+f.Ref.Digest.Hex+"}") {
+		t.Fatal(s.Key(f.Ref))
+	}
 }
 
 // TestWaitAOFDetection: WAITAOF is Redis 7.2's; CheckPersistence refuses
@@ -76,7 +85,9 @@ func TestWaitAOFDetection(t *testing.T) {
 		"7.0.15": false, "6.2.14": false, "7.1.0": false, "7.2.0": true, "7.2.4": true, "7.4.1": true, "8.0.0": true, "10.0.1": true,
 		"": false, "garbage": false, "7": false, "7.x.1": false,
 	} {
-		require.Equal(t, want, redisstore.WaitAOFSupported(version), version)
+		if got := redisstore.WaitAOFSupported(version); got != want {
+			t.Fatalf("%v: got %v, want %v", version, got, want)
+		}
 	}
 }
 
@@ -99,7 +110,9 @@ func newReplicated(t *testing.T) replicated {
 		CommandTimeout: 2 * time.Second, Durability: redisstore.DurabilityReplicas, DurableReplicas: 1, DurableTimeout: time.Second})
 	r.onReplica = newStore(t, redisstore.Config{Client: redistest.NewClient(t, r.replica.Addr()), Namespace: ns})
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: r.store})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.exec = exec
 	return r
 }
@@ -115,13 +128,25 @@ func TestDurableCompletionIsOnTheReplica(t *testing.T) {
 		resp := []byte("charge-" + f.Operation)
 		res, err := r.exec.Execute(t.Context(), idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
 			func(ctx context.Context) ([]byte, error) { return resp, nil })
-		require.NoError(t, err, "operation %d", i)
-		require.Equal(t, resp, res.Response)
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
+		if !bytes.Equal(res.Response, resp) {
+			t.Fatalf("got %q, want %q", res.Response, resp)
+		}
 		obs, err := r.onReplica.Inspect(t.Context(), f.Ref)
-		require.NoError(t, err)
-		require.True(t, obs.Found, "operation %d: acknowledged, but the replica has no record", i)
-		require.Equal(t, idemstore.StateCompleted, obs.Record.State, "operation %d", i)
-		require.Equal(t, resp, obs.Record.Response, "operation %d", i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !obs.Found {
+			t.Fatalf("operation %d: acknowledged, but the replica has no record", i)
+		}
+		if obs.Record.State != onceflow.StateCompleted {
+			t.Fatalf("operation %d: got %q, want %q", i, obs.Record.State, onceflow.StateCompleted)
+		}
+		if !bytes.Equal(obs.Record.Response, resp) {
+			t.Fatalf("operation %d: got %q, want %q", i, obs.Record.Response, resp)
+		}
 	}
 }
 
@@ -138,7 +163,9 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 		"killed": func(_ *testing.T, s *redistest.Server) { s.Kill() },
 		"hung": func(t *testing.T, s *redistest.Server) {
 			pid := s.PID()
-			require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
 			t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
 		},
 	} {
@@ -158,16 +185,26 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 			// The primary applied the completion: it is the write a
 			// failover may lose, so it was not acknowledged.
 			plain := newStore(t, redisstore.Config{Client: redistest.NewClient(t, r.primary.Addr()), Namespace: keyNamespace(r.store)})
-			require.Equal(t, idemstore.StateCompleted, inspect(t, plain, f.Ref).State)
+			if got := inspect(t, plain, f.Ref).State; got != onceflow.StateCompleted {
+				t.Fatalf("got %q, want %q", got, onceflow.StateCompleted)
+			}
 
 			// The store itself: a write is Indeterminate, a read Unavailable.
 			g := storetest.NewFixture()
-			_, err = r.store.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-			require.ErrorIs(t, err, idemstore.ErrIndeterminate)
-			require.ErrorIs(t, err, redisstore.ErrNotDurable)
+			_, err = r.store.ClaimStart(t.Context(), g.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+			if !errors.Is(err, onceflow.ErrIndeterminate) {
+				t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrIndeterminate)
+			}
+			if !errors.Is(err, redisstore.ErrNotDurable) {
+				t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
+			}
 			_, err = r.store.Inspect(t.Context(), g.Ref)
-			require.ErrorIs(t, err, idemstore.ErrUnavailable)
-			require.ErrorIs(t, err, redisstore.ErrNotDurable)
+			if !errors.Is(err, onceflow.ErrUnavailable) {
+				t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrUnavailable)
+			}
+			if !errors.Is(err, redisstore.ErrNotDurable) {
+				t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
+			}
 		})
 	}
 }
@@ -177,15 +214,31 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 // unknown effect to recover, saying the write was not made durable.
 func requireUnconfirmed(t *testing.T, err error, runs int32, mode redisstore.Durability) {
 	t.Helper()
-	require.Equal(t, int32(1), runs)
-	require.ErrorIs(t, err, idemstore.ErrRecoveryRequired)
-	require.ErrorIs(t, err, idemstore.ErrEffectUnknown)
-	require.ErrorIs(t, err, redisstore.ErrNotDurable)
+	if runs != int32(1) {
+		t.Fatalf("got %v, want %v", runs, int32(1))
+	}
+	if !errors.Is(err, idemstore.ErrRecoveryRequired) {
+		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrRecoveryRequired)
+	}
+	if !errors.Is(err, idemstore.ErrEffectUnknown) {
+		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrEffectUnknown)
+	}
+	if !errors.Is(err, redisstore.ErrNotDurable) {
+		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
+	}
 	var de *redisstore.DurabilityError
-	require.ErrorAs(t, err, &de)
-	require.Equal(t, mode, de.Durability)
-	require.Equal(t, 1, de.Want)
-	require.Equal(t, 0, de.Got)
+	if !errors.As(err, &de) {
+		t.Fatalf("err = %v, want a %T", err, de)
+	}
+	if de.Durability != mode {
+		t.Fatalf("got %q, want %q", de.Durability, mode)
+	}
+	if de.Want != 1 {
+		t.Fatalf("got %v, want %v", de.Want, 1)
+	}
+	if de.Got != 0 {
+		t.Fatalf("got %v, want %v", de.Got, 0)
+	}
 }
 
 // TestCheckPersistence: appendonly no is a problem; appendonly yes with
@@ -201,49 +254,91 @@ func TestCheckPersistence(t *testing.T) {
 	problems := func(s *redisstore.Store) string {
 		t.Helper()
 		ps, err := s.CheckPersistence(t.Context())
-		require.Len(t, ps, 1)
+		if len(ps) != 1 {
+			t.Fatalf("len = %d, want %d: %v", len(ps), 1, ps)
+		}
 		if err == nil {
 			return ""
 		}
-		require.ErrorIs(t, err, redisstore.ErrPersistence)
+		if !errors.Is(err, redisstore.ErrPersistence) {
+			t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrPersistence)
+		}
 		var pe *redisstore.PersistenceError
-		require.ErrorAs(t, err, &pe)
-		require.Equal(t, srv.Addr(), pe.Addr)
+		if !errors.As(err, &pe) {
+			t.Fatalf("err = %v, want a %T", err, pe)
+		}
+		if pe.Addr != srv.Addr() {
+			t.Fatalf("got %q, want %q", pe.Addr, srv.Addr())
+		}
 		return strings.Join(pe.Problems, "\n")
 	}
-	require.Contains(t, problems(none), "appendonly is no")
+	if !strings.Contains(problems(none), "appendonly is no") {
+		t.Fatalf("%q does not contain %q", problems(none), "appendonly is no")
+	}
 
-	require.NoError(t, c.ConfigSet(t.Context(), "appendonly", "yes").Err())
-	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "everysec").Err())
-	require.Contains(t, problems(none), "appendfsync is everysec")
-	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "always").Err())
-	require.Empty(t, problems(none))
+	if err := c.ConfigSet(t.Context(), "appendonly", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(t.Context(), "appendfsync", "everysec").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(problems(none), "appendfsync is everysec") {
+		t.Fatalf("%q does not contain %q", problems(none), "appendfsync is everysec")
+	}
+	if err := c.ConfigSet(t.Context(), "appendfsync", "always").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(problems(none)) != 0 {
+		t.Fatalf("got %q, want it empty", problems(none))
+	}
 
 	replicas := newStore(t, redisstore.Config{Client: c, Durability: redisstore.DurabilityReplicas})
-	require.Contains(t, problems(replicas), "0 replicas are connected and Config.DurableReplicas is 1")
+	if !strings.Contains(problems(replicas), "0 replicas are connected and Config.DurableReplicas is 1") {
+		t.Fatalf("%q does not contain %q", problems(replicas), "0 replicas are connected and Config.DurableReplicas is 1")
+	}
 	aof := newStore(t, redisstore.Config{Client: c, Durability: redisstore.DurabilityAOF})
 	if hasWaitAOF(t, c) { // Redis 7.2+, Valkey
-		require.NotContains(t, problems(aof), "WAITAOF")
+		if strings.Contains(problems(aof), "WAITAOF") {
+			t.Fatalf("%q contains %q", problems(aof), "WAITAOF")
+		}
 	} else {
-		require.Contains(t, problems(aof), "has no WAITAOF")
+		if !strings.Contains(problems(aof), "has no WAITAOF") {
+			t.Fatalf("%q does not contain %q", problems(aof), "has no WAITAOF")
+		}
 	}
 
 	redistest.StartReplica(t, srv.Addr())
-	require.NoError(t, c.ConfigSet(t.Context(), "appendfsync", "everysec").Err())
-	require.Empty(t, problems(replicas))
+	if err := c.ConfigSet(t.Context(), "appendfsync", "everysec").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(problems(replicas)) != 0 {
+		t.Fatalf("got %q, want it empty", problems(replicas))
+	}
 	ps, err := replicas.CheckPersistence(t.Context())
-	require.NoError(t, err)
-	require.Equal(t, redisstore.Persistence{Addr: srv.Addr(), Version: ps[0].Version, AppendOnly: true, AppendFsync: "everysec",
-		MinReplicasToWrite: 0, ConnectedReplicas: 1}, ps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (redisstore.Persistence{Addr: srv.Addr(), Version: ps[0].Version, AppendOnly: true, AppendFsync: "everysec",
+		MinReplicasToWrite: 0, ConnectedReplicas: 1}); ps[0] != want {
+		t.Fatalf("got %v, want %v", ps[0], want)
+	}
 
 	// A user without CONFIG (as on managed services): not a verdict.
-	require.NoError(t, c.Do(t.Context(), "ACL", "SETUSER", "noconfig", "on", ">not-a-secret", "+@all", "-config", "~*", "&*").Err())
+	if err := c.Do(t.Context(), "ACL", "SETUSER", "noconfig", "on", ">not-a-secret", "+@all", "-config", "~*", "&*").Err(); err != nil {
+		t.Fatal(err)
+	}
 	limited := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "noconfig", Password: "not-a-secret", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = limited.Close() })
 	_, err = newStore(t, redisstore.Config{Client: limited}).CheckPersistence(t.Context())
-	require.Error(t, err)
-	require.NotErrorIs(t, err, redisstore.ErrPersistence)
-	require.Contains(t, err.Error(), "CONFIG GET")
+	if err == nil {
+		t.Fatal("got no error, want one")
+	}
+	if errors.Is(err, redisstore.ErrPersistence) {
+		t.Fatalf("err = %v, want it not to match %v", err, redisstore.ErrPersistence)
+	}
+	if !strings.Contains(err.Error(), "CONFIG GET") {
+		t.Fatalf("%q does not contain %q", err.Error(), "CONFIG GET")
+	}
 }
 
 // hasWaitAOF says whether the server knows WAITAOF (Redis 7.2 and newer,
@@ -251,6 +346,8 @@ func TestCheckPersistence(t *testing.T) {
 func hasWaitAOF(t *testing.T, c *redis.Client) bool {
 	t.Helper()
 	info, err := c.Do(t.Context(), "COMMAND", "INFO", "WAITAOF").Slice()
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return len(info) == 1 && info[0] != nil
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -25,22 +25,22 @@ func ExampleStore() {
 		panic(err)
 	}
 
-	digester, err := idemstore.NewDigester([]byte("a secret from your secret store"), 1)
+	digester, err := onceflow.NewDigester([]byte("a secret from your secret store"), 1)
 	if err != nil {
 		panic(err)
 	}
-	ref := idemstore.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
+	ref := onceflow.Ref{Code: "charge-payment", Digest: digester.Digest("customer-7", "order-42")}
 	_ = client.Del(ctx, store.Key(ref)) // start afresh on every run
 	req := driver.ClaimRequest{
 		Ref:         ref,
 		Operation:   "order-42/charge",
-		Fingerprint: idemstore.FingerprintOf([]byte(`{"amount":1000}`)),
-		Owner:       driver.NewOwner(),
+		Fingerprint: onceflow.FingerprintOf([]byte(`{"amount":1000}`)),
+		Owner:       onceflow.NewOwner(),
 		Codec:       "json-v2",
 		Policy:      2,
 		Lease:       30 * time.Second,
 		Retention:   24 * time.Hour,
-		Nonce:       driver.NewNonce(),
+		Nonce:       onceflow.NewNonce(),
 	}
 
 	out, err := store.ClaimStart(ctx, req)
@@ -59,7 +59,7 @@ func ExampleStore() {
 	}
 
 	// A retry, by anyone, replays the stored response.
-	req.Owner, req.Nonce = driver.NewOwner(), driver.NewNonce()
+	req.Owner, req.Nonce = onceflow.NewOwner(), onceflow.NewNonce()
 	out, err = store.ClaimStart(ctx, req)
 	if err != nil {
 		panic(err)

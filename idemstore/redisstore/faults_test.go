@@ -12,8 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/idemstore"
-
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -36,7 +35,7 @@ func as[T any](t *testing.T) func(v any, err error) T {
 	}
 }
 
-func inspect(t *testing.T, s *redisstore.Store, ref idemstore.Ref) idemstore.Record {
+func inspect(t *testing.T, s *redisstore.Store, ref onceflow.Ref) onceflow.Record {
 	t.Helper()
 	obs, err := s.Inspect(t.Context(), ref)
 	if err != nil {
@@ -71,7 +70,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := storetest.NewFixture()
-	owner, nonce := driver.NewOwner(), driver.NewNonce()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 
 	lost := func(name string, call func() error) {
 		t.Helper()
@@ -79,8 +78,8 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		proxy.SetFault(redistest.DropScriptReplies)
 		err := call()
 		proxy.SetFault(redistest.Pass)
-		var se *idemstore.StoreError
-		if !errors.Is(err, idemstore.ErrIndeterminate) || !errors.As(err, &se) || se.Certainty != idemstore.Indeterminate {
+		var se *onceflow.StoreError
+		if !errors.Is(err, onceflow.ErrIndeterminate) || !errors.As(err, &se) || se.Certainty != onceflow.Indeterminate {
 			t.Fatalf("%s with its reply lost: err = %v, want a StoreError matching ErrIndeterminate", name, err)
 		}
 		if runs := proxy.DroppedReplies() - before; runs != 4 {
@@ -90,7 +89,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 
 	lost("claim+start", func() error { _, err := viaProxy.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err })
 	r := inspect(t, direct, f.Ref)
-	if r.State != idemstore.StateExecuting || r.Owner != owner || r.Nonce != nonce || r.Attempt != 1 || r.Rev != 1 {
+	if r.State != onceflow.StateExecuting || r.Owner != owner || r.Nonce != nonce || r.Attempt != 1 || r.Rev != 1 {
 		t.Fatalf("after 4 runs of one claim+start: %+v, want one acquisition", r)
 	}
 	// Re-sending the claim tells the invocation it is its own.
@@ -104,7 +103,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		_, err := viaProxy.Renew(t.Context(), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 		return err
 	})
-	if r2 := inspect(t, direct, f.Ref); r2.Rev != r.Rev || r2.State != idemstore.StateExecuting {
+	if r2 := inspect(t, direct, f.Ref); r2.Rev != r.Rev || r2.State != onceflow.StateExecuting {
 		t.Fatalf("after 4 renews: %+v", r2)
 	}
 
@@ -113,7 +112,7 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		return err
 	})
 	r = inspect(t, direct, f.Ref)
-	if r.State != idemstore.StateCompleted || r.Rev != 2 || string(r.Response) != "ok" {
+	if r.State != onceflow.StateCompleted || r.Rev != 2 || string(r.Response) != "ok" {
 		t.Fatalf("after 4 runs of one complete: %+v, want rev 2", r)
 	}
 	as[driver.AlreadyTransitioned](t)(viaProxy.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("ok"), TTL: f.TTL}))
@@ -137,23 +136,23 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		_, err := viaProxy.Start(t.Context(), driver.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: g.Lease, Retention: g.TTL})
 		return err
 	})
-	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateExecuting || r.Rev != 2 || r.Nonce != nonce {
+	if r := inspect(t, direct, g.Ref); r.State != onceflow.StateExecuting || r.Rev != 2 || r.Nonce != nonce {
 		t.Fatalf("after 4 starts: %+v", r)
 	}
 	started := acq.Ownership
 	started.Rev = 2
 	lost("fail", func() error {
-		_, err := viaProxy.Fail(t.Context(), driver.FailRequest{Ownership: started, Nonce: nonce, Target: idemstore.StateAbandoned, TTL: g.TTL})
+		_, err := viaProxy.Fail(t.Context(), driver.FailRequest{Ownership: started, Nonce: nonce, Target: onceflow.StateAbandoned, TTL: g.TTL})
 		return err
 	})
-	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateAbandoned || r.Rev != 3 {
+	if r := inspect(t, direct, g.Ref); r.State != onceflow.StateAbandoned || r.Rev != 3 {
 		t.Fatalf("after 4 fails: %+v", r)
 	}
 	lost("resolve", func() error {
-		_, err := viaProxy.Resolve(t.Context(), driver.ResolveRequest{Ref: g.Ref, Attempt: 1, Rev: 3, Target: idemstore.StateFailedRetryable, TTL: g.TTL})
+		_, err := viaProxy.Resolve(t.Context(), driver.ResolveRequest{Ref: g.Ref, Attempt: 1, Rev: 3, Target: onceflow.StateFailedRetryable, TTL: g.TTL})
 		return err
 	})
-	if r := inspect(t, direct, g.Ref); r.State != idemstore.StateFailedRetryable || r.Rev != 4 {
+	if r := inspect(t, direct, g.Ref); r.State != onceflow.StateFailedRetryable || r.Rev != 4 {
 		t.Fatalf("after 4 resolves: %+v", r)
 	}
 }
@@ -168,12 +167,12 @@ func TestUndeliveredCallsAreIndeterminateAndApplyNothing(t *testing.T) {
 	s := newStore(t, redisstore.Config{Client: redistest.NewClient(t, proxy.Addr()), CommandTimeout: 10 * time.Second})
 	f := storetest.NewFixture()
 	proxy.SetFault(redistest.ResetScripts)
-	_, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-	if !errors.Is(err, idemstore.ErrIndeterminate) {
+	_, err := s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+	if !errors.Is(err, onceflow.ErrIndeterminate) {
 		t.Fatalf("err = %v, want ErrIndeterminate", err)
 	}
 	_, err = s.Inspect(t.Context(), f.Ref)
-	if !errors.Is(err, idemstore.ErrUnavailable) || errors.Is(err, idemstore.ErrIndeterminate) {
+	if !errors.Is(err, onceflow.ErrUnavailable) || errors.Is(err, onceflow.ErrIndeterminate) {
 		t.Fatalf("inspect err = %v, want ErrUnavailable only", err)
 	}
 	proxy.SetFault(redistest.Pass)
@@ -200,7 +199,7 @@ func TestScriptFlushCostsOneReload(t *testing.T) {
 	}})
 	s := newStore(t, redisstore.Config{Client: client})
 	f := storetest.NewFixture()
-	owner, nonce := driver.NewOwner(), driver.NewNonce()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 	acq := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)))
 	warm := s.ScriptReloads() // the first use of a script on a new server loads it
 	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
@@ -211,7 +210,7 @@ func TestScriptFlushCostsOneReload(t *testing.T) {
 	if got := s.ScriptReloads() - warm; got != 1 || evals != 1 || evalshas != 1 {
 		t.Fatalf("after SCRIPT FLUSH: %d reloads, %d EVAL, %d EVALSHA; want 1, 1, 1", got, evals, evalshas)
 	}
-	rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+	rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(onceflow.NewOwner())))
 	if string(rep.Record.Response) != "ok" {
 		t.Fatalf("replay = %q", rep.Record.Response)
 	}
@@ -230,12 +229,12 @@ func TestServerRestartClassifiesCertainty(t *testing.T) {
 	t.Cleanup(func() { _ = client.Close() })
 	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second})
 	f := storetest.NewFixture()
-	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(onceflow.NewOwner())))
 	srv.Kill()
-	if _, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); !errors.Is(err, idemstore.ErrIndeterminate) {
+	if _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.ErrIndeterminate) {
 		t.Fatalf("claim with Redis down: %v, want ErrIndeterminate", err)
 	}
-	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, idemstore.ErrUnavailable) {
+	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, onceflow.ErrUnavailable) {
 		t.Fatalf("inspect with Redis down: %v, want ErrUnavailable", err)
 	}
 	if err := srv.Restart(); err != nil {
@@ -243,7 +242,7 @@ func TestServerRestartClassifiesCertainty(t *testing.T) {
 	}
 	// The restarted server is empty (it keeps nothing on disk) and has no
 	// scripts cached.
-	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(onceflow.NewOwner())))
 }
 
 type countHook struct{ seen func(name string) }
@@ -270,12 +269,12 @@ func TestKeyLayout(t *testing.T) {
 	client := redistest.Client(t)
 	ns := redistest.Namespace(t)
 	s := newStore(t, redisstore.Config{Client: client, Namespace: ns})
-	g, err := idemstore.NewDigester([]byte("secret"), 3)
+	g, err := onceflow.NewDigester([]byte("secret"), 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := g.Digest("principal-7", "order-42", "charge")
-	ref := idemstore.Ref{Code: "charge-payment", Digest: d}
+	ref := onceflow.Ref{Code: "charge-payment", Digest: d}
 	want := ns + ":idem:v1:d3:charge-payment:{" + d.Hex + "}"
 	if got := s.Key(ref); got != want {
 		t.Fatalf("key = %q, want %q", got, want)
@@ -285,7 +284,7 @@ func TestKeyLayout(t *testing.T) {
 	}
 	f := storetest.NewFixture()
 	f.Ref = ref
-	own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))).Ownership
+	own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))).Ownership
 	fields, err := client.HGetAll(t.Context(), want).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +339,7 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 	}
 	for _, c := range cases {
 		f := storetest.NewFixture()
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
 		key := s.Key(f.Ref)
 		if err := c.corrupt(key); err != nil {
@@ -348,7 +347,7 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 		}
 		before := redistest.Snapshot(t.Context(), client, key)
 		calls := map[string]func() error{
-			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); return err },
+			"claim":      func() error { _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); return err },
 			"claimstart": func() error { _, err := s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce)); return err },
 			"start": func() error {
 				_, err := s.Start(t.Context(), driver.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
@@ -365,14 +364,14 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 			"release": func() error { _, err := s.Release(t.Context(), driver.ReleaseRequest{Ownership: own}); return err },
 			"inspect": func() error { _, err := s.Inspect(t.Context(), f.Ref); return err },
 			"resolve": func() error {
-				_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: 1, Rev: 1, Target: idemstore.StateFailedRetryable, TTL: f.TTL})
+				_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: 1, Rev: 1, Target: onceflow.StateFailedRetryable, TTL: f.TTL})
 				return err
 			},
 		}
 		for name, call := range calls {
 			err := call()
-			var ce *idemstore.CorruptRecordError
-			if !errors.Is(err, idemstore.ErrCorruptRecord) || !errors.As(err, &ce) || ce.Field != c.field {
+			var ce *onceflow.CorruptRecordError
+			if !errors.Is(err, onceflow.ErrCorruptRecord) || !errors.As(err, &ce) || ce.Field != c.field {
 				t.Fatalf("%s of a record with a corrupt %s: err = %v", name, c.field, err)
 			}
 		}
@@ -447,14 +446,14 @@ func TestCallsNeverOutliveTheirContext(t *testing.T) {
 			proof error
 		}{
 			{"claim", 0, func(ctx context.Context) error {
-				_, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+				_, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 				return err
-			}, idemstore.ErrIndeterminate},
-			{"inspect", 0, func(ctx context.Context) error { _, err := s.Inspect(ctx, f.Ref); return err }, idemstore.ErrUnavailable},
+			}, onceflow.ErrIndeterminate},
+			{"inspect", 0, func(ctx context.Context) error { _, err := s.Inspect(ctx, f.Ref); return err }, onceflow.ErrUnavailable},
 			{"claim with an earlier deadline", 30 * time.Millisecond, func(ctx context.Context) error {
-				_, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
+				_, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
 				return err
-			}, idemstore.ErrIndeterminate},
+			}, onceflow.ErrIndeterminate},
 		} {
 			ctx := t.Context()
 			limit := timeout
@@ -491,13 +490,13 @@ func TestInspectIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := storetest.NewFixture()
-	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
+	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
 	readable := func(t *testing.T, s *redisstore.Store, where string) {
 		t.Helper()
 		obs, err := s.Inspect(t.Context(), f.Ref)
-		if err != nil || !obs.Found || obs.Record.State != idemstore.StateExecuting {
+		if err != nil || !obs.Found || obs.Record.State != onceflow.StateExecuting {
 			t.Fatalf("%s: inspect = %+v, %v", where, obs, err)
 		}
 	}
@@ -523,7 +522,7 @@ func TestInspectIsReadOnly(t *testing.T) {
 		if strings.Contains(stats, "cmdstat_evalsha:") || strings.Contains(stats, "cmdstat_eval:") {
 			t.Errorf("INSPECT sent EVALSHA or EVAL to the replica:\n%s", stats)
 		}
-		if _, err := rs.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil || !strings.Contains(err.Error(), "READONLY") {
+		if _, err := rs.Claim(t.Context(), f.Claim(onceflow.NewOwner())); err == nil || !strings.Contains(err.Error(), "READONLY") {
 			t.Fatalf("claim on the replica: %v, want READONLY", err)
 		}
 	})
@@ -540,7 +539,7 @@ func TestInspectIsReadOnly(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = pc.ConfigSet(context.Background(), "maxmemory", "0").Err() })
 		readable(t, s, "out of memory")
-		if _, err := s.Claim(t.Context(), f.Claim(driver.NewOwner())); err == nil || !strings.Contains(err.Error(), "OOM") {
+		if _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); err == nil || !strings.Contains(err.Error(), "OOM") {
 			t.Fatalf("claim out of memory: %v, want OOM", err)
 		}
 	})
@@ -560,7 +559,7 @@ func TestInspectAnswersWhileWritesArePausedWithNoScriptCached(t *testing.T) {
 	const timeout = 2 * time.Second
 	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: timeout})
 	f := storetest.NewFixture()
-	as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce())))
+	as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())))
 	if err := client.ScriptFlush(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -572,7 +571,7 @@ func TestInspectAnswersWhileWritesArePausedWithNoScriptCached(t *testing.T) {
 	start := time.Now()
 	obs, err := s.Inspect(t.Context(), f.Ref)
 	took := time.Since(start)
-	if err != nil || !obs.Found || obs.Record.State != idemstore.StateExecuting {
+	if err != nil || !obs.Found || obs.Record.State != onceflow.StateExecuting {
 		t.Fatalf("inspect while writes are paused and no script is cached: %+v, %v (after %v)", obs, err, took)
 	}
 	if took > timeout/4 {
@@ -584,7 +583,7 @@ func TestInspectAnswersWhileWritesArePausedWithNoScriptCached(t *testing.T) {
 	// Scripts that may write wait for the pause, as they must.
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := s.Claim(ctx, f.Claim(driver.NewOwner())); !errors.Is(err, idemstore.ErrIndeterminate) {
+	if _, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.ErrIndeterminate) {
 		t.Fatalf("claim while writes are paused: %v, want it to wait (ErrIndeterminate at the deadline)", err)
 	}
 }
@@ -622,10 +621,10 @@ func TestResponsesOfEverySizeRoundTrip(t *testing.T) {
 			resp[i] = byte(i*7 + n) // NUL bytes too
 		}
 		f := storetest.NewFixture()
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		own := as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(owner, nonce))).Ownership
 		as[driver.Transitioned](t)(s.Complete(t.Context(), driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
-		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(driver.NewOwner())))
+		rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), f.Claim(onceflow.NewOwner())))
 		if !bytes.Equal(rep.Record.Response, resp) {
 			t.Fatalf("%d bytes: replayed %d bytes that differ", n, len(rep.Record.Response))
 		}
@@ -640,19 +639,19 @@ func TestResponsesOfEverySizeRoundTrip(t *testing.T) {
 		// RESOLVE writes the same way.
 		g := storetest.NewFixture()
 		gown, gnonce := executingOwnership(t, s, g)
-		ab := as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: gown, Nonce: gnonce, Target: idemstore.StateAbandoned, TTL: g.TTL}))
-		req := driver.ResolveRequest{Ref: g.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev, Target: idemstore.StateCompleted,
+		ab := as[driver.Transitioned](t)(s.Fail(t.Context(), driver.FailRequest{Ownership: gown, Nonce: gnonce, Target: onceflow.StateAbandoned, TTL: g.TTL}))
+		req := driver.ResolveRequest{Ref: g.Ref, Attempt: ab.Record.Attempt, Rev: ab.Record.Rev, Target: onceflow.StateCompleted,
 			Response: resp, Codec: g.Codec, Policy: g.Policy, TTL: g.TTL}
 		as[driver.Transitioned](t)(s.Resolve(t.Context(), req))
 		as[driver.AlreadyTransitioned](t)(s.Resolve(t.Context(), req))
-		if rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), g.Claim(driver.NewOwner()))); !bytes.Equal(rep.Record.Response, resp) {
+		if rep := as[driver.CompletedReplay](t)(s.Claim(t.Context(), g.Claim(onceflow.NewOwner()))); !bytes.Equal(rep.Record.Response, resp) {
 			t.Fatalf("%d bytes: replay after resolve differs", n)
 		}
 	}
 }
 
-func executingOwnership(t *testing.T, s *redisstore.Store, f storetest.Fixture) (idemstore.Ownership, driver.Nonce) {
+func executingOwnership(t *testing.T, s *redisstore.Store, f storetest.Fixture) (driver.Ownership, onceflow.Nonce) {
 	t.Helper()
-	nonce := driver.NewNonce()
-	return as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), nonce))).Ownership, nonce
+	nonce := onceflow.NewNonce()
+	return as[driver.Acquired](t)(s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), nonce))).Ownership, nonce
 }

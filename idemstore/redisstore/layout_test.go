@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -91,7 +91,7 @@ func TestFieldHelpersMatchTheStore(t *testing.T) {
 	s := testStore(t, Config{Client: client, Namespace: redistest.Namespace(t)})
 	ctx := context.Background()
 	f := storetest.NewFixture()
-	owner, nonce := driver.NewOwner(), driver.NewNonce()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 	if _, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce)); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -36,7 +37,7 @@ type unpackedWriter struct {
 }
 
 // claimStart is the previous version's ClaimStart.
-func (w unpackedWriter) claimStart(f storetest.Fixture, owner driver.Owner, nonce driver.Nonce, lease time.Duration) {
+func (w unpackedWriter) claimStart(f storetest.Fixture, owner onceflow.Owner, nonce onceflow.Nonce, lease time.Duration) {
 	w.t.Helper()
 	err := w.client.Eval(context.Background(), unpackedClaim, []string{w.s.Key(f.Ref)},
 		string(owner), string(f.Operation), string(f.Fingerprint), f.Codec, f.Policy, lease.Milliseconds(), f.TTL.Milliseconds(), string(nonce)).Err()
@@ -46,7 +47,7 @@ func (w unpackedWriter) claimStart(f storetest.Fixture, owner driver.Owner, nonc
 }
 
 // complete is the previous version's Complete of rev 1.
-func (w unpackedWriter) complete(f storetest.Fixture, owner driver.Owner, nonce driver.Nonce, resp []byte) {
+func (w unpackedWriter) complete(f storetest.Fixture, owner onceflow.Owner, nonce onceflow.Nonce, resp []byte) {
 	w.t.Helper()
 	err := w.client.Eval(context.Background(), unpackedTransition, []string{w.s.Key(f.Ref)},
 		string(owner), string(f.Operation), 1, "COMPLETED", "EXECUTING", string(nonce), "", f.TTL.Milliseconds(), "1", resp, checksum(resp), "").Err()
@@ -97,7 +98,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 
 	t.Run("completed: replayed and inspected, left as it is", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		old.claimStart(f, owner, nonce, f.Lease)
 		old.complete(f, owner, nonce, resp)
 		key := s.Key(f.Ref)
@@ -106,9 +107,9 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 		}
 		before := redistest.Snapshot(ctx, client, key)
 		for _, claim := range []func() (driver.ClaimOutcome, error){
-			func() (driver.ClaimOutcome, error) { return s.Claim(ctx, f.Claim(driver.NewOwner())) },
+			func() (driver.ClaimOutcome, error) { return s.Claim(ctx, f.Claim(onceflow.NewOwner())) },
 			func() (driver.ClaimOutcome, error) {
-				return s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+				return s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			},
 		} {
 			out, err := claim()
@@ -118,12 +119,12 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 			}
 		}
 		obs, err := s.Inspect(ctx, f.Ref)
-		if err != nil || obs.Record.State != driver.StateCompleted || obs.Record.Owner != owner || !bytes.Equal(obs.Record.Response, resp) {
+		if err != nil || obs.Record.State != onceflow.StateCompleted || obs.Record.Owner != owner || !bytes.Equal(obs.Record.Response, resp) {
 			t.Fatalf("inspect = %+v, %v", obs.Record, err)
 		}
 		other := f
 		other.Codec = "other"
-		if out, err := s.Claim(ctx, other.Claim(driver.NewOwner())); err != nil {
+		if out, err := s.Claim(ctx, other.Claim(onceflow.NewOwner())); err != nil {
 			t.Fatal(err)
 		} else if _, ok := out.(driver.CodecMismatch); !ok {
 			t.Fatalf("claim under another codec = %T", out)
@@ -135,7 +136,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 
 	t.Run("executing: renewed, completed, then packed", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		old.claimStart(f, owner, nonce, time.Second)
 		key := s.Key(f.Ref)
 		lease0, _ := strconv.ParseInt(client.HGet(ctx, key, "leaseUntil").Val(), 10, 64)
@@ -159,7 +160,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 			t.Fatalf("complete = %T %+v, %v", done, done, err)
 		}
 		served := s.plainReplays.Load()
-		rep, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
+		rep, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
 		if r, ok := rep.(driver.CompletedReplay); err != nil || !ok || !bytes.Equal(r.Record.Response, resp) {
 			t.Fatalf("replay = %T, %v", rep, err)
 		}
@@ -170,7 +171,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 
 	t.Run("executing, completed without a write before", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		old.claimStart(f, owner, nonce, f.Lease)
 		own := driver.Ownership{Ref: f.Ref, Operation: f.Operation, Owner: owner, Attempt: 1, Rev: 1}
 		done, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL})
@@ -188,7 +189,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 
 	t.Run("expired: taken over, uncertain", func(t *testing.T) {
 		f := storetest.NewFixture()
-		owner, nonce := driver.NewOwner(), driver.NewNonce()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 		old.claimStart(f, owner, nonce, time.Millisecond)
 		key := s.Key(f.Ref)
 		// The lease ends by Redis' clock: wait for it there, not by a sleep.
@@ -202,9 +203,9 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 				break
 			}
 		}
-		out, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+		out, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 		tk, ok := out.(driver.TakenOver)
-		if err != nil || !ok || tk.From != driver.StateExecuting || !tk.EffectMayHaveHappened || tk.Record.Attempt != 2 || tk.Record.Rev != 2 {
+		if err != nil || !ok || tk.From != onceflow.StateExecuting || !tk.EffectMayHaveHappened || tk.Record.Attempt != 2 || tk.Record.Rev != 2 {
 			t.Fatalf("claim = %T %+v, %v; want EXECUTING taken over, attempt 2, uncertain", out, out, err)
 		}
 		if got := layoutOf(t, client, key); got != "packed" {
@@ -218,7 +219,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 	t.Run("a field of the old layout breaking its rule is refused", func(t *testing.T) {
 		for _, field := range schema.LegacyFields() {
 			f := storetest.NewFixture()
-			owner, nonce := driver.NewOwner(), driver.NewNonce()
+			owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 			old.claimStart(f, owner, nonce, f.Lease)
 			old.complete(f, owner, nonce, resp)
 			key := s.Key(f.Ref)
@@ -226,8 +227,8 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := redistest.Snapshot(ctx, client, key)
-			_, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
-			var ce *driver.CorruptRecordError
+			_, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
+			var ce *onceflow.CorruptRecordError
 			if !errors.As(err, &ce) || ce.Field != field {
 				t.Errorf("%s = \"!\": claim answered %v, want a CorruptRecordError naming it", field, err)
 			}

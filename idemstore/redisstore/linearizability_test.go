@@ -18,6 +18,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -40,11 +41,11 @@ const (
 // linInput is one call: the request of its kind.
 type linInput struct {
 	kind    linKind
-	ref     driver.Ref
+	ref     onceflow.Ref
 	claim   driver.ClaimRequest
 	own     driver.Ownership
-	nonce   driver.Nonce
-	target  driver.State
+	nonce   onceflow.Nonce
+	target  onceflow.State
 	resp    []byte
 	resolve driver.ResolveRequest
 }
@@ -66,7 +67,7 @@ var linNow = time.UnixMilli(1_700_000_000_000)
 
 // summarise reduces an outcome to the fields the state machine decides.
 func summarise(v any) string {
-	rec := func(r driver.Record) string {
+	rec := func(r onceflow.Record) string {
 		return fmt.Sprintf("%s owner=%.8s attempt=%d rev=%d nonce=%.8s", r.State, r.Owner, r.Attempt, r.Rev, r.Nonce)
 	}
 	switch o := v.(type) {
@@ -109,7 +110,7 @@ func (in linInput) apply(m *refmodel.Model) any {
 	case linClaimStart:
 		return m.Claim(linNow, in.claim, in.nonce)
 	case linComplete:
-		return m.Transition(linNow, in.own, driver.StateCompleted, "EXECUTING", in.nonce, 0, in.resp, "")
+		return m.Transition(linNow, in.own, onceflow.StateCompleted, "EXECUTING", in.nonce, 0, in.resp, "")
 	case linFail:
 		return m.Transition(linNow, in.own, in.target, "CLAIMED,EXECUTING", in.nonce, 0, nil, "failed")
 	case linRenew:
@@ -133,8 +134,8 @@ type linState struct {
 // one partition per record.
 var linModel = porcupine.Model{
 	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		byRef := map[driver.Ref][]porcupine.Operation{}
-		var order []driver.Ref
+		byRef := map[onceflow.Ref][]porcupine.Operation{}
+		var order []onceflow.Ref
 		for _, op := range history {
 			ref := op.Input.(linInput).ref
 			if _, ok := byRef[ref]; !ok {
@@ -196,12 +197,12 @@ type linClient struct {
 	store *redisstore.Store
 	hist  *linHistory
 	rng   *rand.Rand
-	held  map[driver.Ref]linHeld
+	held  map[onceflow.Ref]linHeld
 }
 
 type linHeld struct {
 	own   driver.Ownership
-	nonce driver.Nonce
+	nonce onceflow.Nonce
 }
 
 // call sends in to the store and records it.
@@ -227,7 +228,7 @@ func (c *linClient) call(ctx context.Context, in linInput) any {
 	ret := c.hist.now()
 	out := linOutput{}
 	switch {
-	case errors.Is(err, driver.ErrIndeterminate) || errors.Is(err, driver.ErrUnavailable):
+	case errors.Is(err, onceflow.ErrIndeterminate) || errors.Is(err, onceflow.ErrUnavailable):
 		// It may have applied: it may linearize anywhere after its call.
 		out = linOutput{unknown: true, summary: err.Error()}
 		ret = math.MaxInt64
@@ -279,9 +280,9 @@ func (c *linClient) step(ctx context.Context, refs *linRecords) {
 			delete(c.held, f.Ref)
 		}
 	case holds && r < 6:
-		target := driver.StateFailedRetryable
+		target := onceflow.StateFailedRetryable
 		if c.rng.IntN(2) == 0 {
-			target = driver.StateAbandoned
+			target = onceflow.StateAbandoned
 		}
 		c.call(ctx, linInput{kind: linFail, ref: f.Ref, own: h.own, nonce: h.nonce, target: target})
 		delete(c.held, f.Ref)
@@ -290,17 +291,17 @@ func (c *linClient) step(ctx context.Context, refs *linRecords) {
 	case holds || r < 3:
 		v := c.call(ctx, linInput{kind: linInspect, ref: f.Ref})
 		obs, ok := v.(driver.Observation)
-		if ok && obs.Found && obs.Record.State == driver.StateAbandoned {
-			target := driver.StateCompleted
+		if ok && obs.Found && obs.Record.State == onceflow.StateAbandoned {
+			target := onceflow.StateCompleted
 			if c.rng.IntN(2) == 0 {
-				target = driver.StateFailedRetryable
+				target = onceflow.StateFailedRetryable
 			}
 			c.call(ctx, linInput{kind: linResolve, ref: f.Ref, resolve: driver.ResolveRequest{Ref: f.Ref, Attempt: obs.Record.Attempt,
 				Rev: obs.Record.Rev, Target: target, Response: []byte("resolved"), Codec: f.Codec, Policy: f.Policy, Reason: "operator",
 				TTL: time.Hour}})
 		}
 	default:
-		req := f.ClaimStart(driver.NewOwner(), driver.NewNonce())
+		req := f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())
 		req.Lease = linLease
 		v := c.call(ctx, linInput{kind: linClaimStart, ref: f.Ref, claim: req, nonce: req.Nonce})
 		switch o := v.(type) {
@@ -324,7 +325,7 @@ func linRun(t *testing.T, s func() *redisstore.Store, proxy *redistest.Proxy, cl
 	// The stores first: their LoadScripts must not meet a fault.
 	cs := make([]*linClient, clients)
 	for id := range cs {
-		cs[id] = &linClient{id: id, store: s(), hist: hist, rng: rand.New(rand.NewPCG(uint64(id), 7)), held: map[driver.Ref]linHeld{}}
+		cs[id] = &linClient{id: id, store: s(), hist: hist, rng: rand.New(rand.NewPCG(uint64(id), 7)), held: map[onceflow.Ref]linHeld{}}
 	}
 	stopFaults := make(chan struct{})
 	var faults sync.WaitGroup

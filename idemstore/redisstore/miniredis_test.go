@@ -7,7 +7,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -30,7 +30,7 @@ func TestContractOnMiniredis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	storetest.Run(t, storetest.Harness{NewStore: func(*testing.T) idemstore.Store { return s }})
+	storetest.Run(t, storetest.Harness{NewStore: func(*testing.T) driver.Store { return s }})
 }
 
 // TestReadOnlyScriptsFallBackOnceWithoutEVALSHA_RO: miniredis, like Redis
@@ -49,12 +49,12 @@ func TestReadOnlyScriptsFallBackOnceWithoutEVALSHA_RO(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := storetest.NewFixture()
-	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(driver.NewOwner(), driver.NewNonce())); err != nil {
+	if _, err := s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
 		obs, err := s.Inspect(t.Context(), f.Ref)
-		if err != nil || !obs.Found || obs.Record.State != idemstore.StateExecuting {
+		if err != nil || !obs.Found || obs.Record.State != onceflow.StateExecuting {
 			t.Fatalf("inspect %d on miniredis: %+v, %v", i, obs, err)
 		}
 	}

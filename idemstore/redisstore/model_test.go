@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -21,28 +21,28 @@ import (
 // universe is the small world one sequence plays in: few refs, owners,
 // operations and nonces, so that sequences collide often.
 type universe struct {
-	refs   []idemstore.Ref
-	owners []idemstore.Owner
-	ops    []idemstore.OperationID
-	fps    []idemstore.Fingerprint
-	nonces []driver.Nonce
+	refs   []onceflow.Ref
+	owners []onceflow.Owner
+	ops    []onceflow.OperationID
+	fps    []onceflow.Fingerprint
+	nonces []onceflow.Nonce
 	// known is the last ownership each owner was told it has, per ref.
-	known map[idemstore.Ref]map[idemstore.Owner]idemstore.Ownership
+	known map[onceflow.Ref]map[onceflow.Owner]driver.Ownership
 }
 
 func newUniverse() *universe {
-	u := &universe{known: map[idemstore.Ref]map[idemstore.Owner]idemstore.Ownership{}}
+	u := &universe{known: map[onceflow.Ref]map[onceflow.Owner]driver.Ownership{}}
 	for range 2 {
 		u.refs = append(u.refs, storetest.NewFixture().Ref)
 	}
 	for range 3 {
-		u.owners = append(u.owners, driver.NewOwner())
+		u.owners = append(u.owners, onceflow.NewOwner())
 	}
 	for range 4 {
-		u.nonces = append(u.nonces, driver.NewNonce())
+		u.nonces = append(u.nonces, onceflow.NewNonce())
 	}
-	u.ops = []idemstore.OperationID{"op-a", "op-b"}
-	u.fps = []idemstore.Fingerprint{idemstore.FingerprintOf([]byte("a")), idemstore.FingerprintOf([]byte("b"))}
+	u.ops = []onceflow.OperationID{"op-a", "op-b"}
+	u.fps = []onceflow.Fingerprint{onceflow.FingerprintOf([]byte("a")), onceflow.FingerprintOf([]byte("b"))}
 	return u
 }
 
@@ -103,7 +103,7 @@ func (u *universe) genStep(src byteSource) step {
 	const ttl = 2 * time.Hour
 	o, ok := u.known[ref][owner]
 	if !ok {
-		o = idemstore.Ownership{Ref: ref, Operation: op, Owner: owner, Attempt: 1, Rev: 1}
+		o = driver.Ownership{Ref: ref, Operation: op, Owner: owner, Attempt: 1, Rev: 1}
 	}
 	if d := src.next() % 6; d == 0 && o.Rev > 1 {
 		o.Rev--
@@ -132,7 +132,7 @@ func (u *universe) genStep(src byteSource) step {
 		return step{"start " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Start(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
-				return m.Transition(now, o, idemstore.StateExecuting, "CLAIMED", nonce, lease, nil, "")
+				return m.Transition(now, o, onceflow.StateExecuting, "CLAIMED", nonce, lease, nil, "")
 			},
 			req.Validate() != nil}
 	case 5:
@@ -140,11 +140,11 @@ func (u *universe) genStep(src byteSource) step {
 		return step{"complete " + name,
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Complete(ctx, req) },
 			func(now time.Time, m *refmodel.Model) any {
-				return m.Transition(now, o, idemstore.StateCompleted, "EXECUTING", nonce, 0, resp, "")
+				return m.Transition(now, o, onceflow.StateCompleted, "EXECUTING", nonce, 0, resp, "")
 			},
 			req.Validate(driver.DefaultMaxResponseBytes) != nil}
 	case 6:
-		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateAbandoned})
+		target := pick(src, []onceflow.State{onceflow.StateFailedRetryable, onceflow.StateAbandoned})
 		req := driver.FailRequest{Ownership: o, Nonce: nonce, Target: target, Reason: reason, TTL: ttl}
 		return step{fmt.Sprintf("fail %s %s reason %q", target, name, reason),
 			func(ctx context.Context, s *redisstore.Store) (any, error) { return s.Fail(ctx, req) },
@@ -171,7 +171,7 @@ func (u *universe) genStep(src byteSource) step {
 				func(now time.Time, m *refmodel.Model) any { return m.Inspect(now, ref) },
 				false}
 		}
-		target := pick(src, []idemstore.State{idemstore.StateFailedRetryable, idemstore.StateCompleted, idemstore.StateFailed})
+		target := pick(src, []onceflow.State{onceflow.StateFailedRetryable, onceflow.StateCompleted, onceflow.StateFailed})
 		why := "resolved"
 		if reason != "why" {
 			why = reason
@@ -196,7 +196,7 @@ func indexOf[T comparable](xs []T, x T) int {
 
 // learn records what an outcome told its owner.
 func (u *universe) learn(out any) {
-	var o idemstore.Ownership
+	var o driver.Ownership
 	switch v := out.(type) {
 	case driver.Acquired:
 		o = v.Ownership
@@ -210,7 +210,7 @@ func (u *universe) learn(out any) {
 		return
 	}
 	if u.known[o.Ref] == nil {
-		u.known[o.Ref] = map[idemstore.Owner]idemstore.Ownership{}
+		u.known[o.Ref] = map[onceflow.Owner]driver.Ownership{}
 	}
 	u.known[o.Ref][o.Owner] = o
 }
@@ -223,7 +223,7 @@ func serverTime(out any) time.Time {
 	v := reflect.ValueOf(out)
 	if v.Kind() == reflect.Struct {
 		if f := v.FieldByName("Record"); f.IsValid() {
-			return f.Interface().(idemstore.Record).ServerTime
+			return f.Interface().(onceflow.Record).ServerTime
 		}
 	}
 	return time.Time{}
@@ -257,7 +257,7 @@ func runSequence(t *testing.T, s *redisstore.Store, src byteSource, n int) {
 		if st.invalid {
 			// Refused before anything was sent: the record is as it was,
 			// which the next steps (and their INSPECTs) check.
-			var ve *idemstore.ValidationError
+			var ve *onceflow.ValidationError
 			if !errors.As(err, &ve) {
 				t.Fatalf("invalid request: %#v, %v; want a *ValidationError\nsequence:\n  %s", got, err, strings.Join(trace, "\n  "))
 			}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -33,9 +33,9 @@ func TestNULInAnOperationIDOrReasonIsNeverSent(t *testing.T) {
 	sent = nil
 
 	calls := map[string]func() error{
-		"claim": func() error { _, err := s.Claim(t.Context(), g.Claim(driver.NewOwner())); return err },
+		"claim": func() error { _, err := s.Claim(t.Context(), g.Claim(onceflow.NewOwner())); return err },
 		"claim+start": func() error {
-			_, err := s.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			_, err := s.ClaimStart(t.Context(), g.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			return err
 		},
 		"start": func() error {
@@ -52,18 +52,18 @@ func TestNULInAnOperationIDOrReasonIsNeverSent(t *testing.T) {
 		},
 		"release": func() error { _, err := s.Release(t.Context(), driver.ReleaseRequest{Ownership: nulOwn}); return err },
 		"fail with a NUL reason": func() error {
-			_, err := s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: idemstore.StateAbandoned, Reason: "gateway said \x00", TTL: f.TTL})
+			_, err := s.Fail(t.Context(), driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateAbandoned, Reason: "gateway said \x00", TTL: f.TTL})
 			return err
 		},
 		"resolve with a NUL reason": func() error {
-			_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: idemstore.StateFailed, Reason: "operator\x00", TTL: f.TTL})
+			_, err := s.Resolve(t.Context(), driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: onceflow.StateFailed, Reason: "operator\x00", TTL: f.TTL})
 			return err
 		},
 	}
 	for name, call := range calls {
 		err := call()
-		var ve *idemstore.ValidationError
-		if !errors.Is(err, idemstore.ErrInvalidInput) || !errors.As(err, &ve) {
+		var ve *onceflow.ValidationError
+		if !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) {
 			t.Errorf("%s: err = %v, want a *ValidationError", name, err)
 		}
 	}

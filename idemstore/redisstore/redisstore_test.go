@@ -4,7 +4,7 @@ import (
 	"go.uber.org/goleak"
 	"testing"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -33,6 +33,6 @@ func TestContract(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, redisstore.Config{})
 	storetest.Run(t, storetest.Harness{
-		NewStore: func(*testing.T) idemstore.Store { return s },
+		NewStore: func(*testing.T) driver.Store { return s },
 	})
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
@@ -94,7 +95,7 @@ func (g *replayGate) found(replay bool) {
 // replayRead is what the replay read found: a replay, or nothing to
 // replay (then claim.lua decides).
 type replayRead struct {
-	rec driver.Record
+	rec onceflow.Record
 	ok  bool
 }
 
@@ -129,8 +130,8 @@ func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequ
 	attempt, _ := schema.ParseInteger(meta[schema.FAttempt])
 	rev, _ := schema.ParseInteger(meta[schema.FRev])
 	created, _ := schema.ParseInteger(meta[schema.FCreatedAt])
-	return replayRead{ok: true, rec: driver.Record{
-		State: driver.StateCompleted, Attempt: attempt, Rev: rev, Codec: req.Codec, Policy: req.Policy,
+	return replayRead{ok: true, rec: onceflow.Record{
+		State: onceflow.StateCompleted, Attempt: attempt, Rev: rev, Codec: req.Codec, Policy: req.Policy,
 		CreatedAt: time.UnixMilli(created), Response: resp,
 	}}, nil
 }
@@ -176,7 +177,7 @@ func (s *Store) read(ctx context.Context, cmd *redis.StringSliceCmd) error {
 // empty first chunk (an empty response, or none) are left to the script,
 // which reads the old layout and tells the two apart.
 func replayMatch(v []string, req driver.ClaimRequest) ([schema.NumFields]string, bool) {
-	if v[rdState] != string(driver.StateCompleted) || v[rdFp] != string(req.Fingerprint) || v[rdResp] == "" {
+	if v[rdState] != string(onceflow.StateCompleted) || v[rdFp] != string(req.Fingerprint) || v[rdResp] == "" {
 		return [schema.NumFields]string{}, false
 	}
 	meta, bad := schema.ParseMeta(v[rdMeta])

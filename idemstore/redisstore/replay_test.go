@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -33,8 +34,8 @@ func completedRecord(t *testing.T, s *Store, resp []byte) (storetest.Fixture, dr
 	t.Helper()
 	ctx := context.Background()
 	f := storetest.NewFixture()
-	nonce := driver.NewNonce()
-	acq, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), nonce))
+	nonce := onceflow.NewNonce()
+	acq, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), nonce))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestReplayIsOneReadWithoutAScript(t *testing.T) {
 		resp := bytes.Repeat([]byte{'a', 0, 'z'}, n/3+1)[:n]
 		f, own := completedRecord(t, s, resp)
 		before := s.plainReplays.Load()
-		out, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+		out, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 		if err != nil {
 			t.Fatalf("%d bytes: %v", n, err)
 		}
@@ -131,13 +132,13 @@ func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 			}
 			before, served := redistest.Snapshot(ctx, client, key), s.plainReplays.Load()
 			for _, claim := range []func() (driver.ClaimOutcome, error){
-				func() (driver.ClaimOutcome, error) { return s.Claim(ctx, f.Claim(driver.NewOwner())) },
+				func() (driver.ClaimOutcome, error) { return s.Claim(ctx, f.Claim(onceflow.NewOwner())) },
 				func() (driver.ClaimOutcome, error) {
-					return s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+					return s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 				},
 			} {
 				out, err := claim()
-				var ce *driver.CorruptRecordError
+				var ce *onceflow.CorruptRecordError
 				if !errors.As(err, &ce) || ce.Field != c.want {
 					t.Fatalf("claim answered %T %+v, %v; want a CorruptRecordError naming %s", out, out, err, c.want)
 				}
@@ -160,21 +161,21 @@ func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
 	ctx := context.Background()
 	claimed := func(f storetest.Fixture) driver.Ownership {
-		out, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
+		out, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out.(driver.Acquired).Ownership
 	}
-	executing := func(f storetest.Fixture) (driver.Ownership, driver.Nonce) {
-		nonce := driver.NewNonce()
-		out, err := s.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), nonce))
+	executing := func(f storetest.Fixture) (driver.Ownership, onceflow.Nonce) {
+		nonce := onceflow.NewNonce()
+		out, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), nonce))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return out.(driver.Acquired).Ownership, nonce
 	}
-	fail := func(f storetest.Fixture, target driver.State) driver.Ownership {
+	fail := func(f storetest.Fixture, target onceflow.State) driver.Ownership {
 		own, nonce := executing(f)
 		out, err := s.Fail(ctx, driver.FailRequest{Ownership: own, Nonce: nonce, Target: target, Reason: "test", TTL: f.TTL})
 		if err != nil {
@@ -189,11 +190,11 @@ func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 	}{
 		{"CLAIMED", func(f storetest.Fixture) storetest.Fixture { claimed(f); return f }, "driver.InProgress"},
 		{"EXECUTING", func(f storetest.Fixture) storetest.Fixture { executing(f); return f }, "driver.InProgress"},
-		{"FAILED_RETRYABLE", func(f storetest.Fixture) storetest.Fixture { fail(f, driver.StateFailedRetryable); return f }, "driver.TakenOver"},
-		{"ABANDONED", func(f storetest.Fixture) storetest.Fixture { fail(f, driver.StateAbandoned); return f }, "driver.RecoveryRequired"},
+		{"FAILED_RETRYABLE", func(f storetest.Fixture) storetest.Fixture { fail(f, onceflow.StateFailedRetryable); return f }, "driver.TakenOver"},
+		{"ABANDONED", func(f storetest.Fixture) storetest.Fixture { fail(f, onceflow.StateAbandoned); return f }, "driver.RecoveryRequired"},
 		{"FAILED", func(f storetest.Fixture) storetest.Fixture {
-			own := fail(f, driver.StateAbandoned)
-			if _, err := s.Resolve(ctx, driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: driver.StateFailed, Reason: "no", TTL: f.TTL}); err != nil {
+			own := fail(f, onceflow.StateAbandoned)
+			if _, err := s.Resolve(ctx, driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: onceflow.StateFailed, Reason: "no", TTL: f.TTL}); err != nil {
 				t.Fatal(err)
 			}
 			return f
@@ -210,7 +211,7 @@ func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 		}, "driver.CodecMismatch"},
 		{"COMPLETED, another request", func(f storetest.Fixture) storetest.Fixture {
 			g, _ := completedRecord(t, s, []byte("r"))
-			g.Fingerprint = driver.FingerprintOf([]byte("another request"))
+			g.Fingerprint = onceflow.FingerprintOf([]byte("another request"))
 			return g
 		}, "driver.FingerprintMismatch"},
 		{"no record", func(f storetest.Fixture) storetest.Fixture { return f }, "driver.Acquired"},
@@ -219,7 +220,7 @@ func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.setup(storetest.NewFixture())
 			served := s.plainReplays.Load()
-			out, err := s.Claim(ctx, f.Claim(driver.NewOwner()))
+			out, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
 			if err != nil || fmt.Sprintf("%T", out) != c.want {
 				t.Fatalf("claim = %T %v, want %s", out, err, c.want)
 			}
@@ -243,7 +244,7 @@ func TestReplayReadTouchesOneKey(t *testing.T) {
 	t.Cleanup(func() { _ = hooked.Close() })
 	hooked.AddHook(recordHook{&sent})
 	s2 := testStore(t, Config{Client: hooked, Namespace: s.ns})
-	out, err := s2.ClaimStart(context.Background(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+	out, err := s2.ClaimStart(context.Background(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 	if _, ok := out.(driver.CompletedReplay); !ok || err != nil {
 		t.Fatalf("claim = %T %v", out, err)
 	}
@@ -308,7 +309,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 		f, _ := completedRecord(t, direct, resp)
 		hits := cc.CSCStats().Hits
 		for range 5 {
-			out, err := cached.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			out, err := cached.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			if rep, ok := out.(driver.CompletedReplay); !ok || err != nil || !bytes.Equal(rep.Record.Response, resp) {
 				t.Fatalf("replay = %T %v", out, err)
 			}
@@ -319,14 +320,14 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 	})
 	t.Run("an entry cached while EXECUTING is never replayed", func(t *testing.T) {
 		f := storetest.NewFixture()
-		nonce := driver.NewNonce()
-		acq, err := direct.ClaimStart(ctx, f.ClaimStart(driver.NewOwner(), nonce))
+		nonce := onceflow.NewNonce()
+		acq, err := direct.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), nonce))
 		if err != nil {
 			t.Fatal(err)
 		}
 		hits := cc.CSCStats().Hits
 		for range 3 { // the read of the EXECUTING record is cached
-			if out, err := cached.Claim(ctx, f.Claim(driver.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.InProgress" {
+			if out, err := cached.Claim(ctx, f.Claim(onceflow.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.InProgress" {
 				t.Fatalf("claim of the EXECUTING record = %T %v", out, err)
 			}
 		}
@@ -337,7 +338,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 		for range 3 {
-			out, err := cached.Claim(ctx, f.Claim(driver.NewOwner()))
+			out, err := cached.Claim(ctx, f.Claim(onceflow.NewOwner()))
 			if rep, ok := out.(driver.CompletedReplay); !ok || err != nil || string(rep.Record.Response) != "done" {
 				t.Fatalf("claim after completion = %T %+v %v", out, out, err)
 			}
@@ -348,7 +349,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 		s := testStore(t, Config{Client: cc, Namespace: ns})
 		f, _ := completedRecord(t, direct, []byte("ok"))
 		for range 3 {
-			if out, err := s.Claim(ctx, f.Claim(driver.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.CompletedReplay" {
+			if out, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.CompletedReplay" {
 				t.Fatalf("replay = %T %v", out, err)
 			}
 		}
@@ -369,7 +370,7 @@ func TestReplayReadStopsWhileClaimsFindNothing(t *testing.T) {
 	done, _ := completedRecord(t, s, []byte("done")) // one miss, one replay-free complete
 	for range missLimit {
 		f := storetest.NewFixture()
-		if out, err := s.Claim(ctx, f.Claim(driver.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.Acquired" {
+		if out, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.Acquired" {
 			t.Fatalf("claim = %T %v", out, err)
 		}
 	}
@@ -384,7 +385,7 @@ func TestReplayReadStopsWhileClaimsFindNothing(t *testing.T) {
 	}
 	replay := func() {
 		t.Helper()
-		out, err := s.Claim(ctx, done.Claim(driver.NewOwner()))
+		out, err := s.Claim(ctx, done.Claim(onceflow.NewOwner()))
 		if rep, ok := out.(driver.CompletedReplay); !ok || err != nil || string(rep.Record.Response) != "done" {
 			t.Fatalf("replay = %T %v", out, err)
 		}

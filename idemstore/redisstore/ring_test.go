@@ -1,10 +1,11 @@
 package redisstore_test
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 )
@@ -16,8 +17,12 @@ func TestRingIsRefused(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1", "b": "127.0.0.1:2"}})
 	t.Cleanup(func() { _ = ring.Close() })
 	_, err := redisstore.New(redisstore.Config{Client: ring})
-	require.ErrorIs(t, err, redisstore.ErrUnsupportedClient)
+	if !errors.Is(err, redisstore.ErrUnsupportedClient) {
+		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrUnsupportedClient)
+	}
 	for _, want := range []string{"*redis.Ring", "membership", "runs the effect again", "*redis.ClusterClient", "NewFailoverClient"} {
-		require.Contains(t, err.Error(), want)
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%q does not contain %q", err.Error(), want)
+		}
 	}
 }

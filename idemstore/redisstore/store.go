@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -206,7 +207,7 @@ func (s *Store) CommandTimeout() time.Duration { return s.timeout }
 // Key returns the Redis key of a record:
 // "<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}".
 // It holds no raw client key, principal or workflow ID.
-func (s *Store) Key(ref driver.Ref) string {
+func (s *Store) Key(ref onceflow.Ref) string {
 	return s.ns + ":idem:v" + strconv.Itoa(KeyLayoutVersion) + ":d" + strconv.Itoa(ref.Digest.Version) +
 		":" + string(ref.Code) + ":{" + ref.Digest.Hex + "}"
 }
@@ -228,7 +229,7 @@ func (s *Store) ClaimStart(ctx context.Context, req driver.ClaimRequest) (driver
 	return s.claim(ctx, req, req.Nonce)
 }
 
-func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce driver.Nonce) (driver.ClaimOutcome, error) {
+func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce onceflow.Nonce) (driver.ClaimOutcome, error) {
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
@@ -262,7 +263,7 @@ func (s *Store) Start(ctx context.Context, req driver.StartRequest) (driver.Tran
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	return s.transition(ctx, opStart, req.Ownership, driver.StateExecuting, "CLAIMED",
+	return s.transition(ctx, opStart, req.Ownership, onceflow.StateExecuting, "CLAIMED",
 		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.Retention, nil, "")
 }
 
@@ -275,7 +276,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) (drive
 	if resp == nil {
 		resp = []byte{}
 	}
-	return s.transition(ctx, opComplete, req.Ownership, driver.StateCompleted, "EXECUTING",
+	return s.transition(ctx, opComplete, req.Ownership, onceflow.StateCompleted, "EXECUTING",
 		req.Nonce, "", req.TTL, resp, "")
 }
 
@@ -290,8 +291,8 @@ func (s *Store) Fail(ctx context.Context, req driver.FailRequest) (driver.Transi
 
 // transition sends TRANSITION. With a lease (START), ttl is the retention
 // after the lease; without, the key's TTL.
-func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, target driver.State,
-	sources string, nonce driver.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
+func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, target onceflow.State,
+	sources string, nonce onceflow.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
 ) (driver.TransitionOutcome, error) {
 	hasResp, sum := "0", ""
 	if resp != nil {
@@ -342,7 +343,7 @@ func (s *Store) Release(ctx context.Context, req driver.ReleaseRequest) (driver.
 // read-only commands to replicas (ClusterOptions.ReadOnly, RouteByLatency,
 // RouteRandomly) may have INSPECT answered by one, which can lag its
 // primary. An ACL user needs evalsha_ro and eval_ro (both in @scripting).
-func (s *Store) Inspect(ctx context.Context, ref driver.Ref) (driver.Observation, error) {
+func (s *Store) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observation, error) {
 	if err := ref.Validate(); err != nil {
 		return driver.Observation{}, err
 	}
@@ -373,12 +374,12 @@ func (s *Store) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.
 // call runs a script under the command timeout and returns its raw reply,
 // for the script's decoder. A transport error is classified: Indeterminate
 // for a script that may write, Unavailable for INSPECT.
-func (s *Store) call(ctx context.Context, op string, ref driver.Ref, sc script, args ...any) (any, error) {
+func (s *Store) call(ctx context.Context, op string, ref onceflow.Ref, sc script, args ...any) (any, error) {
 	return s.callKey(ctx, op, ref, s.Key(ref), sc, args...)
 }
 
 // callKey is call for a key already built.
-func (s *Store) callKey(ctx context.Context, op string, ref driver.Ref, key string, sc script, args ...any) (any, error) {
+func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key string, sc script, args ...any) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	run := s.run
@@ -430,15 +431,15 @@ func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimR
 // classify turns a command's error into what it proves: a key that is no
 // hash is a corrupt record; anything else is Indeterminate for a script
 // that may write, Unavailable for INSPECT.
-func classify(op string, ref driver.Ref, err error) error {
+func classify(op string, ref onceflow.Ref, err error) error {
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return &driver.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
+		return &onceflow.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
 	}
-	certainty := driver.Indeterminate
+	certainty := onceflow.Indeterminate
 	if op == opInspect {
-		certainty = driver.Unavailable
+		certainty = onceflow.Unavailable
 	}
-	return &driver.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
+	return &onceflow.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
 }
 
 // runGuarded is run for a client that does not stop at the context's

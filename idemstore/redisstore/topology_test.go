@@ -17,10 +17,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
-	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistopo"
@@ -39,15 +38,15 @@ func topologyTests(t *testing.T) {
 // acknowledged.
 type ledger struct {
 	mu      sync.Mutex
-	effects map[idemstore.OperationID]int
-	acked   map[idemstore.OperationID][]byte
-	refs    map[idemstore.OperationID]storetest.Fixture
+	effects map[onceflow.OperationID]int
+	acked   map[onceflow.OperationID][]byte
+	refs    map[onceflow.OperationID]storetest.Fixture
 	errs    map[string]int
 }
 
 func newLedger() *ledger {
-	return &ledger{effects: map[idemstore.OperationID]int{}, acked: map[idemstore.OperationID][]byte{},
-		refs: map[idemstore.OperationID]storetest.Fixture{}, errs: map[string]int{}}
+	return &ledger{effects: map[onceflow.OperationID]int{}, acked: map[onceflow.OperationID][]byte{},
+		refs: map[onceflow.OperationID]storetest.Fixture{}, errs: map[string]int{}}
 }
 
 // execute runs f's operation once through exec, counting its effect and
@@ -84,9 +83,9 @@ func errClass(err error) string {
 		return "effect unknown"
 	case errors.Is(err, idemstore.ErrInProgress):
 		return "in progress"
-	case errors.Is(err, idemstore.ErrIndeterminate):
+	case errors.Is(err, onceflow.ErrIndeterminate):
 		return "indeterminate"
-	case errors.Is(err, idemstore.ErrUnavailable):
+	case errors.Is(err, onceflow.ErrUnavailable):
 		return "unavailable"
 	}
 	return "other"
@@ -97,23 +96,29 @@ func errClass(err error) string {
 func (l *ledger) check(t *testing.T, exec *idemstore.Executor, s *redisstore.Store) {
 	t.Helper()
 	l.mu.Lock()
-	acked := make(map[idemstore.OperationID][]byte, len(l.acked))
+	acked := make(map[onceflow.OperationID][]byte, len(l.acked))
 	for op, r := range l.acked {
 		acked[op] = r
 	}
 	refs := l.refs
 	l.mu.Unlock()
-	var lost []idemstore.OperationID
+	var lost []onceflow.OperationID
 	for op, resp := range acked {
 		f := refs[op]
 		obs, err := s.Inspect(t.Context(), f.Ref)
-		require.NoError(t, err)
-		if !obs.Found || obs.Record.State != idemstore.StateCompleted {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !obs.Found || obs.Record.State != onceflow.StateCompleted {
 			lost = append(lost, op)
 			continue
 		}
-		require.Equal(t, resp, obs.Record.Response)
-		require.NoError(t, l.execute(t.Context(), exec, f), "%s: the replay", op)
+		if !bytes.Equal(obs.Record.Response, resp) {
+			t.Fatalf("got %q, want %q", obs.Record.Response, resp)
+		}
+		if err := l.execute(t.Context(), exec, f); err != nil {
+			t.Fatalf("%s: the replay: %v", op, err)
+		}
 	}
 	t.Logf("acknowledged completions lost: %d of %d", len(lost), len(acked))
 	// Every operation once more, as Temporal's retry would: none runs
@@ -131,8 +136,12 @@ func (l *ledger) check(t *testing.T, exec *idemstore.Executor, s *redisstore.Sto
 	}
 	t.Logf("operations %d, acknowledged %d, effects %d, lost %d, run twice %d, errors %v",
 		len(refs), len(acked), len(l.effects), len(lost), len(twice), l.errs)
-	require.Zero(t, len(lost), "acknowledged, and lost: %d of %d, among them %v", len(lost), len(acked), lost[:min(len(lost), 5)])
-	require.Empty(t, twice)
+	if len(lost) != 0 {
+		t.Fatalf("acknowledged, and lost: %d of %d, among them %v: got %v, want 0", len(lost), len(acked), lost[:min(len(lost), 5)], len(lost))
+	}
+	if len(twice) != 0 {
+		t.Fatalf("got %q, want it empty", twice)
+	}
 }
 
 // counts returns how many operations were acknowledged and tried.
@@ -152,7 +161,9 @@ func (l *ledger) waitFor(t *testing.T, what string, ok func(acked, tried int) bo
 		if ok(acked, tried) {
 			return
 		}
-		require.False(t, time.Now().After(deadline), "waited for %s: %d acknowledged of %d", what, acked, tried)
+		if time.Now().After(deadline) {
+			t.Fatalf("waited for %s: %d acknowledged of %d", what, acked, tried)
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 }
@@ -218,22 +229,30 @@ func TestSentinelFailoverLosesNoAcknowledgedCompletion(t *testing.T) {
 	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second,
 		Durability: redisstore.DurabilityReplicas, DurableReplicas: replicas, DurableTimeout: time.Second})
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: s})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := newLedger()
 	stop := l.start(exec, 8)
 
 	l.waitFor(t, "100 acknowledged", func(a, _ int) bool { return a >= 100 })
 	newPrimary, err := topo.Failover(t.Context())
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("SENTINEL FAILOVER: the primary is now %s", newPrimary)
 	before, _ := l.counts()
 	l.waitFor(t, "100 more acknowledged", func(a, _ int) bool { return a >= before+100 })
 
 	killed, err := topo.Primary(t.Context())
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	topo.Node(killed).Kill()
 	newPrimary, err = topo.WaitNewPrimary(t.Context(), killed)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ackedAtKill, triedAtKill := l.counts()
 	t.Logf("kill -9 of %s: the primary is now %s", killed, newPrimary)
 	l.waitFor(t, "100 more operations tried", func(_, n int) bool { return n >= triedAtKill+100 })
@@ -247,7 +266,9 @@ func TestSentinelFailoverLosesNoAcknowledgedCompletion(t *testing.T) {
 	// inspect and retry through a store that does not wait.
 	plain := newStore(t, redisstore.Config{Client: client, Namespace: keyNamespace(s), CommandTimeout: 2 * time.Second})
 	plainExec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: plain})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l.check(t, plainExec, plain)
 }
 
@@ -265,25 +286,33 @@ func newClusterDurable(t *testing.T) clusterDurable {
 	t.Helper()
 	var c clusterDurable
 	c.cl = redistopo.StartCluster(t, 3, 1)
-	require.NoError(t, c.cl.WaitSynced(t.Context()))
+	if err := c.cl.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	c.client = c.cl.Client(t)
 	c.store = newStore(t, redisstore.Config{Client: c.client, CommandTimeout: 2 * time.Second,
 		Durability: redisstore.DurabilityReplicas, DurableReplicas: 1, DurableTimeout: time.Second})
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: c.store})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c.exec = exec
 	return c
 }
 
 // shard returns the address of the primary of ref's slot, as the client
 // sees it, and of its replica.
-func (c clusterDurable) shard(t *testing.T, ref idemstore.Ref) (primary, replica string) {
+func (c clusterDurable) shard(t *testing.T, ref onceflow.Ref) (primary, replica string) {
 	t.Helper()
 	node, err := c.client.MasterForKey(t.Context(), c.store.Key(ref))
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	primary = node.Options().Addr
 	replica, err = c.cl.ReplicaOf(t.Context(), primary)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return primary, replica
 }
 
@@ -310,12 +339,20 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 	topologyTests(t)
 	c := newClusterDurable(t)
 	ps, err := c.store.CheckPersistence(t.Context())
-	require.ErrorIs(t, err, redisstore.ErrPersistence) // appendonly no
-	require.Len(t, ps, 3)
-	for _, p := range ps {
-		require.Equal(t, 1, p.ConnectedReplicas, p.Addr)
+	if !errors.Is(err, redisstore.ErrPersistence) { // appendonly no
+		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrPersistence)
 	}
-	require.NotContains(t, err.Error(), "replicas are connected")
+	if len(ps) != 3 {
+		t.Fatalf("len = %d, want %d: %v", len(ps), 3, ps)
+	}
+	for _, p := range ps {
+		if p.ConnectedReplicas != 1 {
+			t.Fatalf("%v: got %v, want %v", p.Addr, p.ConnectedReplicas, 1)
+		}
+	}
+	if strings.Contains(err.Error(), "replicas are connected") {
+		t.Fatalf("%q contains %q", err.Error(), "replicas are connected")
+	}
 
 	replicas := map[string]*redisstore.Store{}
 	perShard := map[string]int{}
@@ -324,21 +361,35 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 		resp := []byte("charge-" + f.Operation)
 		res, err := c.exec.Execute(t.Context(), idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
 			func(ctx context.Context) ([]byte, error) { return resp, nil })
-		require.NoError(t, err, "operation %d", i)
-		require.Equal(t, resp, res.Response)
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
+		if !bytes.Equal(res.Response, resp) {
+			t.Fatalf("got %q, want %q", res.Response, resp)
+		}
 		primary, replica := c.shard(t, f.Ref)
 		perShard[primary]++
 		if replicas[replica] == nil {
 			replicas[replica] = c.onReplica(t, replica)
 		}
 		obs, err := replicas[replica].Inspect(t.Context(), f.Ref)
-		require.NoError(t, err, "operation %d: inspect on the replica %s", i, replica)
-		require.True(t, obs.Found, "operation %d: acknowledged, but the replica %s of %s has no record", i, replica, primary)
-		require.Equal(t, idemstore.StateCompleted, obs.Record.State, "operation %d", i)
-		require.Equal(t, resp, obs.Record.Response, "operation %d", i)
+		if err != nil {
+			t.Fatalf("operation %d: inspect on the replica %s: %v", i, replica, err)
+		}
+		if !obs.Found {
+			t.Fatalf("operation %d: acknowledged, but the replica %s of %s has no record", i, replica, primary)
+		}
+		if obs.Record.State != onceflow.StateCompleted {
+			t.Fatalf("operation %d: got %q, want %q", i, obs.Record.State, onceflow.StateCompleted)
+		}
+		if !bytes.Equal(obs.Record.Response, resp) {
+			t.Fatalf("operation %d: got %q, want %q", i, obs.Record.Response, resp)
+		}
 	}
 	t.Logf("completions per primary: %v", perShard)
-	require.Len(t, perShard, 3, "the records reach every shard")
+	if len(perShard) != 3 {
+		t.Fatalf("the records reach every shard: len = %d, want %d: %v", len(perShard), 3, perShard)
+	}
 
 	// A shard fails over behind the store's back: its client still maps
 	// the slot to the old primary, the INSPECT follows the MOVED to the new
@@ -350,24 +401,40 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 	// has reloaded its map, a durable call on the new primary is confirmed.
 	f := storetest.NewFixture()
 	primary, replica := c.shard(t, f.Ref)
-	require.NoError(t, c.cl.Failover(t.Context(), replica))
-	require.NoError(t, c.cl.WaitSynced(t.Context()))
+	if err := c.cl.Failover(t.Context(), replica); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cl.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	_, err = c.store.Inspect(t.Context(), f.Ref)
-	require.ErrorIs(t, err, idemstore.ErrUnavailable)
-	require.ErrorIs(t, err, redisstore.ErrNotDurable)
-	require.ErrorContains(t, err, "MOVED")
+	if !errors.Is(err, onceflow.ErrUnavailable) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrUnavailable)
+	}
+	if !errors.Is(err, redisstore.ErrNotDurable) {
+		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
+	}
+	if err == nil || !strings.Contains(err.Error(), "MOVED") {
+		t.Fatalf("err = %v, want it to contain %q", err, "MOVED")
+	}
 	t.Logf("after the failover of %s to %s: %v", primary, replica, err)
 	deadline := time.Now().Add(redistopo.StartTimeout)
 	for {
 		g := storetest.NewFixture()
 		node, err := c.client.MasterForKey(t.Context(), c.store.Key(g.Ref))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if node.Options().Addr == replica {
-			_, err = c.store.ClaimStart(t.Context(), g.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-			require.NoError(t, err, "a durable call on the new primary %s", replica)
+			_, err = c.store.ClaimStart(t.Context(), g.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+			if err != nil {
+				t.Fatalf("a durable call on the new primary %s: %v", replica, err)
+			}
 			break
 		}
-		require.False(t, time.Now().After(deadline), "the client does not map a slot to the new primary %s", replica)
+		if time.Now().After(deadline) {
+			t.Fatalf("the client does not map a slot to the new primary %s", replica)
+		}
 		c.client.ReloadState(t.Context())
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -398,7 +465,9 @@ func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 	// The primary applied the completion: it is the write a failover may
 	// lose, so it was not acknowledged.
 	plain := newStore(t, redisstore.Config{Client: c.client, Namespace: keyNamespace(c.store)})
-	require.Equal(t, idemstore.StateCompleted, inspect(t, plain, f.Ref).State)
+	if got := inspect(t, plain, f.Ref).State; got != onceflow.StateCompleted {
+		t.Fatalf("got %q, want %q", got, onceflow.StateCompleted)
+	}
 
 	// On that shard a write is Indeterminate, a read Unavailable; on
 	// another a write is confirmed.
@@ -406,21 +475,33 @@ func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 	for same.Operation == "" || other.Operation == "" {
 		g := storetest.NewFixture()
 		node, err := c.client.MasterForKey(t.Context(), c.store.Key(g.Ref))
-		require.NoError(t, err)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if node.Options().Addr == primary {
 			same = g
 		} else {
 			other = g
 		}
 	}
-	_, err = c.store.ClaimStart(t.Context(), same.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-	require.ErrorIs(t, err, idemstore.ErrIndeterminate)
-	require.ErrorIs(t, err, redisstore.ErrNotDurable)
+	_, err = c.store.ClaimStart(t.Context(), same.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+	if !errors.Is(err, onceflow.ErrIndeterminate) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrIndeterminate)
+	}
+	if !errors.Is(err, redisstore.ErrNotDurable) {
+		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
+	}
 	_, err = c.store.Inspect(t.Context(), same.Ref)
-	require.ErrorIs(t, err, idemstore.ErrUnavailable)
-	require.ErrorIs(t, err, redisstore.ErrNotDurable)
-	_, err = c.store.ClaimStart(t.Context(), other.ClaimStart(driver.NewOwner(), driver.NewNonce()))
-	require.NoError(t, err)
+	if !errors.Is(err, onceflow.ErrUnavailable) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrUnavailable)
+	}
+	if !errors.Is(err, redisstore.ErrNotDurable) {
+		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
+	}
+	_, err = c.store.ClaimStart(t.Context(), other.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestClusterFailoverLosesNoAcknowledgedCompletion: three primaries with
@@ -447,18 +528,24 @@ func TestClusterFailoverLosesNoAcknowledgedCompletion(t *testing.T) {
 	topologyTests(t)
 	t.Cleanup(func() { waitDialProbesGone(t) }) // after the clients' Close
 	cl := redistopo.StartCluster(t, 3, 1)
-	require.NoError(t, cl.WaitSynced(t.Context()))
+	if err := cl.WaitSynced(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	client := cl.Client(t)
 	cfg := redisstore.Config{Client: client, CommandTimeout: 2 * time.Second,
 		Durability: redisstore.DurabilityReplicas, DurableReplicas: 1, DurableTimeout: time.Second}
 	if d := os.Getenv("ONCEFLOW_CLUSTER_DURABILITY"); d != "" {
-		require.Equal(t, "none", d, "ONCEFLOW_CLUSTER_DURABILITY is none or unset")
+		if d != "none" {
+			t.Fatalf("ONCEFLOW_CLUSTER_DURABILITY is none or unset: got %q, want %q", d, "none")
+		}
 		cfg.Durability, cfg.DurableReplicas, cfg.DurableTimeout = redisstore.DurabilityNone, 0, 0
 	}
 	t.Logf("Durability %q", cfg.Durability)
 	s := newStore(t, cfg)
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: s})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := newLedger()
 	stop := l.start(exec, 8)
 	start := time.Now()
@@ -466,11 +553,19 @@ func TestClusterFailoverLosesNoAcknowledgedCompletion(t *testing.T) {
 
 	// (a) A manual failover of the first primary's shard.
 	primaries, err := cl.Primaries(t.Context())
-	require.NoError(t, err)
-	require.Len(t, primaries, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(primaries) != 3 {
+		t.Fatalf("len = %d, want %d: %v", len(primaries), 3, primaries)
+	}
 	replica, err := cl.ReplicaOf(t.Context(), primaries[0])
-	require.NoError(t, err)
-	require.NoError(t, cl.Failover(t.Context(), replica))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Failover(t.Context(), replica); err != nil {
+		t.Fatal(err)
+	}
 	acked, tried := l.counts()
 	t.Logf("CLUSTER FAILOVER after %v: %s took over from %s (%d acknowledged of %d)",
 		time.Since(start).Round(time.Millisecond), replica, primaries[0], acked, tried)
@@ -479,7 +574,9 @@ func TestClusterFailoverLosesNoAcknowledgedCompletion(t *testing.T) {
 	// (b) kill -9 of the primary of another shard.
 	killed := primaries[1]
 	promoted, err := cl.KillPrimary(t.Context(), killed)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ackedAtKill, triedAtKill := l.counts()
 	t.Logf("kill -9 of %s after %v: %s promoted (%d acknowledged of %d)",
 		killed, time.Since(start).Round(time.Millisecond), promoted, ackedAtKill, triedAtKill)
@@ -494,7 +591,9 @@ func TestClusterFailoverLosesNoAcknowledgedCompletion(t *testing.T) {
 	// to the killed node until it reloads the slots).
 	plain := newStore(t, redisstore.Config{Client: freshClusterClient(t, cl, killed), Namespace: keyNamespace(s), CommandTimeout: 2 * time.Second})
 	plainExec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: plain})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l.check(t, plainExec, plain)
 }
 
@@ -540,7 +639,9 @@ func freshClusterClient(t *testing.T, cl *redistopo.Cluster, gone string) *redis
 		if err == nil && len(masters) == 3 && !slices.Contains(masters, gone) {
 			return c
 		}
-		require.False(t, time.Now().After(deadline), "the client's primaries are %v (%v), want three without %s", masters, err, gone)
+		if time.Now().After(deadline) {
+			t.Fatalf("the client's primaries are %v (%v), want three without %s", masters, err, gone)
+		}
 		c.ReloadState(t.Context())
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -559,7 +660,9 @@ func TestClusterReshardWhileOperationsRun(t *testing.T) {
 	client := cl.Client(t)
 	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second})
 	ex, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: s})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	l := newLedger()
 	stop := l.start(ex, 8)
 
@@ -567,31 +670,43 @@ func TestClusterReshardWhileOperationsRun(t *testing.T) {
 	deadline := time.Now().Add(redistopo.StartTimeout)
 	for {
 		var empty atomic.Int32
-		require.NoError(t, client.ForEachMaster(t.Context(), func(ctx context.Context, c *redis.Client) error {
+		if err := client.ForEachMaster(t.Context(), func(ctx context.Context, c *redis.Client) error {
 			if c.DBSize(ctx).Val() == 0 {
 				empty.Add(1)
 			}
 			return nil
-		}))
+		}); err != nil {
+			t.Fatal(err)
+		}
 		if empty.Load() == 0 {
 			break
 		}
-		require.False(t, time.Now().After(deadline), "records did not reach every primary")
+		if time.Now().After(deadline) {
+			t.Fatal("records did not reach every primary")
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 
 	ids := masterIDs(t, client)
-	require.Len(t, ids, 3)
+	if len(ids) != 3 {
+		t.Fatalf("len = %d, want %d: %v", len(ids), 3, ids)
+	}
 	out, err := exec.Command("redis-cli", "--cluster", "reshard", cl.Nodes[0].Addr,
 		"--cluster-from", ids[0], "--cluster-to", ids[1], "--cluster-slots", "1000", "--cluster-yes").CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	if err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
 	// redis-cli names each slot twice: in its plan and as it moves it.
 	moved := strings.Count(string(out), "Moving slot") / 2
 	t.Logf("redis-cli --cluster reshard moved %d slots", moved)
-	require.Equal(t, 1000, moved)
+	if moved != 1000 {
+		t.Fatalf("got %v, want %v", moved, 1000)
+	}
 	stop()
 	l.mu.Lock()
-	require.Zero(t, l.errs["other"], "errors: %v", l.errs)
+	if l.errs["other"] != 0 {
+		t.Fatalf("errors: %v: got %v, want 0", l.errs, l.errs["other"])
+	}
 	l.mu.Unlock()
 	l.check(t, ex, s)
 }
@@ -601,7 +716,9 @@ func TestClusterReshardWhileOperationsRun(t *testing.T) {
 func masterIDs(t *testing.T, c *redis.ClusterClient) []string {
 	t.Helper()
 	shards, err := c.ClusterShards(t.Context()).Result()
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	first := map[string]int64{}
 	var ids []string
 	for _, sh := range shards {

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"strings"
@@ -9,8 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
@@ -52,27 +53,37 @@ func TestWaitAOFOnAServerThatHasIt(t *testing.T) {
 	// A replica reports its append-only file's offset only once the
 	// rewrite that appendonly yes starts is done: until then WAITAOF
 	// counts it out.
-	require.Eventually(t, func() bool {
+	redistest.WaitFor(t, 20*time.Second, func() bool {
 		v, err := pc.Do(ctx, "waitaof", 1, 1, 100).Slice()
 		return err == nil && len(v) == 2 && v[0] == int64(1) && v[1] == int64(1)
-	}, 20*time.Second, 10*time.Millisecond, "the replica's append-only file is never confirmed by WAITAOF")
+	}, "the replica's append-only file is never confirmed by WAITAOF")
 	ns := redistest.Namespace(t)
 	s := newStore(t, redisstore.Config{Client: pc, Namespace: ns, CommandTimeout: 3 * time.Second,
 		Durability: redisstore.DurabilityAOF, DurableReplicas: 1, DurableTimeout: 2 * time.Second})
 	found, err := s.CheckPersistence(ctx)
-	require.NoError(t, err, "%+v", found)
+	if err != nil {
+		t.Fatalf("%+v: %v", found, err)
+	}
 	onReplica := newStore(t, redisstore.Config{Client: redistest.NewClient(t, replica.Addr()), Namespace: ns})
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: s})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 20 {
 		f := storetest.NewFixture()
 		resp := []byte("charge-" + f.Operation)
 		_, err := exec.Execute(ctx, idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
 			func(context.Context) ([]byte, error) { return resp, nil })
-		require.NoError(t, err, "operation %d", i)
+		if err != nil {
+			t.Fatalf("operation %d: %v", i, err)
+		}
 		rec := inspect(t, onReplica, f.Ref)
-		require.Equal(t, idemstore.StateCompleted, rec.State, "operation %d", i)
-		require.Equal(t, resp, rec.Response, "operation %d", i)
+		if rec.State != onceflow.StateCompleted {
+			t.Fatalf("operation %d: got %q, want %q", i, rec.State, onceflow.StateCompleted)
+		}
+		if !bytes.Equal(rec.Response, resp) {
+			t.Fatalf("operation %d: got %q, want %q", i, rec.Response, resp)
+		}
 	}
 
 	t.Logf("20 durable operations in %v", time.Since(began))
@@ -91,13 +102,17 @@ func TestWaitAOFOnAServerThatHasIt(t *testing.T) {
 // server has written its append-only file.
 func appendOnly(t *testing.T, ctx context.Context, c *redis.Client) {
 	t.Helper()
-	require.NoError(t, c.ConfigSet(ctx, "appendonly", "yes").Err())
-	require.NoError(t, c.ConfigSet(ctx, "appendfsync", "always").Err())
-	require.Eventually(t, func() bool {
+	if err := c.ConfigSet(ctx, "appendonly", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "appendfsync", "always").Err(); err != nil {
+		t.Fatal(err)
+	}
+	redistest.WaitFor(t, 10*time.Second, func() bool {
 		info := c.Info(ctx, "persistence").Val()
 		return strings.Contains(info, "aof_enabled:1") && strings.Contains(info, "aof_rewrite_in_progress:0") &&
 			!strings.Contains(info, "aof_rewrite_scheduled:1")
-	}, 10*time.Second, 10*time.Millisecond, "appendonly yes on %s", c.Options().Addr)
+	}, "appendonly yes on %s", c.Options().Addr)
 }
 
 // firstLine is the INFO line that starts with name.

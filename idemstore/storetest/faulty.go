@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -37,7 +38,7 @@ const (
 	// returns the same error: the caller cannot tell the two apart.
 	LoseReplyAfterApply
 	// CorruptReplyAfterApply applies the call, then answers as a store
-	// does whose reply it cannot decode: a *driver.CorruptRecordError (not
+	// does whose reply it cannot decode: a *onceflow.CorruptRecordError (not
 	// Indeterminate). The call applied; only an Inspect can tell.
 	CorruptReplyAfterApply
 )
@@ -126,16 +127,16 @@ func (f *FaultyStore) next(m Method) Fault {
 	return fault
 }
 
-func injected(m Method, ref driver.Ref) error {
-	c := driver.Indeterminate
+func injected(m Method, ref onceflow.Ref) error {
+	c := onceflow.Indeterminate
 	if m == MethodInspect {
-		c = driver.Unavailable
+		c = onceflow.Unavailable
 	}
-	return &driver.StoreError{Op: string(m), Ref: ref, Certainty: c, Err: ErrInjected}
+	return &onceflow.StoreError{Op: string(m), Ref: ref, Certainty: c, Err: ErrInjected}
 }
 
 // call applies the fault plan around one call.
-func call[T any](f *FaultyStore, m Method, ref driver.Ref, do func() (T, error)) (T, error) {
+func call[T any](f *FaultyStore, m Method, ref onceflow.Ref, do func() (T, error)) (T, error) {
 	var zero T
 	switch f.next(m) {
 	case ErrorBeforeApply:
@@ -149,7 +150,7 @@ func call[T any](f *FaultyStore, m Method, ref driver.Ref, do func() (T, error))
 		if _, err := do(); err != nil {
 			return zero, err
 		}
-		return zero, &driver.CorruptRecordError{Ref: ref, Field: "(reply)", Reason: "does not decode (storetest: injected fault)"}
+		return zero, &onceflow.CorruptRecordError{Ref: ref, Field: "(reply)", Reason: "does not decode (storetest: injected fault)"}
 	}
 	return do()
 }
@@ -190,7 +191,7 @@ func (f *FaultyStore) Release(ctx context.Context, req driver.ReleaseRequest) (d
 }
 
 // Inspect implements driver.Store.
-func (f *FaultyStore) Inspect(ctx context.Context, ref driver.Ref) (driver.Observation, error) {
+func (f *FaultyStore) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observation, error) {
 	return call(f, MethodInspect, ref, func() (driver.Observation, error) { return f.inner.Inspect(ctx, ref) })
 }
 

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -78,9 +79,9 @@ func Run(t *testing.T, h Harness) {
 
 // Fixture builds valid requests for one fresh record.
 type Fixture struct {
-	Ref         driver.Ref
-	Operation   driver.OperationID
-	Fingerprint driver.Fingerprint
+	Ref         onceflow.Ref
+	Operation   onceflow.OperationID
+	Fingerprint onceflow.Fingerprint
 	Codec       string
 	Policy      int
 	Lease       time.Duration
@@ -92,9 +93,9 @@ type Fixture struct {
 // NewFixture returns a fixture for a record no one else uses.
 func NewFixture() Fixture {
 	return Fixture{
-		Ref:         driver.Ref{Code: "charge-payment", Digest: driver.ScopeDigest{Version: 1, Hex: RandomHex(32)}},
-		Operation:   driver.OperationID("op-" + RandomHex(8)),
-		Fingerprint: driver.FingerprintOf([]byte("request")),
+		Ref:         onceflow.Ref{Code: "charge-payment", Digest: onceflow.ScopeDigest{Version: 1, Hex: RandomHex(32)}},
+		Operation:   onceflow.OperationID("op-" + RandomHex(8)),
+		Fingerprint: onceflow.FingerprintOf([]byte("request")),
 		Codec:       "json-v2",
 		Policy:      2,
 		Lease:       time.Minute,
@@ -103,7 +104,7 @@ func NewFixture() Fixture {
 }
 
 // Claim returns a claim request by owner.
-func (f Fixture) Claim(owner driver.Owner) driver.ClaimRequest {
+func (f Fixture) Claim(owner onceflow.Owner) driver.ClaimRequest {
 	return driver.ClaimRequest{
 		Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint, Owner: owner,
 		Codec: f.Codec, Policy: f.Policy, Lease: f.Lease, Retention: f.TTL,
@@ -111,7 +112,7 @@ func (f Fixture) Claim(owner driver.Owner) driver.ClaimRequest {
 }
 
 // ClaimStart returns a fused claim+start request by owner with nonce.
-func (f Fixture) ClaimStart(owner driver.Owner, nonce driver.Nonce) driver.ClaimRequest {
+func (f Fixture) ClaimStart(owner onceflow.Owner, nonce onceflow.Nonce) driver.ClaimRequest {
 	r := f.Claim(owner)
 	r.Nonce = nonce
 	return r
@@ -151,7 +152,7 @@ func as[T any](t *testing.T, v any) T {
 	return out
 }
 
-func inspect(t *testing.T, s driver.Store, ref driver.Ref) driver.Observation {
+func inspect(t *testing.T, s driver.Store, ref onceflow.Ref) driver.Observation {
 	t.Helper()
 	return must(t, res(s.Inspect(ctx(t), ref)))
 }
@@ -166,17 +167,17 @@ func sameRecord(t *testing.T, before, after driver.Observation) {
 	}
 }
 
-func equalRecord(a, b driver.Record) bool {
+func equalRecord(a, b onceflow.Record) bool {
 	ra, rb := a.Response, b.Response
 	a.Response, b.Response = nil, nil
 	return reflect.DeepEqual(a, b) && string(ra) == string(rb)
 }
 
 // executing claims and starts a record for a new owner.
-func executing(t *testing.T, s driver.Store, f Fixture) (driver.Ownership, driver.Nonce) {
+func executing(t *testing.T, s driver.Store, f Fixture) (driver.Ownership, onceflow.Nonce) {
 	t.Helper()
-	nonce := driver.NewNonce()
-	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(driver.NewOwner(), nonce)))))
+	nonce := onceflow.NewNonce()
+	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(onceflow.NewOwner(), nonce)))))
 	return acq.Ownership, nonce
 }
 
@@ -189,7 +190,7 @@ func complete(t *testing.T, s driver.Store, f Fixture, resp string) driver.Owner
 	return tr.Ownership
 }
 
-func fail(t *testing.T, s driver.Store, f Fixture, target driver.State) driver.Ownership {
+func fail(t *testing.T, s driver.Store, f Fixture, target onceflow.State) driver.Ownership {
 	t.Helper()
 	own, nonce := executing(t, s, f)
 	tr := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
@@ -201,11 +202,20 @@ func fail(t *testing.T, s driver.Store, f Fixture, target driver.State) driver.O
 // WaitLeaseExpired polls the store's own clock until the record's lease has
 // passed. Leases are judged by the store's clock, so that is the clock to
 // wait on.
-func WaitLeaseExpired(t *testing.T, s driver.Store, ref driver.Ref) {
+func WaitLeaseExpired(t *testing.T, s driver.Store, ref onceflow.Ref) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		obs := inspect(t, s, ref)
+		obs, err := s.Inspect(ctx(t), ref)
+		if errors.Is(err, onceflow.ErrUnavailable) && time.Now().Before(deadline) {
+			// A read that outlived a short command timeout on a loaded
+			// machine changed nothing: ask again.
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("inspect %s: %v", ref, err)
+		}
 		if !obs.Found || !obs.ServerTime.Before(obs.Record.LeaseUntil) {
 			return
 		}
@@ -218,10 +228,10 @@ func WaitLeaseExpired(t *testing.T, s driver.Store, ref driver.Ref) {
 
 func testClaimAcquires(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := driver.NewOwner()
+	owner := onceflow.NewOwner()
 	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	r := acq.Record
-	if r.State != driver.StateClaimed || r.Owner != owner || r.Attempt != 1 || r.Rev != 1 ||
+	if r.State != onceflow.StateClaimed || r.Owner != owner || r.Attempt != 1 || r.Rev != 1 ||
 		r.Operation != f.Operation || r.Fingerprint != f.Fingerprint || r.Codec != f.Codec || r.Policy != f.Policy {
 		t.Fatalf("acquired record = %+v", r)
 	}
@@ -242,23 +252,23 @@ func testClaimAcquires(t *testing.T, h Harness) {
 
 func testClaimStart(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	nonce := driver.NewNonce()
-	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(driver.NewOwner(), nonce)))))
-	if acq.Record.State != driver.StateExecuting || acq.Record.Nonce != nonce {
+	nonce := onceflow.NewNonce()
+	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(onceflow.NewOwner(), nonce)))))
+	if acq.Record.State != onceflow.StateExecuting || acq.Record.Nonce != nonce {
 		t.Fatalf("claim+start record = %+v, want EXECUTING with nonce %s", acq.Record, nonce)
 	}
-	if _, err := s.ClaimStart(ctx(t), f.Claim(driver.NewOwner())); !errors.Is(err, driver.ErrInvalidInput) {
+	if _, err := s.ClaimStart(ctx(t), f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.ErrInvalidInput) {
 		t.Fatalf("claim+start without a nonce: err = %v, want ErrInvalidInput", err)
 	}
 }
 
 func testFingerprintFirst(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	setups := map[string]func(f Fixture) driver.Owner{
-		"completed": func(f Fixture) driver.Owner { return complete(t, s, f, "ok").Owner },
-		"abandoned": func(f Fixture) driver.Owner { return fail(t, s, f, driver.StateAbandoned).Owner },
-		"failed":    func(f Fixture) driver.Owner { return fail(t, s, f, driver.StateFailedRetryable).Owner },
-		"executing": func(f Fixture) driver.Owner { o, _ := executing(t, s, f); return o.Owner },
+	setups := map[string]func(f Fixture) onceflow.Owner{
+		"completed": func(f Fixture) onceflow.Owner { return complete(t, s, f, "ok").Owner },
+		"abandoned": func(f Fixture) onceflow.Owner { return fail(t, s, f, onceflow.StateAbandoned).Owner },
+		"failed":    func(f Fixture) onceflow.Owner { return fail(t, s, f, onceflow.StateFailedRetryable).Owner },
+		"executing": func(f Fixture) onceflow.Owner { o, _ := executing(t, s, f); return o.Owner },
 	}
 	for name, setup := range setups {
 		t.Run(name, func(t *testing.T) {
@@ -266,11 +276,11 @@ func testFingerprintFirst(t *testing.T, h Harness) {
 			owner := setup(f)
 			before := inspect(t, s, f.Ref)
 			other := f
-			other.Fingerprint = driver.FingerprintOf([]byte("another request"))
+			other.Fingerprint = onceflow.FingerprintOf([]byte("another request"))
 			// Even the owner itself, and even a claim+start, is refused.
-			for _, req := range []driver.ClaimRequest{other.Claim(owner), other.Claim(driver.NewOwner())} {
+			for _, req := range []driver.ClaimRequest{other.Claim(owner), other.Claim(onceflow.NewOwner())} {
 				as[driver.FingerprintMismatch](t, must(t, res(s.Claim(ctx(t), req))))
-				req.Nonce = driver.NewNonce()
+				req.Nonce = onceflow.NewNonce()
 				as[driver.FingerprintMismatch](t, must(t, res(s.ClaimStart(ctx(t), req))))
 			}
 			sameRecord(t, before, inspect(t, s, f.Ref))
@@ -282,9 +292,9 @@ func testCompletedReplay(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	complete(t, s, f, `{"charge":"ch_1"}`)
 	claims := []func() (driver.ClaimOutcome, error){
-		func() (driver.ClaimOutcome, error) { return s.Claim(ctx(t), f.Claim(driver.NewOwner())) },
+		func() (driver.ClaimOutcome, error) { return s.Claim(ctx(t), f.Claim(onceflow.NewOwner())) },
 		func() (driver.ClaimOutcome, error) {
-			return s.ClaimStart(ctx(t), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			return s.ClaimStart(ctx(t), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 		},
 	}
 	for _, claim := range claims {
@@ -310,7 +320,7 @@ func testCodecMismatch(t *testing.T, h Harness) {
 	codec.Codec = "proto-v1"
 	policy.Policy = 3
 	for _, g := range []Fixture{codec, policy} {
-		m := as[driver.CodecMismatch](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+		m := as[driver.CodecMismatch](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
 		if m.Record.Codec != f.Codec || m.Record.Policy != f.Policy || m.Record.Response != nil {
 			t.Fatalf("mismatch reports %+v; want the stored codec and policy and no payload", m.Record)
 		}
@@ -320,9 +330,9 @@ func testCodecMismatch(t *testing.T, h Harness) {
 
 func testRecoveryRequired(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	own := fail(t, s, f, driver.StateAbandoned)
-	rr := as[driver.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
-	if rr.Record.State != driver.StateAbandoned || rr.Record.Reason != "test" {
+	own := fail(t, s, f, onceflow.StateAbandoned)
+	rr := as[driver.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
+	if rr.Record.State != onceflow.StateAbandoned || rr.Record.Reason != "test" {
 		t.Fatalf("recovery record = %+v", rr.Record)
 	}
 	// Even the owner that abandoned it cannot claim it back.
@@ -331,25 +341,25 @@ func testRecoveryRequired(t *testing.T, h Harness) {
 
 func testReplayedAcquire(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := driver.NewOwner()
+	owner := onceflow.NewOwner()
 	as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	ra := as[driver.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	if ra.Record.State != driver.StateClaimed || ra.Ownership.Rev != 1 || ra.Record.Nonce != "" {
+	if ra.Record.State != onceflow.StateClaimed || ra.Ownership.Rev != 1 || ra.Record.Nonce != "" {
 		t.Fatalf("replayed acquire of CLAIMED = %+v", ra.Record)
 	}
 
 	g := NewFixture()
-	nonce := driver.NewNonce()
+	nonce := onceflow.NewNonce()
 	as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce)))))
-	ra = as[driver.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, driver.NewNonce())))))
-	if ra.Record.State != driver.StateExecuting || ra.Record.Nonce != nonce {
+	ra = as[driver.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, onceflow.NewNonce())))))
+	if ra.Record.State != onceflow.StateExecuting || ra.Record.Nonce != nonce {
 		t.Fatalf("replayed acquire of EXECUTING = %+v; it must report the state and the first invocation's nonce", ra.Record)
 	}
 }
 
 func testOwnerOperationConflict(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := driver.NewOwner()
+	owner := onceflow.NewOwner()
 	as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
 	before := inspect(t, s, f.Ref)
 	other := f
@@ -361,16 +371,16 @@ func testOwnerOperationConflict(t *testing.T, h Harness) {
 func testSameOwnerTakeover(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	for _, fused := range []bool{false, true} {
-		for _, from := range []driver.State{driver.StateClaimed, driver.StateExecuting} {
+		for _, from := range []onceflow.State{onceflow.StateClaimed, onceflow.StateExecuting} {
 			t.Run(fmt.Sprintf("%s/fused=%v", from, fused), func(t *testing.T) {
 				f := NewFixture()
 				// Live for the next call, then waited out: long enough for a
 				// store on a loaded machine (miniredis under -race) to answer
 				// that call within it.
 				f.Lease = 300 * time.Millisecond
-				owner := driver.NewOwner()
+				owner := onceflow.NewOwner()
 				var before driver.Ownership
-				if from == driver.StateExecuting {
+				if from == onceflow.StateExecuting {
 					before, _ = executing(t, s, f)
 					owner = before.Owner
 				} else {
@@ -380,12 +390,12 @@ func testSameOwnerTakeover(t *testing.T, h Harness) {
 				// how far it got, with the lease left.
 				g := f
 				g.Lease = time.Minute
-				live := as[driver.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, driver.NewNonce())))))
+				live := as[driver.ReplayedAcquire](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, onceflow.NewNonce())))))
 				if live.Record.State != from || live.Record.LeaseRemaining() <= 0 {
 					t.Fatalf("live lease: %+v", live.Record)
 				}
 				WaitLeaseExpired(t, s, f.Ref)
-				nonce := driver.NewNonce()
+				nonce := onceflow.NewNonce()
 				var out driver.ClaimOutcome
 				if fused {
 					out = must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(owner, nonce))))
@@ -393,19 +403,19 @@ func testSameOwnerTakeover(t *testing.T, h Harness) {
 					out = must(t, res(s.Claim(ctx(t), g.Claim(owner))))
 				}
 				to := as[driver.TakenOver](t, out)
-				if to.From != from || to.EffectMayHaveHappened != (from == driver.StateExecuting) {
+				if to.From != from || to.EffectMayHaveHappened != (from == onceflow.StateExecuting) {
 					t.Fatalf("took over from %s (effect may have happened: %v)", to.From, to.EffectMayHaveHappened)
 				}
 				r := to.Record
 				if r.Owner != owner || r.Attempt != before.Attempt || r.Rev != before.Rev+1 || r.LeaseRemaining() < 50*time.Second {
 					t.Fatalf("record %+v: the same owner and attempt, rev+1 (fencing the dead invocation) and a new lease", r)
 				}
-				if fused && (r.State != driver.StateExecuting || r.Nonce != nonce) || !fused && (r.State != driver.StateClaimed || r.Nonce != "") {
+				if fused && (r.State != onceflow.StateExecuting || r.Nonce != nonce) || !fused && (r.State != onceflow.StateClaimed || r.Nonce != "") {
 					t.Fatalf("record %+v after a takeover with fused=%v", r, fused)
 				}
 				// The dead invocation's ownership is stale.
 				ref := as[driver.Refused](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
-					Ownership: before, Target: driver.StateAbandoned, TTL: f.TTL,
+					Ownership: before, Target: onceflow.StateAbandoned, TTL: f.TTL,
 				}))))
 				if ref.Reason != driver.RefusedStaleRev {
 					t.Fatalf("the dead invocation's fail refused %s, want %s", ref.Reason, driver.RefusedStaleRev)
@@ -432,10 +442,10 @@ func testInFlightTTL(t *testing.T, h Harness) {
 	about("renew", rn.Record.TTL, time.Hour+f.TTL)
 	g := NewFixture()
 	g.Lease, g.TTL = 10*time.Minute, time.Minute
-	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
 	about("claim", acq.Record.TTL, g.Lease+g.TTL)
 	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), driver.StartRequest{
-		Ownership: acq.Ownership, Nonce: driver.NewNonce(), Lease: 20 * time.Minute, Retention: g.TTL,
+		Ownership: acq.Ownership, Nonce: onceflow.NewNonce(), Lease: 20 * time.Minute, Retention: g.TTL,
 	}))))
 	about("start", st.Record.TTL, 20*time.Minute+g.TTL)
 }
@@ -446,18 +456,18 @@ func testTakeover(t *testing.T, h Harness) {
 	cases := []struct {
 		name   string
 		setup  func(f Fixture)
-		from   driver.State
+		from   onceflow.State
 		effect bool
 	}{
-		{"failed retryable", func(f Fixture) { fail(t, s, f, driver.StateFailedRetryable) }, driver.StateFailedRetryable, false},
+		{"failed retryable", func(f Fixture) { fail(t, s, f, onceflow.StateFailedRetryable) }, onceflow.StateFailedRetryable, false},
 		{"expired claimed", func(f Fixture) {
-			as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+			as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 			WaitLeaseExpired(t, s, f.Ref)
-		}, driver.StateClaimed, false},
+		}, onceflow.StateClaimed, false},
 		{"expired executing", func(f Fixture) {
 			executing(t, s, f)
 			WaitLeaseExpired(t, s, f.Ref)
-		}, driver.StateExecuting, true},
+		}, onceflow.StateExecuting, true},
 	}
 	for _, c := range cases {
 		for _, fused := range []bool{false, true} {
@@ -465,7 +475,7 @@ func testTakeover(t *testing.T, h Harness) {
 				f := short()
 				c.setup(f)
 				before := inspect(t, s, f.Ref).Record
-				owner, nonce := driver.NewOwner(), driver.NewNonce()
+				owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 				var out driver.ClaimOutcome
 				if fused {
 					out = must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, nonce))))
@@ -480,9 +490,9 @@ func testTakeover(t *testing.T, h Harness) {
 				if r.Owner != owner || r.Attempt != before.Attempt+1 || r.Rev != before.Rev+1 || r.Reason != "" {
 					t.Fatalf("taken-over record = %+v, before %+v", r, before)
 				}
-				wantState, wantNonce := driver.StateClaimed, driver.Nonce("")
+				wantState, wantNonce := onceflow.StateClaimed, onceflow.Nonce("")
 				if fused {
-					wantState, wantNonce = driver.StateExecuting, nonce
+					wantState, wantNonce = onceflow.StateExecuting, nonce
 				}
 				if r.State != wantState || r.Nonce != wantNonce {
 					t.Fatalf("taken-over record state %s nonce %q, want %s %q", r.State, r.Nonce, wantState, wantNonce)
@@ -502,16 +512,16 @@ func testUncertaintyPersists(t *testing.T, h Harness) {
 	WaitLeaseExpired(t, s, f.Ref)
 	// A plain claim takes it over into CLAIMED: the state no longer says
 	// EXECUTING, but the uncertainty must survive.
-	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	if !to.EffectMayHaveHappened || !to.Record.Uncertain {
 		t.Fatalf("takeover from expired EXECUTING: %+v", to)
 	}
 	WaitLeaseExpired(t, s, f.Ref)
-	owner := driver.NewOwner()
+	owner := onceflow.NewOwner()
 	g := f
 	g.Lease = time.Minute // live for the re-sent claim below, however slow the store
 	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
-	if to.From != driver.StateClaimed || !to.EffectMayHaveHappened {
+	if to.From != onceflow.StateClaimed || !to.EffectMayHaveHappened {
 		t.Fatalf("second takeover from CLAIMED of an unsettled record: %+v; the effect may still have happened", to)
 	}
 	// The same owner re-sending its claim is told too.
@@ -521,12 +531,12 @@ func testUncertaintyPersists(t *testing.T, h Harness) {
 	}
 	// FAILED_RETRYABLE settles it: the owner asserts no effect.
 	tr := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
-		Ownership: to.Ownership, Target: driver.StateFailedRetryable, TTL: f.TTL,
+		Ownership: to.Ownership, Target: onceflow.StateFailedRetryable, TTL: f.TTL,
 	}))))
 	if tr.Record.Uncertain {
 		t.Fatalf("FAILED_RETRYABLE kept the uncertainty: %+v", tr.Record)
 	}
-	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	if to.EffectMayHaveHappened {
 		t.Fatalf("takeover after a settled failure: %+v", to)
 	}
@@ -536,7 +546,7 @@ func testInProgress(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	executing(t, s, f)
 	before := inspect(t, s, f.Ref)
-	ip := as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	ip := as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	if left := ip.Record.LeaseRemaining(); left <= 0 || left > f.Lease {
 		t.Fatalf("in progress with %v left, want (0, %v]", left, f.Lease)
 	}
@@ -556,7 +566,7 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 	for range n {
 		wg.Go(func() {
 			<-start
-			out, err := s.ClaimStart(context.Background(), f.ClaimStart(driver.NewOwner(), driver.NewNonce()))
+			out, err := s.ClaimStart(context.Background(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 			mu.Lock()
 			defer mu.Unlock()
 			switch out.(type) {
@@ -578,12 +588,12 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 
 func testTransitionAlready(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := driver.NewOwner()
+	owner := onceflow.NewOwner()
 	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	nonce := driver.NewNonce()
+	nonce := onceflow.NewNonce()
 	start := driver.StartRequest{Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL}
 	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), start))))
-	if st.Record.State != driver.StateExecuting || st.Record.Nonce != nonce || st.Ownership.Rev != 2 {
+	if st.Record.State != onceflow.StateExecuting || st.Record.Nonce != nonce || st.Ownership.Rev != 2 {
 		t.Fatalf("start = %+v", st.Record)
 	}
 	// The same start, re-sent with the old revision after a lost reply.
@@ -593,7 +603,7 @@ func testTransitionAlready(t *testing.T, h Harness) {
 	}
 	// Another invocation of the same owner is told whose nonce is stored.
 	other := start
-	other.Nonce = driver.NewNonce()
+	other.Nonce = onceflow.NewNonce()
 	al = as[driver.AlreadyTransitioned](t, must(t, res(s.Start(ctx(t), other))))
 	if al.Record.Nonce != nonce {
 		t.Fatalf("already for another invocation reports nonce %q, want %q", al.Record.Nonce, nonce)
@@ -602,16 +612,16 @@ func testTransitionAlready(t *testing.T, h Harness) {
 	comp := driver.CompleteRequest{Ownership: st.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL}
 	as[driver.Transitioned](t, must(t, res(s.Complete(ctx(t), comp))))
 	al = as[driver.AlreadyTransitioned](t, must(t, res(s.Complete(ctx(t), comp))))
-	if al.Record.State != driver.StateCompleted || al.Record.Rev != 3 {
+	if al.Record.State != onceflow.StateCompleted || al.Record.Rev != 3 {
 		t.Fatalf("complete re-sent = %+v", al.Record)
 	}
 }
 
 func testTransitionRefusals(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner := driver.NewOwner()
+	owner := onceflow.NewOwner()
 	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(owner)))))
-	nonce := driver.NewNonce()
+	nonce := onceflow.NewNonce()
 	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), driver.StartRequest{
 		Ownership: acq.Ownership, Nonce: nonce, Lease: f.Lease, Retention: f.TTL,
 	}))))
@@ -619,7 +629,7 @@ func testTransitionRefusals(t *testing.T, h Harness) {
 	before := inspect(t, s, f.Ref)
 
 	stranger := cur
-	stranger.Owner = driver.NewOwner()
+	stranger.Owner = onceflow.NewOwner()
 	otherOp := cur
 	otherOp.Operation = "other"
 	stale := acq.Ownership // rev 1, the record is at rev 2
@@ -635,10 +645,10 @@ func testTransitionRefusals(t *testing.T, h Harness) {
 			return s.Complete(ctx(t), driver.CompleteRequest{Ownership: otherOp, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
 		}, driver.RefusedOperation},
 		{"stale revision, other target", func() (driver.TransitionOutcome, error) {
-			return s.Fail(ctx(t), driver.FailRequest{Ownership: stale, Nonce: nonce, Target: driver.StateAbandoned, TTL: f.TTL})
+			return s.Fail(ctx(t), driver.FailRequest{Ownership: stale, Nonce: nonce, Target: onceflow.StateAbandoned, TTL: f.TTL})
 		}, driver.RefusedStaleRev},
 		{"other invocation", func() (driver.TransitionOutcome, error) {
-			return s.Complete(ctx(t), driver.CompleteRequest{Ownership: cur, Nonce: driver.NewNonce(), Response: []byte("x"), TTL: f.TTL})
+			return s.Complete(ctx(t), driver.CompleteRequest{Ownership: cur, Nonce: onceflow.NewNonce(), Response: []byte("x"), TTL: f.TTL})
 		}, driver.RefusedNonce},
 	}
 	for _, c := range cases {
@@ -662,7 +672,7 @@ func testTransitionRefusals(t *testing.T, h Harness) {
 	h2 := NewFixture()
 	missing := acq.Ownership
 	missing.Ref = h2.Ref
-	as[driver.Missing](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{Ownership: missing, Target: driver.StateAbandoned, TTL: h2.TTL}))))
+	as[driver.Missing](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{Ownership: missing, Target: onceflow.StateAbandoned, TTL: h2.TTL}))))
 }
 
 func testRenewExtends(t *testing.T, h Harness) {
@@ -680,11 +690,11 @@ func testRenewExtends(t *testing.T, h Harness) {
 	if after.TTL < 50*time.Minute {
 		t.Fatalf("key TTL %v -> %v: renew did not move it forward", before.TTL, after.TTL)
 	}
-	if after.Rev != before.Rev || after.State != driver.StateExecuting {
+	if after.Rev != before.Rev || after.State != onceflow.StateExecuting {
 		t.Fatalf("renew changed rev or state: %+v", after)
 	}
 	// A competing claim now sees in-progress with the new lease.
-	ip := as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	ip := as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	if ip.Record.LeaseRemaining() < 50*time.Second {
 		t.Fatalf("competing claim sees %v left", ip.Record.LeaseRemaining())
 	}
@@ -697,7 +707,7 @@ func testRenewExtends(t *testing.T, h Harness) {
 	as[driver.Renewed](t, must(t, res(s.Renew(ctx(t), driver.RenewRequest{
 		Ref: g.Ref, Operation: g.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour,
 	}))))
-	as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	as[driver.InProgress](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
 }
 
 func testRenewRefusals(t *testing.T, h Harness) {
@@ -706,9 +716,9 @@ func testRenewRefusals(t *testing.T, h Harness) {
 	ok := driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: time.Hour, Retention: 2 * time.Hour}
 	before := inspect(t, s, f.Ref)
 	cases := map[driver.Refusal]func(r *driver.RenewRequest){
-		driver.RefusedNotOwner:  func(r *driver.RenewRequest) { r.Owner = driver.NewOwner() },
+		driver.RefusedNotOwner:  func(r *driver.RenewRequest) { r.Owner = onceflow.NewOwner() },
 		driver.RefusedOperation: func(r *driver.RenewRequest) { r.Operation = "other" },
-		driver.RefusedNonce:     func(r *driver.RenewRequest) { r.Nonce = driver.NewNonce() },
+		driver.RefusedNonce:     func(r *driver.RenewRequest) { r.Nonce = onceflow.NewNonce() },
 	}
 	for want, mutate := range cases {
 		req := ok
@@ -748,9 +758,9 @@ func testRenewRefusals(t *testing.T, h Harness) {
 
 func testRelease(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	acq := as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	stranger := acq.Ownership
-	stranger.Owner = driver.NewOwner()
+	stranger.Owner = onceflow.NewOwner()
 	if r := as[driver.Refused](t, must(t, res(s.Release(ctx(t), driver.ReleaseRequest{Ownership: stranger})))); r.Reason != driver.RefusedNotOwner {
 		t.Fatalf("release by stranger refused %s", r.Reason)
 	}
@@ -762,9 +772,9 @@ func testRelease(t *testing.T, h Harness) {
 
 	// After EXECUTING, never.
 	g := NewFixture()
-	acq = as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	acq = as[driver.Acquired](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
 	st := as[driver.Transitioned](t, must(t, res(s.Start(ctx(t), driver.StartRequest{
-		Ownership: acq.Ownership, Nonce: driver.NewNonce(), Lease: g.Lease, Retention: g.TTL,
+		Ownership: acq.Ownership, Nonce: onceflow.NewNonce(), Lease: g.Lease, Retention: g.TTL,
 	}))))
 	before := inspect(t, s, g.Ref)
 	for _, o := range []driver.Ownership{acq.Ownership, st.Ownership} {
@@ -778,9 +788,9 @@ func testRelease(t *testing.T, h Harness) {
 func testResolve(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	f := NewFixture()
-	ab := fail(t, s, f, driver.StateAbandoned)
+	ab := fail(t, s, f, onceflow.StateAbandoned)
 	req := driver.ResolveRequest{
-		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: driver.StateCompleted,
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: onceflow.StateCompleted,
 		Response: []byte("found at provider"), Codec: f.Codec, Policy: f.Policy, Reason: "operator", TTL: f.TTL,
 	}
 	staleReq := req
@@ -797,12 +807,12 @@ func testResolve(t *testing.T, h Harness) {
 	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), other)))); r.Reason != driver.RefusedStaleRev {
 		t.Fatalf("resolve with another response refused %s", r.Reason)
 	}
-	rep := as[driver.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
+	rep := as[driver.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	if string(rep.Record.Response) != "found at provider" {
 		t.Fatalf("replay after resolve = %q", rep.Record.Response)
 	}
 	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev + 1, Target: driver.StateFailedRetryable, TTL: f.TTL,
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev + 1, Target: onceflow.StateFailedRetryable, TTL: f.TTL,
 	})))); r.Reason != driver.RefusedState {
 		t.Fatalf("resolve of COMPLETED refused %s", r.Reason)
 	}
@@ -811,62 +821,62 @@ func testResolve(t *testing.T, h Harness) {
 	g.Lease = 20 * time.Millisecond
 	executing(t, s, g)
 	WaitLeaseExpired(t, s, g.Ref)
-	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
+	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
 	ab2 := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
-		Ownership: to.Ownership, Target: driver.StateAbandoned, Reason: "effect unknown", TTL: g.TTL,
+		Ownership: to.Ownership, Target: onceflow.StateAbandoned, Reason: "effect unknown", TTL: g.TTL,
 	}))))
 	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: g.Ref, Attempt: ab2.Record.Attempt - 1, Rev: ab2.Record.Rev, Target: driver.StateFailedRetryable, TTL: g.TTL,
+		Ref: g.Ref, Attempt: ab2.Record.Attempt - 1, Rev: ab2.Record.Rev, Target: onceflow.StateFailedRetryable, TTL: g.TTL,
 	})))); r.Reason != driver.RefusedAttempt {
 		t.Fatalf("resolve of an older attempt refused %s", r.Reason)
 	}
 	as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: g.Ref, Attempt: ab2.Record.Attempt, Rev: ab2.Record.Rev, Target: driver.StateFailedRetryable, TTL: g.TTL,
+		Ref: g.Ref, Attempt: ab2.Record.Attempt, Rev: ab2.Record.Rev, Target: onceflow.StateFailedRetryable, TTL: g.TTL,
 	}))))
-	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(driver.NewOwner())))))
-	if to.From != driver.StateFailedRetryable || to.EffectMayHaveHappened {
+	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
+	if to.From != onceflow.StateFailedRetryable || to.EffectMayHaveHappened {
 		t.Fatalf("takeover after resolve-to-retry = %+v; the resolution settled the uncertainty", to)
 	}
 	as[driver.Missing](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: NewFixture().Ref, Attempt: 1, Rev: 1, Target: driver.StateFailedRetryable, TTL: g.TTL,
+		Ref: NewFixture().Ref, Attempt: 1, Rev: 1, Target: onceflow.StateFailedRetryable, TTL: g.TTL,
 	}))))
 }
 
 func testResolveFailed(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	ab := fail(t, s, f, driver.StateAbandoned)
+	ab := fail(t, s, f, onceflow.StateAbandoned)
 	failed := as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: driver.StateFailed, Reason: "refunded by hand", TTL: f.TTL,
+		Ref: f.Ref, Attempt: ab.Attempt, Rev: ab.Rev, Target: onceflow.StateFailed, Reason: "refunded by hand", TTL: f.TTL,
 	}))))
-	if failed.Record.State != driver.StateFailed || failed.Record.Reason != "refunded by hand" {
+	if failed.Record.State != onceflow.StateFailed || failed.Record.Reason != "refunded by hand" {
 		t.Fatalf("resolved to %+v", failed.Record)
 	}
 	// Every claim, by anyone, is told the operation failed, and why.
-	for _, owner := range []driver.Owner{driver.NewOwner(), ab.Owner} {
-		of := as[driver.OperationFailed](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, driver.NewNonce())))))
+	for _, owner := range []onceflow.Owner{onceflow.NewOwner(), ab.Owner} {
+		of := as[driver.OperationFailed](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(owner, onceflow.NewNonce())))))
 		if of.Record.Reason != "refunded by hand" {
 			t.Fatalf("operation failed: %+v", of.Record)
 		}
 	}
 	// Only a reopen (to FAILED_RETRYABLE) moves it on; then the next claim takes over.
 	if r := as[driver.Refused](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: driver.StateCompleted,
+		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: onceflow.StateCompleted,
 		Response: []byte("x"), Codec: f.Codec, Policy: f.Policy, TTL: f.TTL,
 	})))); r.Reason != driver.RefusedState {
 		t.Fatalf("completing a FAILED record refused %s, want %s", r.Reason, driver.RefusedState)
 	}
 	as[driver.Transitioned](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
-		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: driver.StateFailedRetryable, Reason: "reopened", TTL: f.TTL,
+		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: onceflow.StateFailedRetryable, Reason: "reopened", TTL: f.TTL,
 	}))))
-	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(driver.NewOwner())))))
-	if to.From != driver.StateFailedRetryable || to.EffectMayHaveHappened {
+	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
+	if to.From != onceflow.StateFailedRetryable || to.EffectMayHaveHappened {
 		t.Fatalf("takeover after reopening: %+v", to)
 	}
 }
 
 func testInvalidInput(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
-	owner, nonce := driver.NewOwner(), driver.NewNonce()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
 	claims := map[string]func(r *driver.ClaimRequest){
 		"digest not hex":        func(r *driver.ClaimRequest) { r.Ref.Digest.Hex = "ZZ" + r.Ref.Digest.Hex[2:] },
 		"digest uppercase":      func(r *driver.ClaimRequest) { r.Ref.Digest.Hex = "AB" + r.Ref.Digest.Hex[2:] },
@@ -889,8 +899,8 @@ func testInvalidInput(t *testing.T, h Harness) {
 		req := f.ClaimStart(owner, nonce)
 		mutate(&req)
 		_, err := s.ClaimStart(ctx(t), req)
-		var ve *driver.ValidationError
-		if !errors.Is(err, driver.ErrInvalidInput) || !errors.As(err, &ve) {
+		var ve *onceflow.ValidationError
+		if !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) {
 			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
 		}
 	}
@@ -903,15 +913,15 @@ func testInvalidInput(t *testing.T, h Harness) {
 	_, err := s.Complete(ctx(t), driver.CompleteRequest{
 		Ownership: own, Nonce: nonce, Response: make([]byte, h.MaxResponseBytes+1), TTL: f.TTL,
 	})
-	if !errors.Is(err, driver.ErrInvalidInput) {
+	if !errors.Is(err, onceflow.ErrInvalidInput) {
 		t.Fatalf("oversized response: err = %v, want ErrInvalidInput", err)
 	}
 	_, err = s.Renew(ctx(t), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, Retention: f.TTL})
-	if !errors.Is(err, driver.ErrInvalidInput) {
+	if !errors.Is(err, onceflow.ErrInvalidInput) {
 		t.Fatalf("zero renew lease: err = %v, want ErrInvalidInput", err)
 	}
-	_, err = s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: driver.StateCompleted, TTL: f.TTL})
-	if !errors.Is(err, driver.ErrInvalidInput) {
+	_, err = s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateCompleted, TTL: f.TTL})
+	if !errors.Is(err, onceflow.ErrInvalidInput) {
 		t.Fatalf("fail to COMPLETED: err = %v, want ErrInvalidInput", err)
 	}
 	// A NUL byte in an operation ID or a reason breaks the record's schema:
@@ -936,17 +946,17 @@ func testInvalidInput(t *testing.T, h Harness) {
 			return err
 		},
 		"fail with a NUL in the reason": func() error {
-			_, err := s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: driver.StateAbandoned, Reason: "declined\x00", TTL: f.TTL})
+			_, err := s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateAbandoned, Reason: "declined\x00", TTL: f.TTL})
 			return err
 		},
 		"resolve with a NUL in the reason": func() error {
-			_, err := s.Resolve(ctx(t), driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: driver.StateFailed, Reason: "\x00", TTL: f.TTL})
+			_, err := s.Resolve(ctx(t), driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: onceflow.StateFailed, Reason: "\x00", TTL: f.TTL})
 			return err
 		},
 	}
 	for name, call := range nul {
-		var ve *driver.ValidationError
-		if err := call(); !errors.Is(err, driver.ErrInvalidInput) || !errors.As(err, &ve) {
+		var ve *onceflow.ValidationError
+		if err := call(); !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) {
 			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
 		}
 	}

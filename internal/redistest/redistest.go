@@ -127,16 +127,29 @@ func StartReplica(tb testing.TB, primary string) *Server {
 	if err := rc.ReplicaOf(ctx, host, port).Err(); err != nil {
 		tb.Fatalf("redistest: REPLICAOF %s on %s: %v", primary, s.Addr(), err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	WaitFor(tb, 10*time.Second, func() bool {
 		info, err := rc.Info(ctx, "replication").Result()
-		if err == nil && strings.Contains(info, "master_link_status:up") {
-			return s
+		return err == nil && strings.Contains(info, "master_link_status:up")
+	}, "redistest: the replica %s never synced with %s", s.Addr(), primary)
+	return s
+}
+
+// WaitFor checks cond on a 10 ms ticker until it holds, and fails tb
+// (Fatalf with format and args) when it does not within timeout: the wait
+// for a state of a server that sends no signal (replication, an
+// append-only rewrite).
+func WaitFor(tb testing.TB, timeout time.Duration, cond func() bool, format string, args ...any) {
+	tb.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			tb.Fatalf(format, args...)
+		case <-tick.C:
 		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("redistest: the replica %s never synced with %s: %v %s", s.Addr(), primary, err, info)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -1,11 +1,13 @@
 package refmodel
 
-import "github.com/onceflow/onceflow/idemstore/driver"
+import (
+	"github.com/onceflow/onceflow"
+)
 
 // Clone returns a copy of the model that shares nothing with it, for
 // checkers (porcupine) that need a model's states to be values.
 func (m *Model) Clone() *Model {
-	c := &Model{recs: make(map[driver.Ref]*rec, len(m.recs))}
+	c := &Model{recs: make(map[onceflow.Ref]*rec, len(m.recs))}
 	for ref, r := range m.recs {
 		cp := *r
 		cp.resp = append([]byte(nil), r.resp...)

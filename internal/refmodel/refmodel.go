@@ -9,20 +9,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
 type rec struct {
-	state                driver.State
-	owner                driver.Owner
+	state                onceflow.State
+	owner                onceflow.Owner
 	attempt, rev         int64
-	op                   driver.OperationID
-	fp                   driver.Fingerprint
+	op                   onceflow.OperationID
+	fp                   onceflow.Fingerprint
 	codec                string
 	policy               int
 	leaseUntil           int64
 	hasLease             bool // terminal states drop leaseUntil
-	nonce                driver.Nonce
+	nonce                onceflow.Nonce
 	reason               string
 	uncertain            bool
 	createdAt, updatedAt int64
@@ -33,14 +34,14 @@ type rec struct {
 // Model is the reference state machine. Keys never expire in it: use TTLs
 // longer than the test.
 type Model struct {
-	recs map[driver.Ref]*rec
+	recs map[onceflow.Ref]*rec
 }
 
 // New returns an empty model.
-func New() *Model { return &Model{recs: map[driver.Ref]*rec{}} }
+func New() *Model { return &Model{recs: map[onceflow.Ref]*rec{}} }
 
-func (r *rec) snapshot(now time.Time, withResp bool) driver.Record {
-	out := driver.Record{
+func (r *rec) snapshot(now time.Time, withResp bool) onceflow.Record {
+	out := onceflow.Record{
 		State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev, Operation: r.op,
 		Fingerprint: r.fp, Codec: r.codec, Policy: r.policy,
 		Nonce: r.nonce, Reason: r.reason, Uncertain: r.uncertain,
@@ -57,21 +58,21 @@ func (r *rec) snapshot(now time.Time, withResp bool) driver.Record {
 
 // replay is what a replay reports: the fields a replay reads, and the
 // response; not the clock.
-func (r *rec) replay() driver.Record {
-	return driver.Record{State: r.state, Attempt: r.attempt, Rev: r.rev, Codec: r.codec, Policy: r.policy,
+func (r *rec) replay() onceflow.Record {
+	return onceflow.Record{State: r.state, Attempt: r.attempt, Rev: r.rev, Codec: r.codec, Policy: r.policy,
 		CreatedAt: time.UnixMilli(r.createdAt), Response: append([]byte{}, r.resp...)}
 }
 
-func own(ref driver.Ref, r *rec) driver.Ownership {
+func own(ref onceflow.Ref, r *rec) driver.Ownership {
 	return driver.Ownership{Ref: ref, Operation: r.op, Owner: r.owner, Attempt: r.attempt, Rev: r.rev}
 }
 
 // Claim models CLAIM (nonce "") and CLAIM+START.
-func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce driver.Nonce) driver.ClaimOutcome {
+func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce onceflow.Nonce) driver.ClaimOutcome {
 	nowMs := now.UnixMilli()
-	target := driver.StateClaimed
+	target := onceflow.StateClaimed
 	if nonce != "" {
-		target = driver.StateExecuting
+		target = onceflow.StateExecuting
 	}
 	r := m.recs[req.Ref]
 	if r == nil {
@@ -86,27 +87,27 @@ func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce driver.Nonce
 	if r.fp != req.Fingerprint {
 		return driver.FingerprintMismatch{Record: r.snapshot(now, false)}
 	}
-	if r.state == driver.StateCompleted {
+	if r.state == onceflow.StateCompleted {
 		if r.codec != req.Codec || r.policy != req.Policy {
 			return driver.CodecMismatch{Record: r.snapshot(now, false)}
 		}
 		return driver.CompletedReplay{Record: r.replay()}
 	}
-	if r.state == driver.StateAbandoned {
+	if r.state == onceflow.StateAbandoned {
 		return driver.RecoveryRequired{Record: r.snapshot(now, false)}
 	}
-	if r.state == driver.StateFailed {
+	if r.state == onceflow.StateFailed {
 		return driver.OperationFailed{Record: r.snapshot(now, false)}
 	}
-	expired := r.state == driver.StateFailedRetryable || r.leaseUntil <= nowMs
+	expired := r.state == onceflow.StateFailedRetryable || r.leaseUntil <= nowMs
 	same := r.owner == req.Owner
 	if same {
 		switch {
 		case r.op != req.Operation:
 			return driver.OwnerOperationConflict{Record: r.snapshot(now, false)}
-		case r.state == driver.StateFailedRetryable:
+		case r.state == onceflow.StateFailedRetryable:
 			return driver.ReplayedAcquire{Ownership: own(req.Ref, r), Record: r.snapshot(now, false)}
-		case r.state == driver.StateExecuting && nonce != "" && r.nonce == nonce:
+		case r.state == onceflow.StateExecuting && nonce != "" && r.nonce == nonce:
 			// The invocation's own claim+start, re-sent: the lease is
 			// refreshed.
 			r.leaseUntil = max(r.leaseUntil, nowMs+req.Lease.Milliseconds())
@@ -118,7 +119,7 @@ func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce driver.Nonce
 	}
 	if expired {
 		from := r.state
-		r.uncertain = from == driver.StateExecuting || r.uncertain
+		r.uncertain = from == onceflow.StateExecuting || r.uncertain
 		if !same {
 			r.attempt++
 		}
@@ -131,8 +132,8 @@ func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce driver.Nonce
 }
 
 // Transition models TRANSITION. lease is the lease of a START.
-func (m *Model) Transition(now time.Time, o driver.Ownership, target driver.State, sources string,
-	nonce driver.Nonce, lease time.Duration, resp []byte, reason string,
+func (m *Model) Transition(now time.Time, o driver.Ownership, target onceflow.State, sources string,
+	nonce onceflow.Nonce, lease time.Duration, resp []byte, reason string,
 ) driver.TransitionOutcome {
 	r := m.recs[o.Ref]
 	if r == nil {
@@ -152,12 +153,12 @@ func (m *Model) Transition(now time.Time, o driver.Ownership, target driver.Stat
 		return refuse(driver.RefusedStaleRev)
 	case !strings.Contains(","+sources+",", ","+string(r.state)+","):
 		return refuse(driver.RefusedState)
-	case r.state == driver.StateExecuting && r.nonce != nonce:
+	case r.state == onceflow.StateExecuting && r.nonce != nonce:
 		return refuse(driver.RefusedNonce)
 	}
 	nowMs := now.UnixMilli()
 	r.state, r.rev, r.updatedAt = target, r.rev+1, nowMs
-	if target == driver.StateExecuting {
+	if target == onceflow.StateExecuting {
 		r.nonce = nonce
 		r.leaseUntil, r.hasLease = nowMs+lease.Milliseconds(), true
 	} else {
@@ -169,7 +170,7 @@ func (m *Model) Transition(now time.Time, o driver.Ownership, target driver.Stat
 	if reason != "" {
 		r.reason = reason
 	}
-	if target == driver.StateCompleted || target == driver.StateFailedRetryable {
+	if target == onceflow.StateCompleted || target == onceflow.StateFailedRetryable {
 		r.uncertain = false
 	}
 	return driver.Transitioned{Ownership: own(o.Ref, r), Record: r.snapshot(now, false)}
@@ -187,7 +188,7 @@ func (m *Model) Renew(now time.Time, req driver.RenewRequest) driver.RenewOutcom
 		why = driver.RefusedNotOwner
 	case r.op != req.Operation:
 		why = driver.RefusedOperation
-	case r.state != driver.StateExecuting:
+	case r.state != onceflow.StateExecuting:
 		why = driver.RefusedState
 	case r.nonce != req.Nonce:
 		why = driver.RefusedNonce
@@ -198,7 +199,7 @@ func (m *Model) Renew(now time.Time, req driver.RenewRequest) driver.RenewOutcom
 	if l := now.UnixMilli() + req.Lease.Milliseconds(); l > r.leaseUntil {
 		r.leaseUntil = l
 	}
-	return driver.Renewed{Record: driver.Record{State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev,
+	return driver.Renewed{Record: onceflow.Record{State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev,
 		Operation: r.op, LeaseUntil: time.UnixMilli(r.leaseUntil), Nonce: r.nonce, ServerTime: now}}
 }
 
@@ -214,7 +215,7 @@ func (m *Model) Release(now time.Time, o driver.Ownership) driver.ReleaseOutcome
 		why = driver.RefusedNotOwner
 	case r.op != o.Operation:
 		why = driver.RefusedOperation
-	case r.state != driver.StateClaimed:
+	case r.state != onceflow.StateClaimed:
 		why = driver.RefusedState
 	case r.rev != o.Rev:
 		why = driver.RefusedStaleRev
@@ -227,7 +228,7 @@ func (m *Model) Release(now time.Time, o driver.Ownership) driver.ReleaseOutcome
 }
 
 // Inspect models INSPECT.
-func (m *Model) Inspect(now time.Time, ref driver.Ref) driver.Observation {
+func (m *Model) Inspect(now time.Time, ref onceflow.Ref) driver.Observation {
 	r := m.recs[ref]
 	if r == nil {
 		return driver.Observation{ServerTime: now}
@@ -242,7 +243,7 @@ func (m *Model) Resolve(now time.Time, req driver.ResolveRequest) driver.Resolve
 		return driver.Missing{}
 	}
 	if r.state == req.Target && r.attempt == req.Attempt && r.rev == req.Rev+1 &&
-		(req.Target != driver.StateCompleted || string(r.resp) == string(req.Response)) {
+		(req.Target != onceflow.StateCompleted || string(r.resp) == string(req.Response)) {
 		return driver.AlreadyTransitioned{Record: r.snapshot(now, false)}
 	}
 	var why driver.Refusal
@@ -251,7 +252,7 @@ func (m *Model) Resolve(now time.Time, req driver.ResolveRequest) driver.Resolve
 		why = driver.RefusedAttempt
 	case r.rev != req.Rev:
 		why = driver.RefusedStaleRev
-	case r.state != driver.StateAbandoned && !(r.state == driver.StateFailed && req.Target == driver.StateFailedRetryable):
+	case r.state != onceflow.StateAbandoned && !(r.state == onceflow.StateFailed && req.Target == onceflow.StateFailedRetryable):
 		why = driver.RefusedState
 	}
 	if why != "" {
@@ -259,7 +260,7 @@ func (m *Model) Resolve(now time.Time, req driver.ResolveRequest) driver.Resolve
 	}
 	r.state, r.rev, r.uncertain, r.reason, r.updatedAt = req.Target, r.rev+1, false, req.Reason, now.UnixMilli()
 	r.hasLease = false
-	if req.Target == driver.StateCompleted {
+	if req.Target == onceflow.StateCompleted {
 		resp := req.Response
 		if resp == nil {
 			resp = []byte{}

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -50,7 +50,7 @@ func OpenStore(c worker.Config) (*redisstore.Store, func() error, error) {
 // Digester is the digester of the operator commands: the secret of
 // ONCEFLOW_SECRET (and ONCEFLOW_SECRET_VERSION), or with dev a -dev
 // worker's public worker.DevSecret.
-func Digester(getenv func(string) string, dev bool) (*idemstore.Digester, error) {
+func Digester(getenv func(string) string, dev bool) (*onceflow.Digester, error) {
 	secret, version := getenv("ONCEFLOW_SECRET"), 1
 	if v := getenv("ONCEFLOW_SECRET_VERSION"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -65,5 +65,5 @@ func Digester(getenv func(string) string, dev bool) (*idemstore.Digester, error)
 		}
 		secret = worker.DevSecret
 	}
-	return idemstore.NewDigester([]byte(secret), version)
+	return onceflow.NewDigester([]byte(secret), version)
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -228,7 +229,7 @@ func User(getenv func(string) string) string {
 // the incident is named, the decision is known, a completed result is
 // non-empty JSON.
 func validateResolution(res *idemwf.Resolution, result string) error {
-	if _, err := idemstore.ParseRef(res.RecordKey); err != nil {
+	if _, err := onceflow.ParseRef(res.RecordKey); err != nil {
 		return fmt.Errorf("resolve: -record: %w (copy it from the pending list)", err)
 	}
 	if res.Attempt <= 0 || res.Rev <= 0 {
@@ -439,7 +440,7 @@ func attachEvidence(ctx context.Context, tc client.Client, wfID, runID, ledgerDS
 
 // reopen reopens a FAILED or ABANDONED record and prints what it was.
 func reopen(ctx context.Context, c worker.Config, record, reason string, out io.Writer) error {
-	ref, err := idemstore.ParseRef(record)
+	ref, err := onceflow.ParseRef(record)
 	if err != nil {
 		return fmt.Errorf("reopen: -record: %w", err)
 	}
@@ -448,9 +449,13 @@ func reopen(ctx context.Context, c worker.Config, record, reason string, out io.
 		return err
 	}
 	defer closeStore()
-	was, err := operator.Reopen(ctx, store, ref, reason)
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		return err
+	}
+	was, err := exec.Reopen(ctx, ref, reason)
 	switch {
-	case errors.Is(err, operator.ErrNoRecord) && !was.State.Valid():
+	case errors.Is(err, idemstore.ErrNoRecord) && !was.State.Valid():
 		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
 	case err != nil:
 		return fmt.Errorf("reopen: %w", err)
@@ -462,16 +467,16 @@ func reopen(ctx context.Context, c worker.Config, record, reason string, out io.
 // inspect prints one record: by -record, or by -code and -key (a business
 // key, digested with the workers' secret and the Temporal namespace).
 func inspect(ctx context.Context, c worker.Config, getenv func(string) string, record, code, key string, dev, asJSON bool, out io.Writer) error {
-	var ref idemstore.Ref
+	var ref onceflow.Ref
 	switch {
 	case record != "":
-		r, err := idemstore.ParseRef(record)
+		r, err := onceflow.ParseRef(record)
 		if err != nil {
 			return fmt.Errorf("inspect: -record: %w", err)
 		}
 		ref = r
 	case code != "" && key != "":
-		oc, err := idemstore.ParseOperationCode(code)
+		oc, err := onceflow.ParseOperationCode(code)
 		if err != nil {
 			return fmt.Errorf("inspect: -code: %w", err)
 		}
@@ -488,7 +493,11 @@ func inspect(ctx context.Context, c worker.Config, getenv func(string) string, r
 		return err
 	}
 	defer closeStore()
-	rep, err := operator.Inspect(ctx, store, ref)
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		return err
+	}
+	rep, err := operator.Inspect(ctx, exec, ref)
 	if asJSON {
 		if jerr := printJSON(out, rep); jerr != nil {
 			return jerr

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/internal/cli"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -30,12 +31,12 @@ func TestReopenCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte("operator test secret, 32 bytes.."), 1)
+	dig, err := onceflow.NewDigester([]byte("operator test secret, 32 bytes.."), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := idemstore.Ref{Code: "http", Digest: dig.Digest("k")}
-	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: idemstore.FingerprintOf([]byte("body")), Codec: "raw"}
+	ref := onceflow.Ref{Code: "http", Digest: dig.Digest("k")}
+	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: onceflow.FingerprintOf([]byte("body")), Codec: "raw"}
 	runs := 0
 	unknown := func(context.Context) ([]byte, error) {
 		runs++
@@ -61,7 +62,7 @@ func TestReopenCommand(t *testing.T) {
 	if err := cli.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out); err == nil || !strings.Contains(err.Error(), "COMPLETED") {
 		t.Fatalf("reopening a COMPLETED record: %v", err)
 	}
-	missing := []string{"-record", idemstore.Ref{Code: "http", Digest: dig.Digest("never used")}.String(), "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
+	missing := []string{"-record", onceflow.Ref{Code: "http", Digest: dig.Digest("never used")}.String(), "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
 	if err := cli.RunOperator(t.Context(), "reopen", missing, func(string) string { return "" }, &out); err == nil || !strings.Contains(err.Error(), "-key-namespace") {
 		t.Fatalf("reopening a missing record: %v, want it to name -key-namespace", err)
 	}
@@ -84,12 +85,12 @@ func TestInspectCommandPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	const secret = "inspect test secret, 32 bytes..."
-	dig, err := idemstore.NewDigester([]byte(secret), 1)
+	dig, err := onceflow.NewDigester([]byte(secret), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := operator.BusinessRef(dig, "default", "charge-card", "order-1/charge")
-	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: idemstore.FingerprintOf([]byte("body"))}
+	req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: onceflow.FingerprintOf([]byte("body"))}
 	if _, err := exec.Execute(t.Context(), req, func(context.Context) ([]byte, error) { return []byte("ch_1"), nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestInspectCommandPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 	}
 	out.Reset()
 	err = cli.RunOperator(t.Context(), "inspect", append(args, "-json"), getenv, &out)
-	if !errors.Is(err, idemstore.ErrCorruptRecord) || !strings.Contains(out.String(), `"corrupt"`) {
+	if !errors.Is(err, onceflow.ErrCorruptRecord) || !strings.Contains(out.String(), `"corrupt"`) {
 		t.Fatalf("a corrupt record: %q, %v", out.String(), err)
 	}
 }

@@ -42,11 +42,10 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -238,7 +237,7 @@ func (c *Console) tokenOK(t string) bool {
 type incident struct {
 	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
 	Attempt, Rev                                                             int64
-	Checkpoint                                                               *activity.Checkpoint
+	Checkpoint                                                               *onceflow.Checkpoint
 	// Evidence is what the downstream says (Config.Evidence), or nil;
 	// EvidenceError why it could not be read.
 	Evidence      *idemwf.Evidence
@@ -489,7 +488,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		res.Rev, err = strconv.ParseInt(f.Get("rev"), 10, 64)
 	}
 	posted.Attempt, posted.Rev = res.Attempt, res.Rev
-	if _, perr := idemstore.ParseRef(res.RecordKey); err != nil || perr != nil || posted.WorkflowID == "" {
+	if _, perr := onceflow.ParseRef(res.RecordKey); err != nil || perr != nil || posted.WorkflowID == "" {
 		fail(http.StatusBadRequest, "the form does not name an incident: reload the page")
 		return
 	}

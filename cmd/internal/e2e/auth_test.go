@@ -16,10 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemhttp/webhook"
-	"github.com/onceflow/onceflow/idemstore"
 )
 
 // TestOrderAPIRetryWithAnotherFormOfTheKeyMeetsTheSameOrder: the client
@@ -170,7 +170,7 @@ func TestOrderAPIWebhooksAreSignedAndBounded(t *testing.T) {
 	if err != nil || len(es) != 1 {
 		t.Fatalf("the ledger's events: %+v, %v", es, err)
 	}
-	dig, err := idemstore.NewDigester([]byte(e2eSecret), 1)
+	dig, err := onceflow.NewDigester([]byte(e2eSecret), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order"
@@ -263,7 +264,7 @@ func registerEffect(r worker.Registry, rdb redis.UniversalClient, keys string) e
 		}
 		return effectOut{Value: value, Fence: fence.String()}, nil
 	}
-	reconcile := func(ctx context.Context, _ effectIn, _ idemstore.Record) (effectOut, bool, error) {
+	reconcile := func(ctx context.Context, _ effectIn, _ onceflow.Record) (effectOut, bool, error) {
 		v, err := rdb.Get(ctx, k("effect:"+onceactivity.OperationKey(ctx))).Result()
 		if errors.Is(err, redis.Nil) {
 			return effectOut{}, false, nil
@@ -483,11 +484,11 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 				return
 			}
 			var ae *temporal.ApplicationError
-			if !errors.As(err, &ae) || ae.Type() != onceactivity.TypeEffectUnknown {
-				t.Fatalf("err = %v, want %s", err, onceactivity.TypeEffectUnknown)
+			if !errors.As(err, &ae) || ae.Type() != onceflow.TypeEffectUnknown {
+				t.Fatalf("err = %v, want %s", err, onceflow.TypeEffectUnknown)
 			}
-			var d onceactivity.EffectUnknownDetails
-			if err := ae.Details(&d); err != nil || d.State != "ABANDONED" || d.Checkpoint == nil || d.Checkpoint.Phase != onceactivity.PhaseExecuting {
+			var d onceflow.EffectUnknownDetails
+			if err := ae.Details(&d); err != nil || d.State != "ABANDONED" || d.Checkpoint == nil || d.Checkpoint.Phase != onceflow.PhaseExecuting {
 				t.Fatalf("details %+v (%v); want ABANDONED with the killed attempt's checkpoint", d, err)
 			}
 			if lost && !strings.Contains(d.Reason, "no record") {

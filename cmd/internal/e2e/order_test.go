@@ -33,7 +33,6 @@ import (
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/redistest"
@@ -306,7 +305,7 @@ func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	dig, err := idemstore.NewDigester([]byte(e2eSecret), 1)
+	dig, err := onceflow.NewDigester([]byte(e2eSecret), 1)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -329,7 +328,7 @@ func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
 			if r.Found {
 				s.t.Errorf("a compensation record for a completed order:\n%s", text.String())
 			}
-		case !r.Found || r.State != idemstore.StateCompleted || r.Response == 0 || r.Codec == "" || time.Duration(r.TTLLeft) <= 0:
+		case !r.Found || r.State != onceflow.StateCompleted || r.Response == 0 || r.Codec == "" || time.Duration(r.TTLLeft) <= 0:
 			s.t.Errorf("step %s: %+v\n%s", st.Step, r, text.String())
 		case st.Step == "charge" && (r.Attempt < 2 || r.Attempt != b.payments[0].Fence.Attempt):
 			s.t.Errorf("the charge's record: attempt %d, want the reconciling attempt %d\n%s", r.Attempt, b.payments[0].Fence.Attempt, text.String())
@@ -625,11 +624,11 @@ func TestLedgerFencing(t *testing.T) {
 // gateway and the ledger know the charge by).
 func (s *shop) chargeKey(orderID string) string {
 	s.t.Helper()
-	dig, err := idemstore.NewDigester([]byte(e2eSecret), 1)
+	dig, err := onceflow.NewDigester([]byte(e2eSecret), 1)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return idemstore.Ref{Code: order.ChargeCode, Digest: dig.Digest("business", temporalServer.Namespace(), orderID+"/charge")}.String()
+	return onceflow.Ref{Code: order.ChargeCode, Digest: dig.Digest("business", temporalServer.Namespace(), orderID+"/charge")}.String()
 }
 
 // money is what the gateway kept of an order: its charges less its

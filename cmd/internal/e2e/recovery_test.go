@@ -22,9 +22,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/internal/cli"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/operator"
@@ -177,8 +177,8 @@ func TestADecisionIsBoundToItsIncident(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, _ := idemstore.ParseRef(b.RecordKey)
-	if obs, err := store.Inspect(context.Background(), ref); err != nil || obs.Record.State != idemstore.StateCompleted {
+	ref, _ := onceflow.ParseRef(b.RecordKey)
+	if obs, err := store.Inspect(context.Background(), ref); err != nil || obs.Record.State != onceflow.StateCompleted {
 		t.Fatalf("record at the end: %+v, %v", obs.Record, err)
 	}
 }
@@ -238,8 +238,8 @@ func TestAFailDecisionIsRecorded(t *testing.T) {
 	}
 	second := h.start(recoverWorkflow, "fail-2-"+h.keys, "flaky", in)
 	err := second.Get(context.Background(), nil)
-	if !errors.As(err, &ae) || ae.Type() != onceactivity.TypeOperationFailed || !strings.Contains(err.Error(), "refunded by hand") || calls[in].Load() != 1 {
-		t.Fatalf("second workflow: %v, calls %d; want %s naming the decision and no new call", err, calls[in].Load(), onceactivity.TypeOperationFailed)
+	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeOperationFailed || !strings.Contains(err.Error(), "refunded by hand") || calls[in].Load() != 1 {
+		t.Fatalf("second workflow: %v, calls %d; want %s naming the decision and no new call", err, calls[in].Load(), onceflow.TypeOperationFailed)
 	}
 	if out, err := h.operator("reopen", "-record", p.RecordKey); err != nil || !strings.Contains(out, "reopened") {
 		t.Fatalf("reopen: %q, %v", out, err)
@@ -283,10 +283,10 @@ func TestSIGTERMRecordsTheOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dig, _ := idemstore.NewDigester([]byte("e2e secret e2e secret e2e secret"), 1)
-	ref := idemstore.Ref{Code: "effect-blind", Digest: dig.Digest("business", temporalServer.Namespace(), in.Key)}
+	dig, _ := onceflow.NewDigester([]byte("e2e secret e2e secret e2e secret"), 1)
+	ref := onceflow.Ref{Code: "effect-blind", Digest: dig.Digest("business", temporalServer.Namespace(), in.Key)}
 	obs, err := store.Inspect(context.Background(), ref)
-	if err != nil || obs.Record.State != idemstore.StateAbandoned {
+	if err != nil || obs.Record.State != onceflow.StateAbandoned {
 		t.Fatalf("record after the stop: %+v, %v; want ABANDONED, written before the worker exited", obs.Record, err)
 	}
 }

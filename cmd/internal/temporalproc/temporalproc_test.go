@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 )
@@ -22,32 +21,46 @@ func TestKillKeepsHistoryOnDBFile(t *testing.T) {
 	ctx := t.Context()
 	opts := Options{DBFile: filepath.Join(t.TempDir(), "temporal.db"), Namespace: "onceflow-kill-test"}
 	s, err := StartWith(ctx, opts)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts.Address = s.Address()
 	run := startWorkflow(ctx, t, opts)
 	s.Kill()
 
 	s, err = StartWith(ctx, opts)
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer s.Stop()
-	require.Equal(t, opts.Address, s.Address(), "the restarted server is on another address")
+	if s.Address() != opts.Address {
+		t.Fatalf("the restarted server is on %s, want %s", s.Address(), opts.Address)
+	}
 	tc := dial(ctx, t, opts)
 	desc, err := tc.DescribeWorkflowExecution(ctx, "kept", "")
-	require.NoError(t, err, "the workflow started before the kill is gone")
-	require.Equal(t, run, desc.GetWorkflowExecutionInfo().GetExecution().GetRunId())
+	if err != nil {
+		t.Fatalf("the workflow started before the kill is gone: %v", err)
+	}
+	if got := desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(); got != run {
+		t.Fatalf("run %s after the restart, want %s", got, run)
+	}
 }
 
 func startWorkflow(ctx context.Context, t *testing.T, opts Options) string {
 	tc := dial(ctx, t, opts)
 	run, err := tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "kept", TaskQueue: "nobody-polls"}, "NoSuchWorkflow")
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return run.GetRunID()
 }
 
 func dial(ctx context.Context, t *testing.T, opts Options) client.Client {
 	tc, err := client.DialContext(ctx, client.Options{HostPort: opts.Address, Namespace: opts.Namespace,
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-	require.NoError(t, err)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(tc.Close)
 	return tc
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -64,10 +64,10 @@ type StepTrail struct {
 
 // Sources are where a trail is read from.
 type Sources struct {
-	Store    idemstore.Store
+	Store    driver.Store
 	Client   client.Client
 	Ledger   *ledger.Ledger
-	Digester *idemstore.Digester
+	Digester *onceflow.Digester
 	// Namespace is the Temporal namespace (business keys are digested
 	// with it).
 	Namespace string
@@ -84,7 +84,7 @@ type Query struct {
 }
 
 // Build reads the trail. A corrupt record is in the trail and makes the
-// error match idemstore.ErrCorruptRecord.
+// error match onceflow.ErrCorruptRecord.
 func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 	var t Trail
 	var corrupt error
@@ -99,10 +99,10 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		}
 		// The scope the middleware digests: principal (the account),
 		// method, route, key.
-		ref := idemstore.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(q.Account, http.MethodPost, order.OrdersRoute, k)...)}
+		ref := onceflow.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(q.Account, http.MethodPost, order.OrdersRoute, k)...)}
 		rep, err := operator.Inspect(ctx, src.Store, ref)
 		t.HTTP = &rep
-		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
+		if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
 			return t, err
 		}
 		corrupt = err
@@ -182,7 +182,7 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 	}
 	for _, s := range order.Steps {
 		rep, err := operator.Inspect(ctx, src.Store, operator.BusinessRef(src.Digester, src.Namespace, s.Code, s.Key(t.OrderID)))
-		if err != nil && !errors.Is(err, idemstore.ErrCorruptRecord) {
+		if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
 			return t, err
 		}
 		corrupt = errors.Join(corrupt, err)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/internal/redistest"
 )
@@ -102,8 +102,8 @@ func TestLuaChecksMatchGo(t *testing.T) {
 		hex(8, "a"), hex(8, "A"), hex(7, "a"), "0123456g", hex(32, "f"), hex(32, "F"), hex(33, "f"),
 		hex(64, "0"), hex(64, "Z"), hex(63, "0"), hex(65, "0"),
 		"json-v2", "proto.v1", "JSON", "a_b", "a b", hex(32, "c"), hex(33, "c"),
-		hex(idemstore.MaxReasonLen, "r"), hex(idemstore.MaxReasonLen+1, "r"),
-		hex(idemstore.MaxOperationIDLen, "o"), hex(idemstore.MaxOperationIDLen+1, "o"),
+		hex(onceflow.MaxReasonLen, "r"), hex(onceflow.MaxReasonLen+1, "r"),
+		hex(onceflow.MaxOperationIDLen, "o"), hex(onceflow.MaxOperationIDLen+1, "o"),
 	}
 	src := "local find = string.find\n" + luaSchema() +
 		"local out = {}\nfor i = 2, #ARGV do out[i - 1] = valid(ARGV[1], ARGV[i]) and 1 or 0 end\nreturn out\n"

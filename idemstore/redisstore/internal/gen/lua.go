@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
@@ -453,13 +453,7 @@ func luaLoad() string {
 	fmt.Fprintf(&b, "  if v[%d] then\n", nv)
 	fmt.Fprintf(&b, "    local %s = unpack_m(v[%d])\n", strings.Join(metaVars[:], ", "), nv)
 	b.WriteString("    if not m_attempt then return nil, nil, m_rev end\n    ")
-	for n, i := range schema.MetaParts {
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("r." + schema.Fields[i].Name)
-	}
-	b.WriteString(" = " + strings.Join(metaVars[:], ", ") + "\n")
+	b.WriteString(metaTargets() + " = " + strings.Join(metaVars[:], ", ") + "\n")
 	b.WriteString("  else\n    -- The layout before m: its fields one by one.\n    local w = redis.call('HMGET', key")
 	for _, i := range schema.MetaParts {
 		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Name)
@@ -471,14 +465,7 @@ func luaLoad() string {
 	}
 	legacyChecks := legacy.String()
 	b.WriteString(indent(legacyChecks))
-	b.WriteString("    ")
-	for n, i := range schema.MetaParts {
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString("r." + schema.Fields[i].Name)
-	}
-	b.WriteString(" = ")
+	b.WriteString("    " + metaTargets() + " = ")
 	for n := range schema.MetaParts {
 		if n > 0 {
 			b.WriteString(", ")
@@ -515,7 +502,24 @@ func luaLoad() string {
   return r, resp, nil
 end
 
--- pack joins the record's fields, in schema order, with NUL bytes; an
+`)
+	b.WriteString(luaPack())
+	return b.String()
+}
+
+// metaTargets is "r.<field>, …" of the fields m packs, in order.
+func metaTargets() string {
+	names := make([]string, len(schema.MetaParts))
+	for n, i := range schema.MetaParts {
+		names[n] = "r." + schema.Fields[i].Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// luaPack renders pack, which joins a record's fields for a reply.
+func luaPack() string {
+	var b strings.Builder
+	b.WriteString(`-- pack joins the record's fields, in schema order, with NUL bytes; an
 -- absent field is empty (no present field is). (The replies' layout, not
 -- the stored one.)
 local function pack(r)
@@ -561,13 +565,13 @@ func luaInvalid(k schema.Kind, x string) string {
 	case schema.KindMillis:
 		return fmt.Sprintf("#%[1]s > %[2]d or not (%[1]s == '0' or find(%[1]s, '^[1-9]%%d*$'))", x, schema.MaxIntegerDigits)
 	case schema.KindOperation:
-		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, idemstore.MaxOperationIDLen)
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, onceflow.MaxOperationIDLen)
 	case schema.KindCodec:
 		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > 32 or find(%[1]s, '[^a-z0-9.%%-]')", x)
 	case schema.KindFlag:
 		return fmt.Sprintf("%[1]s ~= '0' and %[1]s ~= '1'", x)
 	case schema.KindText:
-		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, idemstore.MaxReasonLen)
+		return fmt.Sprintf("#%[1]s < 1 or #%[1]s > %[2]d or find(%[1]s, '\\0', 1, true)", x, onceflow.MaxReasonLen)
 	}
 	panic("gen: no Lua check for field kind " + string(k))
 }

@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -162,17 +163,17 @@ type Kind string
 
 // The kinds.
 const (
-	KindState       Kind = "state"       // one of the six states (driver.State.Valid)
-	KindOwner       Kind = "owner"       // driver.Owner: 64 lowercase hex characters
-	KindFingerprint Kind = "fingerprint" // driver.Fingerprint: 64 lowercase hex characters
-	KindNonce       Kind = "nonce"       // driver.Nonce: 32 lowercase hex characters
+	KindState       Kind = "state"       // one of the six states (onceflow.State.Valid)
+	KindOwner       Kind = "owner"       // onceflow.Owner: 64 lowercase hex characters
+	KindFingerprint Kind = "fingerprint" // onceflow.Fingerprint: 64 lowercase hex characters
+	KindNonce       Kind = "nonce"       // onceflow.Nonce: 32 lowercase hex characters
 	KindChecksum    Kind = "checksum"    // 8 lowercase hex characters, the CRC-32C of resp (ParseChecksum)
 	KindCount       Kind = "count"       // a decimal integer from 1, at most MaxIntegerDigits digits
 	KindMillis      Kind = "millis"      // a decimal integer from 0, at most MaxIntegerDigits digits
-	KindOperation   Kind = "operation"   // driver.OperationID: 1 to driver.MaxOperationIDLen bytes, no NUL
+	KindOperation   Kind = "operation"   // onceflow.OperationID: 1 to onceflow.MaxOperationIDLen bytes, no NUL
 	KindCodec       Kind = "codec"       // driver.ValidCodec
 	KindFlag        Kind = "flag"        // "0" or "1"
-	KindText        Kind = "text"        // a driver.ValidateReason reason of at least 1 byte: 1 to driver.MaxReasonLen bytes, no NUL
+	KindText        Kind = "text"        // a onceflow.ValidateReason reason of at least 1 byte: 1 to onceflow.MaxReasonLen bytes, no NUL
 )
 
 // MaxIntegerDigits bounds an integer field: 15 decimal digits, so every
@@ -202,13 +203,13 @@ func ChunkField(i int) string {
 func (k Kind) Valid(v string) bool {
 	switch k {
 	case KindState:
-		return driver.State(v).Valid()
+		return onceflow.State(v).Valid()
 	case KindOwner:
-		return driver.Owner(v).Validate() == nil
+		return onceflow.Owner(v).Validate() == nil
 	case KindFingerprint:
-		return driver.Fingerprint(v).Validate() == nil
+		return onceflow.Fingerprint(v).Validate() == nil
 	case KindNonce:
-		return driver.Nonce(v).Validate() == nil
+		return onceflow.Nonce(v).Validate() == nil
 	case KindChecksum:
 		_, ok := ParseChecksum(v)
 		return ok
@@ -219,13 +220,13 @@ func (k Kind) Valid(v string) bool {
 		_, ok := ParseInteger(v)
 		return ok
 	case KindOperation:
-		return driver.OperationID(v).Validate() == nil
+		return onceflow.OperationID(v).Validate() == nil
 	case KindCodec:
 		return driver.ValidCodec(v)
 	case KindFlag:
 		return v == "0" || v == "1"
 	case KindText:
-		return len(v) >= 1 && driver.ValidateReason(v) == nil
+		return len(v) >= 1 && onceflow.ValidateReason(v) == nil
 	}
 	return false
 }

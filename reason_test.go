@@ -1,4 +1,4 @@
-package driver_test
+package onceflow_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow"
 )
 
 // TestNULIsRefusedInOperationIDsAndReasons: the schema refuses a NUL byte
@@ -14,22 +14,22 @@ import (
 // anything is sent.
 func TestNULIsRefusedInOperationIDsAndReasons(t *testing.T) {
 	t.Parallel()
-	var ve *driver.ValidationError
-	for _, id := range []driver.OperationID{"\x00", "op\x00", "a\x00b"} {
-		if err := id.Validate(); !errors.Is(err, driver.ErrInvalidInput) || !errors.As(err, &ve) || ve.Field != "OperationID" {
+	var ve *onceflow.ValidationError
+	for _, id := range []onceflow.OperationID{"\x00", "op\x00", "a\x00b"} {
+		if err := id.Validate(); !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) || ve.Field != "OperationID" {
 			t.Errorf("OperationID %q: %v, want a *ValidationError", id, err)
 		}
 	}
-	if err := driver.OperationID("op-1/ok é").Validate(); err != nil {
+	if err := onceflow.OperationID("op-1/ok é").Validate(); err != nil {
 		t.Errorf("a valid OperationID: %v", err)
 	}
-	for _, r := range []string{"\x00", "declined\x00", strings.Repeat("r", driver.MaxReasonLen+1)} {
-		if err := driver.ValidateReason(r); !errors.As(err, &ve) || ve.Field != "Reason" {
+	for _, r := range []string{"\x00", "declined\x00", strings.Repeat("r", onceflow.MaxReasonLen+1)} {
+		if err := onceflow.ValidateReason(r); !errors.As(err, &ve) || ve.Field != "Reason" {
 			t.Errorf("reason %.20q: %v, want a *ValidationError", r, err)
 		}
 	}
-	for _, r := range []string{"", "declined", strings.Repeat("r", driver.MaxReasonLen), "\xff"} {
-		if err := driver.ValidateReason(r); err != nil {
+	for _, r := range []string{"", "declined", strings.Repeat("r", onceflow.MaxReasonLen), "\xff"} {
+		if err := onceflow.ValidateReason(r); err != nil {
 			t.Errorf("reason %.20q: %v", r, err)
 		}
 	}
@@ -40,19 +40,19 @@ func TestNULIsRefusedInOperationIDsAndReasons(t *testing.T) {
 // kept as it is.
 func TestSanitizeReason(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("é", driver.MaxReasonLen) // 2 bytes a rune: cut mid-rune at any odd offset
+	long := strings.Repeat("é", onceflow.MaxReasonLen) // 2 bytes a rune: cut mid-rune at any odd offset
 	for _, c := range []struct{ in, want string }{
 		{"", ""},
 		{"card declined", "card declined"},
 		{"card\x00declined", "card\uFFFDdeclined"},
 		{"\x00", "\uFFFD"},
 		{"bad \xff utf-8", "bad \uFFFD utf-8"},
-		{strings.Repeat("r", driver.MaxReasonLen), strings.Repeat("r", driver.MaxReasonLen)},
-		{strings.Repeat("r", driver.MaxReasonLen+1), strings.Repeat("r", driver.MaxReasonLen-3) + "..."},
-		{long, strings.Repeat("é", (driver.MaxReasonLen-3)/2) + "..."},
-		{strings.Repeat("\x00", driver.MaxReasonLen), strings.Repeat("\uFFFD", (driver.MaxReasonLen-3)/3) + "..."},
+		{strings.Repeat("r", onceflow.MaxReasonLen), strings.Repeat("r", onceflow.MaxReasonLen)},
+		{strings.Repeat("r", onceflow.MaxReasonLen+1), strings.Repeat("r", onceflow.MaxReasonLen-3) + "..."},
+		{long, strings.Repeat("é", (onceflow.MaxReasonLen-3)/2) + "..."},
+		{strings.Repeat("\x00", onceflow.MaxReasonLen), strings.Repeat("\uFFFD", (onceflow.MaxReasonLen-3)/3) + "..."},
 	} {
-		got := driver.SanitizeReason(c.in)
+		got := onceflow.SanitizeReason(c.in)
 		if got != c.want {
 			t.Errorf("SanitizeReason(%.20q) = %.40q (%d bytes), want %.40q (%d bytes)", c.in, got, len(got), c.want, len(c.want))
 		}
@@ -62,7 +62,7 @@ func TestSanitizeReason(t *testing.T) {
 
 func checkSanitized(t *testing.T, in, got string) {
 	t.Helper()
-	if err := driver.ValidateReason(got); err != nil {
+	if err := onceflow.ValidateReason(got); err != nil {
 		t.Errorf("SanitizeReason(%.20q) = %.20q, which is refused: %v", in, got, err)
 	}
 	if !utf8.ValidString(got) {
@@ -71,7 +71,7 @@ func checkSanitized(t *testing.T, in, got string) {
 	if (in == "") != (got == "") {
 		t.Errorf("SanitizeReason(%.20q) = %.20q: a reason appeared or vanished", in, got)
 	}
-	if driver.SanitizeReason(got) != got {
+	if onceflow.SanitizeReason(got) != got {
 		t.Errorf("SanitizeReason(%.20q) = %.20q is not kept as it is", in, got)
 	}
 }
@@ -84,6 +84,6 @@ func FuzzSanitizeReason(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		checkSanitized(t, s, driver.SanitizeReason(s))
+		checkSanitized(t, s, onceflow.SanitizeReason(s))
 	})
 }

@@ -1,11 +1,9 @@
-package driver
+package onceflow
 
 import (
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/onceflow/onceflow"
 )
 
 // State is the state of a record. See docs/state-machine.md.
@@ -87,10 +85,6 @@ func SanitizeReason(s string) string {
 	return s
 }
 
-// ValidCodec reports whether codec may name the encoding of a response: 1 to
-// 32 characters of [a-z0-9.-], the rule every request's Codec is checked by.
-func ValidCodec(codec string) bool { return ValidateCodec(codec, 1) == nil }
-
 // Record is a decoded snapshot of a stored record, as the store saw it at
 // ServerTime.
 type Record struct {
@@ -144,22 +138,3 @@ func epochOf(t time.Time) int64 {
 	}
 	return t.UnixMilli()
 }
-
-// Ownership is what a claimant holds after a claim: the record it owns and
-// the revision it last confirmed. Every transition presents it.
-type Ownership struct {
-	Ref       Ref
-	Operation OperationID
-	Owner     Owner
-	Attempt   int64
-	Rev       int64
-}
-
-// Fence returns the ownership's fencing token, without an Epoch (an
-// Ownership does not carry the record's creation time; the executor's
-// Execution.Fence and Result.Fence do).
-func (o Ownership) Fence() Fence { return Fence{Attempt: o.Attempt, Rev: o.Rev} }
-
-// Fence is a fencing token, (epoch, attempt, rev): onceflow.Fence, which
-// says how it orders and why the epoch comes first.
-type Fence = onceflow.Fence

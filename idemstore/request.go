@@ -1,0 +1,203 @@
+package idemstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore/driver"
+)
+
+// Action is the side effect. It returns the response to store and replay,
+// or an error: wrap it with RetryableNoEffect when the effect certainly did
+// not happen, or EffectUnknown when it may have. An unmarked error, and a
+// panic, count as EffectUnknown.
+//
+// The context is cancelled when the caller's is, and when the lease is
+// lost (context.Cause is ErrLeaseLost or ErrLeaseUnconfirmed): stop then.
+type Action func(ctx context.Context) ([]byte, error)
+
+// ReconcileFunc asks the outside world whether the effect of a previous
+// attempt happened, for instance by looking the operation key up at the
+// payment provider. found with a response completes the operation with that
+// response; not found lets the action run.
+type ReconcileFunc func(ctx context.Context, rec onceflow.Record) (response []byte, found bool, err error)
+
+// Request is one call of Execute.
+type Request struct {
+	Ref         onceflow.Ref
+	Operation   onceflow.OperationID
+	Fingerprint onceflow.Fingerprint
+	// Owner is the retained attempt's owner token. Invocations with the
+	// same owner are the same attempt: only the one whose start the store
+	// confirmed runs the action. Default: a new random owner, that is a
+	// new attempt.
+	Owner onceflow.Owner
+	// Reconcile is consulted when this attempt takes over a record whose
+	// previous owner's lease expired in EXECUTING. Without it (and without
+	// IdempotentDownstream) that takeover ends in ABANDONED and
+	// ErrEffectUnknown, without running the action.
+	Reconcile ReconcileFunc
+	// IdempotentDownstream declares that the action's effect is itself
+	// idempotent (it passes OperationKey to a provider that deduplicates),
+	// so re-running after an uncertain takeover is safe.
+	IdempotentDownstream bool
+	// Doubt, when set, is evidence kept outside the store that an earlier
+	// attempt may have reached the action (the Temporal binding sets it
+	// from the previous attempt's checkpoint). A record is then not proof
+	// that nothing ran: a claim that creates the record, or takes over one
+	// the store calls safe (FAILED_RETRYABLE, an expired CLAIMED), is as
+	// uncertain as a takeover of an expired EXECUTING record: Reconcile
+	// first, a re-run only if IdempotentDownstream, and otherwise ABANDONED
+	// and an *EffectUnknownError without running. See Doubt.
+	Doubt *Doubt
+	// BeforeStart, when set, selects the two-step path: CLAIM, then
+	// BeforeStart, then START. If it fails the claim is released (nothing
+	// ran) and Execute returns its error.
+	BeforeStart func(ctx context.Context, o driver.Ownership) error
+	// RenewTicks, when set, drives lease renewal instead of the executor's
+	// own ticker (the Temporal binding ticks it from heartbeats).
+	RenewTicks <-chan time.Time
+	// Codec names the encoding of this operation's response when it is
+	// not ExecutorConfig.Codec. A completed record stored under another
+	// codec is not replayed (ErrCodecMismatch).
+	Codec string
+}
+
+// Doubt is evidence, kept outside the store, that an earlier attempt of
+// an operation may have reached its action. The store can lose a record
+// (a restart without AOF, a failover to a replica that lacked it,
+// FLUSHALL, eviction): a claim that then finds nothing would run the
+// action again. Request.Doubt makes such a claim uncertain.
+type Doubt struct {
+	// Reason says what the evidence is; it is logged and becomes part of
+	// the EffectUnknownError's reason.
+	Reason string
+	// Fence is the fence the earlier attempt held when it reached the
+	// action, when known. A record of the same incarnation (equal
+	// Fence.Epoch) that the store moved to FAILED_RETRYABLE at that
+	// attempt or later settles the doubt: the store recorded that the
+	// attempt had no effect, and that record is the one being taken over.
+	Fence onceflow.Fence
+}
+
+// settledBy reports whether taking over r from state from settles the
+// doubt.
+func (d *Doubt) settledBy(r onceflow.Record, from onceflow.State) bool {
+	return from == onceflow.StateFailedRetryable && d.Fence.Epoch != 0 && r.Fence().Epoch == d.Fence.Epoch && r.Attempt-1 >= d.Fence.Attempt
+}
+
+// Disposition says how Execute produced its response.
+type Disposition string
+
+const (
+	// Ran: this invocation ran the action and recorded its response.
+	Ran Disposition = "RAN"
+	// Replayed: the operation had completed; the stored response is
+	// returned and nothing ran.
+	Replayed Disposition = "REPLAYED"
+	// Reconciled: a previous attempt's effect was found by Reconcile; its
+	// response was recorded and the action did not run.
+	Reconciled Disposition = "RECONCILED"
+)
+
+// Result is a successful Execute.
+type Result struct {
+	Disposition Disposition
+	Response    []byte
+	// Fence is the fencing token of the attempt that produced the response.
+	Fence onceflow.Fence
+	// TookOver is the state this invocation took the record over from, if
+	// it did.
+	TookOver onceflow.State
+}
+
+// Execution describes the running action; the action's context carries it.
+type Execution struct {
+	Ref       onceflow.Ref
+	Operation onceflow.OperationID
+	Owner     onceflow.Owner
+	Nonce     onceflow.Nonce
+	// Fence is the running attempt's fencing token, with the record's
+	// Epoch.
+	Fence onceflow.Fence
+	// Doubt says why an earlier attempt may have had an effect, when this
+	// one runs although it might have: Reconcile found nothing, or the
+	// downstream is idempotent. "" when the record proved that nothing
+	// ran. An action that calls a downstream which does not deduplicate
+	// asks it first when Doubt is set (see AskFirst).
+	Doubt string
+}
+
+// Key is the stable operation key: the same for every attempt of the
+// operation, so it can be the idempotency key of a downstream call. It
+// names the record ("<code>:d<version>:<digest>"), so it holds no raw key.
+func (x Execution) Key() string {
+	if x.Ref == (onceflow.Ref{}) {
+		return ""
+	}
+	return x.Ref.String()
+}
+
+type executionKey struct{}
+
+// ExecutionFrom returns the execution an action's context carries.
+func ExecutionFrom(ctx context.Context) (Execution, bool) {
+	x, ok := ctx.Value(executionKey{}).(Execution)
+	return x, ok
+}
+
+// OperationKey returns the stable operation key of the running action, or
+// "" outside one.
+func OperationKey(ctx context.Context) string {
+	x, _ := ExecutionFrom(ctx)
+	return x.Key()
+}
+
+// Validate checks the request's identity.
+func (r Request) Validate() error {
+	if err := driver.ValidateIdentity(r.Ref, r.Operation, r.Fingerprint); err != nil {
+		return err
+	}
+	if r.Codec != "" {
+		if err := driver.ValidateCodec(r.Codec, 1); err != nil {
+			return err
+		}
+	}
+	if r.Owner != "" {
+		return r.Owner.Validate()
+	}
+	return nil
+}
+
+// AskFirst is the pattern for a downstream call that does not deduplicate
+// by the operation key but can be asked by it (a payment provider's
+// "retrieve by idempotency key"): inside an action, when the running
+// attempt is in doubt (Execution.Doubt), lookup is asked first and its
+// effect, if found, is the action's result; otherwise, and always when
+// nothing may have run before, call makes the call. Both get the operation
+// key. A lookup that fails is a RetryableNoEffect error: nothing was
+// called.
+//
+// Reconcile, which the executor runs before the action whenever there is
+// doubt, is the first place for such a lookup; AskFirst is for actions
+// whose lookup needs what only the action knows, or as a second check.
+func AskFirst[T any](ctx context.Context,
+	lookup func(ctx context.Context, key string) (T, bool, error),
+	call func(ctx context.Context, key string) (T, error),
+) (T, error) {
+	x, _ := ExecutionFrom(ctx)
+	key := x.Key()
+	if x.Doubt != "" {
+		v, found, err := lookup(ctx, key)
+		if err != nil {
+			var zero T
+			return zero, RetryableNoEffect(fmt.Errorf("ask the downstream before calling it again (%s): %w", x.Doubt, err))
+		}
+		if found {
+			return v, nil
+		}
+	}
+	return call(ctx, key)
+}
