@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemhttp"
 )
@@ -88,6 +89,37 @@ func TestParseFlagsTopology(t *testing.T) {
 	}
 }
 
+// The postgres phases run only on the run's own PostgreSQL: all leaves
+// them out under a SQLite ledger, and naming one says what it needs.
+func TestParseFlagsPostgresPhases(t *testing.T) {
+	c, err := parseFlags([]string{"-seed", "1"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range c.phases {
+		if p.postgres {
+			t.Errorf("-phases all under a SQLite ledger has %s", p.name)
+		}
+	}
+	c, err = parseFlags([]string{"-ledger", "postgres", "-phases", "postgres-restart,postgres-kill-backends"}, io.Discard)
+	if err != nil || len(c.phases) != 2 {
+		t.Fatalf("parseFlags = %+v, %v", c, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-phases", "postgres-restart"}, "needs -ledger postgres"},
+		{[]string{"-ledger-dsn", "postgres://x@127.0.0.1/db", "-phases", "postgres-kill-backends"}, "needs -ledger postgres"},
+		{[]string{"-ledger", "postgres", "-ledger-dsn", "postgres://x@127.0.0.1/db"}, "leave -ledger-dsn out"},
+		{[]string{"-ledger", "mysql"}, "want sqlite or postgres"},
+	} {
+		if _, err := parseFlags(tc.args, io.Discard); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("parseFlags(%q) = %v, want an error with %q", tc.args, err, tc.want)
+		}
+	}
+}
+
 func TestKnobs(t *testing.T) {
 	if s := (knobs{}).String(); s != "no knobs" {
 		t.Fatalf("String = %q", s)
@@ -132,6 +164,68 @@ func TestChaosShort(t *testing.T) {
 		t.Skip("a long run (docs/chaos.md): ONCEFLOW_CHAOS=short go test -race -run '^TestChaosShort$' ./cmd/chaos/")
 	}
 	if err := run([]string{"-short"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// quickPhases are CI's chaos run: one phase of each class of fault, the
+// new ones of issue 35 (Temporal, PostgreSQL, the network) and the classic
+// ones (a worker killed, a crash after charging while Redis is wiped).
+var quickPhases = []string{"worker-kill", "temporal-kill", "postgres-restart", "postgres-kill-backends",
+	"net-reset", "net-half-open", "partition-redis", "partition-temporal", "crash-then-wipe"}
+
+// quickArgs are the flags of CI's chaos run: the phases of quickPhases
+// (without the PostgreSQL ones when no PostgreSQL binaries are installed),
+// 4s each, 36 orders, on the development worker scripts/test built (it
+// has the gateway knobs), logs in out.
+func quickArgs(devWorker, out string, postgres bool) []string {
+	phases := quickPhases
+	ledger := ledgerPostgres
+	if !postgres {
+		ledger = ledgerSQLite
+		phases = nil
+		for _, p := range quickPhases {
+			if !strings.HasPrefix(p, "postgres-") {
+				phases = append(phases, p)
+			}
+		}
+	}
+	args := []string{"-short", "-orders", "36", "-phase-duration", "4s", "-ledger", ledger, "-phases", strings.Join(phases, ","), "-out", out}
+	if devWorker != "" {
+		args = append(args, "-worker-bin", devWorker)
+	}
+	return args
+}
+
+func TestQuickArgsParse(t *testing.T) {
+	for _, pg := range []bool{true, false} {
+		c, err := parseFlags(quickArgs("", t.TempDir(), pg), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := len(quickPhases)
+		if !pg {
+			want -= 2 // postgres-restart, postgres-kill-backends
+		}
+		if len(c.phases) != want {
+			t.Fatalf("postgres %v: %d phases, want %d", pg, len(c.phases), want)
+		}
+	}
+}
+
+// TestChaosQuick is CI's chaos run (scripts/test runs it): about a minute,
+// every class of fault once (quickPhases), failing on any violation:
+//
+//	ONCEFLOW_CHAOS=quick ONCEFLOW_DEV_WORKER=<go build ./cmd/worker> go test -race -run '^TestChaosQuick$' ./cmd/chaos/
+func TestChaosQuick(t *testing.T) {
+	if os.Getenv("ONCEFLOW_CHAOS") != "quick" {
+		t.Skip("CI's chaos run (scripts/test): ONCEFLOW_CHAOS=quick go test -race -run '^TestChaosQuick$' ./cmd/chaos/")
+	}
+	_, err := postgresBin()
+	if err != nil {
+		t.Logf("the PostgreSQL phases are left out: %v", err)
+	}
+	if err := run(quickArgs(os.Getenv(temporalproc.EnvBinary), t.TempDir(), err == nil)); err != nil {
 		t.Fatal(err)
 	}
 }

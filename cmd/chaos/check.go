@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/converter"
 
@@ -96,32 +98,55 @@ type workflowInfo struct {
 	status      enumspb.WorkflowExecutionStatus
 }
 
+// listPage is how many executions one ListWorkflow asks for. After a
+// run of 1,000 orders a page of 1000 (their memos included) outlasted the
+// SDK's 10 s call timeout on the dev server's SQLite visibility store.
+const listPage = 200
+
+// listWorkflows calls fn with every execution the visibility query q
+// lists, page by page. A page that fails is asked again, five times at
+// most a second apart: the server may be busy, or just restarted.
+func (c *cluster) listWorkflows(ctx context.Context, q string, fn func(*workflowpb.WorkflowExecutionInfo)) error {
+	var token []byte
+	for {
+		var resp *workflowservice.ListWorkflowExecutionsResponse
+		var err error
+		for try := 1; ; try++ {
+			resp, err = c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+				Namespace: c.namespace, Query: q, PageSize: listPage, NextPageToken: token,
+			})
+			if err == nil || try == 5 || !sleepCtx(ctx, time.Second) {
+				break
+			}
+			c.log.Warn("chaos: listing workflows failed; asking again", "query", q, "err", err)
+		}
+		if err != nil {
+			return fmt.Errorf("list the workflows (%s): %w", q, err)
+		}
+		for _, e := range resp.GetExecutions() {
+			fn(e)
+		}
+		if token = resp.GetNextPageToken(); len(token) == 0 {
+			return nil
+		}
+	}
+}
+
 // workflows lists the run's workflows, by ID (the newest run of each).
 func (c *cluster) workflows(ctx context.Context) (map[string]workflowInfo, error) {
 	out := map[string]workflowInfo{}
-	var token []byte
-	for {
-		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: c.namespace, Query: fmt.Sprintf("TaskQueue = '%s'", c.cfg.taskQueue), PageSize: 1000, NextPageToken: token,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list the run's workflows: %w", err)
+	err := c.listWorkflows(ctx, fmt.Sprintf("TaskQueue = '%s'", c.cfg.taskQueue), func(e *workflowpb.WorkflowExecutionInfo) {
+		id := e.GetExecution().GetWorkflowId()
+		if _, seen := out[id]; seen {
+			return
 		}
-		for _, e := range resp.GetExecutions() {
-			id := e.GetExecution().GetWorkflowId()
-			if _, seen := out[id]; seen {
-				continue
-			}
-			w := workflowInfo{id: id, status: e.GetStatus()}
-			if p := e.GetMemo().GetFields()[memoOrderID]; p != nil {
-				_ = converter.GetDefaultDataConverter().FromPayload(p, &w.orderID)
-			}
-			out[id] = w
+		w := workflowInfo{id: id, status: e.GetStatus()}
+		if p := e.GetMemo().GetFields()[memoOrderID]; p != nil {
+			_ = converter.GetDefaultDataConverter().FromPayload(p, &w.orderID)
 		}
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return out, nil
-		}
-	}
+		out[id] = w
+	})
+	return out, err
 }
 
 // checkRun checks every key and every order of the run.

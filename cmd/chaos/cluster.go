@@ -27,7 +27,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/internal/childproc"
 )
@@ -50,10 +49,13 @@ type cluster struct {
 	bin   string
 	spawn *childproc.Spawner
 
+	temporal                *temporalServer
 	temporalAddr, namespace string
 	tc                      client.Client
 	redis                   redisBackend
 	ledgerDSN               string
+	pg                      *pgServer // -ledger postgres; else nil
+	net                     *network  // with a net phase in -phases; else nil
 	ledger                  *ledger.Ledger
 	secret                  string
 	apiKey                  string // the load's order API key (account "chaos")
@@ -96,19 +98,27 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 	c.closers = append(c.closers, c.redis.kill)
 
 	log.Info("chaos: starting the dev Temporal server")
-	addr, namespace, stopTemporal, err := startTemporal(ctx)
-	if err != nil {
+	if c.temporal, err = startTemporal(ctx, c.work); err != nil {
 		return nil, err
 	}
-	c.closers = append(c.closers, stopTemporal)
-	c.temporalAddr, c.namespace = addr, namespace
+	c.closers = append(c.closers, c.temporal.stop)
+	addr := c.temporal.addr
+	c.temporalAddr, c.namespace = addr, c.temporal.namespace
 	quiet := sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))
-	if c.tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace, Logger: quiet}); err != nil {
+	if c.tc, err = client.DialContext(ctx, client.Options{HostPort: addr, Namespace: c.namespace, Logger: quiet}); err != nil {
 		return nil, fmt.Errorf("connect to the dev Temporal server at %s: %w", addr, err)
 	}
 	c.closers = append(c.closers, c.tc.Close)
 
-	if c.ledgerDSN = cfg.ledgerDSN; c.ledgerDSN == "" {
+	switch c.ledgerDSN = cfg.ledgerDSN; {
+	case cfg.ledger == ledgerPostgres:
+		log.Info("chaos: starting a PostgreSQL cluster of the run's own")
+		if c.pg, err = startPostgres(ctx, c.spawn, filepath.Join(out, "postgres.log")); err != nil {
+			return nil, err
+		}
+		c.closers = append(c.closers, c.pg.close)
+		c.ledgerDSN = c.pg.dsn("chaos")
+	case c.ledgerDSN == "":
 		c.ledgerDSN = "sqlite:" + filepath.Join(c.work, "ledger.db")
 	}
 	if c.ledger, err = ledger.Open(ctx, c.ledgerDSN); err != nil {
@@ -124,6 +134,9 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 		return nil, err
 	}
 
+	if c.net, err = c.startNetwork(); err != nil {
+		return nil, err
+	}
 	for i := range cfg.workers {
 		w, err := c.newWorker(i)
 		if err != nil {
@@ -141,9 +154,38 @@ func startCluster(ctx context.Context, cfg config, log *slog.Logger, tl *timelin
 			return nil, err
 		}
 	}
-	log.Info("chaos: cluster ready", "temporal", addr, "namespace", namespace, "redis", c.redis.describe(), "redis_url", c.redis.url(),
+	log.Info("chaos: cluster ready", "temporal", addr, "namespace", c.namespace, "redis", c.redis.describe(), "redis_url", c.redis.url(),
 		"ledger", ledger.RedactDSN(c.ledgerDSN), "workers", len(c.workers), "task_queue", cfg.taskQueue)
 	return c, nil
+}
+
+// startNetwork starts the toxiproxies between the workers and the
+// servers when a phase of -phases needs them.
+func (c *cluster) startNetwork() (*network, error) {
+	need := false
+	for _, p := range c.cfg.phases {
+		need = need || p.net
+	}
+	if !need {
+		return nil, nil
+	}
+	ups := map[string]string{linkTemporal: c.temporalAddr}
+	var err error
+	if ups[linkRedis], err = hostPort(c.redis.url()); err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(c.ledgerDSN, "postgres") {
+		if ups[linkPostgres], err = hostPort(c.ledgerDSN); err != nil {
+			return nil, err
+		}
+	}
+	n, err := startNetwork(c.cfg.workers, ups)
+	if err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, n.close)
+	c.log.Info("chaos: toxiproxy between every worker and the servers", "links", len(ups))
+	return n, nil
 }
 
 // close stops everything, in the reverse order of its start.
@@ -229,17 +271,6 @@ func stderrOf(err error) string {
 	return ""
 }
 
-// startTemporal starts the dev Temporal server as a process of its own
-// (package temporalproc), so this binary, race-instrumented under test,
-// does not link the server.
-func startTemporal(ctx context.Context) (addr, namespace string, stop func(), err error) {
-	ts, err := temporalproc.Start(ctx)
-	if err != nil {
-		return "", "", nil, err
-	}
-	return ts.Address(), ts.Namespace(), ts.Stop, nil
-}
-
 // redisServer is the redis-server child process, with its data (AOF,
 // appendfsync always) in dir, on one port for its whole life.
 type redisServer struct {
@@ -295,25 +326,35 @@ func (r *redisServer) start(ctx context.Context) error {
 	r.cmd, r.exited = cmd, exited
 	rdb := redis.NewClient(&redis.Options{Addr: r.addr(), MaxRetries: -1})
 	defer rdb.Close()
-	deadline := time.Now().Add(30 * time.Second)
+	what := fmt.Sprintf("redis-server on port %d", r.port)
+	if err := waitServing(ctx, what, cmd, exited, r.logPath, 30*time.Second, func(ctx context.Context) error { return rdb.Ping(ctx).Err() }); err != nil {
+		r.cmd = nil
+		return err
+	}
+	return nil
+}
+
+// waitServing waits until ping succeeds against the server cmd just
+// started (what names it, logPath is its log). When it exits first, or
+// does not answer within timeout, it is killed and waitServing says why.
+func waitServing(ctx context.Context, what string, cmd *exec.Cmd, exited <-chan struct{}, logPath string, timeout time.Duration, ping func(context.Context) error) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := rdb.Ping(pctx).Err()
+		err := ping(pctx)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		select {
 		case <-exited:
-			r.cmd = nil
-			return fmt.Errorf("redis-server on port %d exited at start: %s", r.port, tail(r.logPath, 1500))
+			return fmt.Errorf("%s exited at start: %s", what, tail(logPath, 1500))
 		default:
 		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			<-exited
-			r.cmd = nil
-			return fmt.Errorf("redis-server on port %d did not answer PING (see %s): %w", r.port, r.logPath, errors.Join(err, ctx.Err()))
+			return fmt.Errorf("%s did not answer (see %s): %w", what, logPath, errors.Join(err, ctx.Err()))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -389,14 +430,46 @@ func (c *cluster) newWorker(i int) (*workerProc, error) {
 // args are the worker's flags with the knobs k.
 func (w *workerProc) args(k knobs) []string {
 	cfg := w.c.cfg
-	args := append(w.c.temporalFlags(),
-		"-task-queue", cfg.taskQueue, "-redis-url", w.c.redis.url(), "-ledger-dsn", w.c.ledgerDSN, "-http", w.addr,
+	args := []string{"-temporal-address", w.temporalAddr(), "-namespace", w.c.namespace,
+		"-task-queue", cfg.taskQueue, "-redis-url", w.redisURL(), "-ledger-dsn", w.ledgerDSN(), "-http", w.addr,
 		"-lease", cfg.lease.String(), "-order-wait", cfg.orderWait.String(), "-stop-timeout", "2s", "-outcome-timeout", "2s",
-		"-redis-durability", cfg.durability)
+		"-redis-durability", cfg.durability}
 	if cfg.durability != "none" {
 		args = append(args, "-redis-durable-replicas", strconv.Itoa(w.c.redis.durableReplicas()))
 	}
 	return append(args, k.flags()...)
+}
+
+// ledgerDSN is the worker's -ledger-dsn: under -ledger postgres its
+// connections are named (application_name) for postgres-kill-backends;
+// through its toxiproxy when the network phases run.
+func (w *workerProc) ledgerDSN() string {
+	dsn := w.c.ledgerDSN
+	if w.c.pg != nil {
+		dsn = w.c.pg.dsn(workerApp + strconv.Itoa(w.idx))
+	}
+	if w.c.net != nil && strings.HasPrefix(dsn, "postgres") {
+		dsn = withHost(dsn, w.c.net.addr(w.idx, linkPostgres))
+	}
+	return dsn
+}
+
+// redisURL is the worker's -redis-url, through its toxiproxy when the
+// network phases run.
+func (w *workerProc) redisURL() string {
+	if w.c.net != nil {
+		return withHost(w.c.redis.url(), w.c.net.addr(w.idx, linkRedis))
+	}
+	return w.c.redis.url()
+}
+
+// temporalAddr is the worker's -temporal-address, through its toxiproxy
+// when the network phases run.
+func (w *workerProc) temporalAddr() string {
+	if w.c.net != nil {
+		return w.c.net.addr(w.idx, linkTemporal)
+	}
+	return w.c.temporalAddr
 }
 
 // supervise keeps a worker process running until ctx is done, then kills

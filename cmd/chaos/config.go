@@ -21,6 +21,7 @@ type config struct {
 	orderDeadline time.Duration
 	seed          int64
 	seedGiven     bool
+	ledger        string // -ledger: sqlite or postgres (a server of the run's own)
 	ledgerDSN     string
 	workerBin     string
 	out           string
@@ -76,7 +77,8 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 3*time.Minute, "after the phases: how long to wait for every client and workflow to finish, deciding what waits on an operator")
 	fs.DurationVar(&c.orderDeadline, "order-deadline", 2*time.Minute, "how long one client retries its order before it gives up (the settle asks again)")
 	fs.Int64Var(&c.seed, "seed", 0, "seed of the random choices: orders, duplicates, which worker, when (default: from the clock; printed)")
-	fs.StringVar(&c.ledgerDSN, "ledger-dsn", "", "the ledger all workers share: postgres://… (default: a SQLite file in the temporary directory)")
+	fs.StringVar(&c.ledger, "ledger", ledgerSQLite, "the ledger all workers share: sqlite (a file in the temporary directory) or postgres (a PostgreSQL cluster of the run's own, initdb'd into a temporary directory on a free loopback port: the postgres phases restart it and terminate its backends); -ledger-dsn names another")
+	fs.StringVar(&c.ledgerDSN, "ledger-dsn", "", "a ledger all workers share that the run does not start: postgres://… or sqlite:<path> (the postgres phases need -ledger postgres instead)")
 	fs.StringVar(&c.workerBin, "worker-bin", "", "a prebuilt cmd/worker binary with the gateway knobs (go build -tags nodev,simulate; a production build, -tags nodev, has none) (default: build one into the temporary directory; run from the repository)")
 	fs.StringVar(&c.out, "out", "", "directory for the worker logs, answers.jsonl, chaos.log and summary.json (default: a new temporary directory, kept)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the temporary directory (the worker binary, the SQLite ledger, Redis' data) and print its path")
@@ -113,7 +115,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 		c.seed = time.Now().UnixNano()
 	}
 	var err error
-	if c.phases, err = parsePhases(*phases, c.redis); err != nil {
+	if c.phases, err = parsePhases(*phases, c); err != nil {
 		return config{}, err
 	}
 	return c, c.validate()
@@ -154,18 +156,39 @@ func (c config) validate() error {
 	case c.durability == "replicas" && c.redis == topoStandalone:
 		errs = append(errs, errors.New("-redis-durability replicas needs replicas: -redis sentinel or cluster"))
 	}
+	switch {
+	case c.ledger != ledgerSQLite && c.ledger != ledgerPostgres:
+		errs = append(errs, fmt.Errorf("-ledger %q: want sqlite or postgres", c.ledger))
+	case c.ledger == ledgerPostgres && c.ledgerDSN != "":
+		errs = append(errs, errors.New("-ledger postgres starts a server of the run's own: leave -ledger-dsn out"))
+	}
 	if c.ledgerDSN != "" && !strings.HasPrefix(c.ledgerDSN, "postgres://") && !strings.HasPrefix(c.ledgerDSN, "postgresql://") && !strings.HasPrefix(c.ledgerDSN, "sqlite:") {
 		errs = append(errs, errors.New("-ledger-dsn must be postgres://… or sqlite:<path>"))
 	}
 	return errors.Join(errs...)
 }
 
-// parsePhases reads -phases: all, none, or names from allPhases(topo).
-func parsePhases(s, topo string) ([]phase, error) {
+// The -ledger choices.
+const (
+	ledgerSQLite   = "sqlite"
+	ledgerPostgres = "postgres"
+)
+
+// parsePhases reads -phases: all, none, or names from allPhases(c.redis).
+// all leaves out the phases c cannot run (the postgres phases without
+// -ledger postgres); naming one is an error that says what it needs.
+func parsePhases(s string, c config) ([]phase, error) {
+	topo := c.redis
 	all := allPhases(topo)
 	switch strings.TrimSpace(s) {
 	case "all":
-		return all, nil
+		var out []phase
+		for _, p := range all {
+			if p.unmet(c) == "" {
+				out = append(out, p)
+			}
+		}
+		return out, nil
 	case "none", "":
 		return nil, nil
 	}
@@ -180,6 +203,9 @@ func parsePhases(s, topo string) ([]phase, error) {
 		p, ok := byName[strings.TrimSpace(n)]
 		if !ok {
 			return nil, fmt.Errorf("-phases: unknown phase %q under -redis %s (want all, none, or a comma-separated list of %s)", strings.TrimSpace(n), topo, strings.Join(names, ", "))
+		}
+		if why := p.unmet(c); why != "" {
+			return nil, fmt.Errorf("-phases: %s %s", p.name, why)
 		}
 		out = append(out, p)
 	}

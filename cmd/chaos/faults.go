@@ -63,6 +63,21 @@ type phase struct {
 	// inject injects the phase's fault until end; nil: the knobs are the
 	// fault.
 	inject func(ctx context.Context, in *injector, end time.Time) error
+	// postgres: the phase needs the run's own PostgreSQL (-ledger
+	// postgres).
+	postgres bool
+	// net: the phase puts faults on the toxiproxies between the workers
+	// and the servers (under -redis standalone), which run only when a
+	// net phase is in -phases.
+	net bool
+}
+
+// unmet says what the phase needs that c lacks; "" when nothing.
+func (p phase) unmet(c config) string {
+	if p.postgres && c.ledger != ledgerPostgres {
+		return "needs -ledger postgres (a PostgreSQL server of the run's own, which it may restart and whose backends it may terminate)"
+	}
+	return ""
 }
 
 // allPhases are the phases of -phases all under the -redis topology topo,
@@ -84,6 +99,11 @@ func allPhases(topo string) []phase {
 			knobs: func(c config) knobs { return knobs{DeclineRate: c.gatewayRate} }},
 		{name: "gateway-latency", what: "workers restarted with -gateway-latency -latency",
 			knobs: func(c config) knobs { return knobs{Latency: c.latency} }},
+		{name: "temporal-kill", what: "kill -9 the Temporal server twice a phase and start it again a second later on the same address and SQLite file", inject: injectTemporalKill},
+		{name: "postgres-restart", what: "under -ledger postgres: restart PostgreSQL twice a phase, a fast and an immediate shutdown (crash recovery) in turn, started again a second later",
+			inject: injectPostgresRestart, postgres: true},
+		{name: "postgres-kill-backends", what: "under -ledger postgres: pg_terminate_backend of the workers' backends caught inside a ledger or fence transaction, about ten sweeps a phase",
+			inject: injectPostgresKillBackends, postgres: true},
 	}
 	crash := func(c config) knobs { return knobs{CrashAfterCharge: c.crashRate} }
 	switch topo {
@@ -106,7 +126,7 @@ func allPhases(topo string) []phase {
 				knobs: crash, inject: injectClusterKill},
 		)
 	}
-	return append(common,
+	return append(append(common, networkPhases()...),
 		phase{name: "redis-kill", what: "kill -9 Redis twice a phase and start it again a second later from its AOF (appendfsync always)", inject: injectRedisKill},
 		phase{name: "redis-wipe", what: "kill Redis twice a phase, delete its data, start it again empty", inject: injectRedisWipe},
 		phase{name: "redis-pause", what: "CLIENT PAUSE for 2/3 of a lease, ALL or WRITE, about three times a phase", inject: injectRedisPause},

@@ -2,20 +2,25 @@
 // that no card was charged twice, no money went unrecorded and no order
 // was lost:
 //
-//	go run ./cmd/chaos -short                 # 40 orders, 5 s phases: a minute or two, for CI
+//	go run ./cmd/chaos -short                 # 40 orders, 5 s phases: about 3 minutes
+//	go run ./cmd/chaos -orders 1000 -phase-duration 30s -ledger postgres   # every phase, its own PostgreSQL
 //	go run ./cmd/chaos -orders 300 -ledger-dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
 //	go run ./cmd/chaos -phases worker-kill,redis-wipe -phase-duration 30s -seed 7
 //	go run ./cmd/chaos -short -redis sentinel -redis-durability replicas
 //	go run ./cmd/chaos -short -redis cluster -phases redis-failover,redis-primary-kill,redis-reshard
 //
 // It starts, all on 127.0.0.1 and all its own: the Temporal dev server
-// (`worker dev-server`, a process of its own), Redis (-redis: standalone,
+// (`worker dev-server`, a process of its own, its history in a SQLite file
+// of the temporary directory), Redis (-redis: standalone,
 // a redis-server child process with AOF on and appendfsync always on a
 // free port; sentinel, a primary with two replicas watched by three
 // Sentinels; cluster, three primaries with a replica each; the workers'
 // -redis-durability is -redis-durability), and -workers processes of the real cmd/worker binary (built
-// once into a temporary directory, or -worker-bin) on one ledger: the
-// PostgreSQL of -ledger-dsn, else a SQLite file in the temporary directory.
+// once into a temporary directory, or -worker-bin) on one ledger: a
+// SQLite file in the temporary directory (-ledger sqlite), a PostgreSQL
+// cluster of the run's own (-ledger postgres: initdb'd into a temporary
+// directory, run as the user postgres when chaos runs as root, on a free
+// loopback port), or the ledger of -ledger-dsn.
 // A worker that exits (the crash knob, a SIGKILL) is started again.
 //
 // Then it places -orders orders through POST /orders of the workers' HTTP
@@ -26,10 +31,17 @@
 // worker SIGSTOPped past its lease and continued, each gateway knob
 // (-gateway-timeout-after-charge, -gateway-crash-after-charge,
 // -gateway-fail-before-charge, -gateway-timeout-before-charge,
-// -gateway-decline-rate, -gateway-latency), then the topology's Redis
-// faults: standalone, Redis killed -9 and restarted from its AOF, Redis
-// restarted with its data deleted, Redis paused (CLIENT PAUSE … ALL or
-// WRITE), and workers that crash after charging while Redis is wiped
+// -gateway-decline-rate, -gateway-latency), the Temporal server killed -9
+// and started again on the same address and SQLite file (temporal-kill),
+// under -ledger postgres PostgreSQL restarted (postgres-restart) and the
+// workers' backends terminated inside their transactions
+// (postgres-kill-backends), then the topology's faults: standalone,
+// toxiproxy faults on each worker's links to Redis, Temporal and
+// PostgreSQL (latency and jitter, reset connections, half-open
+// connections, bandwidth limits, a worker cut off from Redis or from
+// Temporal), Redis killed -9 and restarted from its AOF, Redis restarted
+// with its data deleted, Redis paused (CLIENT PAUSE … ALL or WRITE), and
+// workers that crash after charging while Redis is wiped
 // (crash-then-wipe); sentinel and cluster, a failover (SENTINEL FAILOVER,
 // CLUSTER FAILOVER), a primary killed -9 (a replica promoted, the old
 // primary started again empty as a replica), a reshard of 500 slots

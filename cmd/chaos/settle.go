@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
 
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/operator"
@@ -54,6 +54,17 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 	deadline := began.Add(c.cfg.settle)
 	sctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if err := c.temporal.start(sctx); err != nil {
+		return settleReport{}, fmt.Errorf("settle: bring the Temporal server back: %w", err)
+	}
+	if c.net != nil {
+		c.net.clear(sctx)
+	}
+	if c.pg != nil {
+		if err := c.pg.start(sctx); err != nil {
+			return settleReport{}, fmt.Errorf("settle: bring PostgreSQL back: %w", err)
+		}
+	}
 	if err := c.redis.restore(sctx); err != nil {
 		return settleReport{}, fmt.Errorf("settle: bring Redis back (%s): %w", c.redis.describe(), err)
 	}
@@ -89,20 +100,9 @@ func (c *cluster) settle(ctx context.Context, l *load) (settleReport, error) {
 // running counts the workflows of the task queue still running.
 func (c *cluster) running(ctx context.Context) (int, error) {
 	n := 0
-	var token []byte
-	for {
-		resp, err := c.tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
-			Namespace: c.namespace, Query: fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", c.cfg.taskQueue),
-			PageSize: 1000, NextPageToken: token,
-		})
-		if err != nil {
-			return 0, fmt.Errorf("list the running workflows: %w", err)
-		}
-		n += len(resp.GetExecutions())
-		if token = resp.GetNextPageToken(); len(token) == 0 {
-			return n, nil
-		}
-	}
+	err := c.listWorkflows(ctx, fmt.Sprintf("ExecutionStatus = 'Running' AND TaskQueue = '%s'", c.cfg.taskQueue),
+		func(*workflowpb.WorkflowExecutionInfo) { n++ })
+	return n, err
 }
 
 // waitIdle waits until no workflow runs, or ctx is done.

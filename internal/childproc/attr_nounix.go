@@ -4,5 +4,6 @@ package childproc
 
 import "syscall"
 
-// childAttr: no process group and no parent-death signal here.
-func childAttr() *syscall.SysProcAttr { return nil }
+// childAttr: no process group, no parent-death signal and no Credential
+// here.
+func childAttr(*syscall.SysProcAttr) *syscall.SysProcAttr { return nil }

@@ -6,6 +6,10 @@ import "syscall"
 
 // childAttr puts the child in its own process group; outside Linux there
 // is no parent-death signal, so a parent killed with SIGKILL leaves it.
-func childAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+func childAttr(given *syscall.SysProcAttr) *syscall.SysProcAttr {
+	a := &syscall.SysProcAttr{Setpgid: true}
+	if given != nil {
+		a.Credential = given.Credential
+	}
+	return a
 }

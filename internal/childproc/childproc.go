@@ -52,9 +52,11 @@ func New() *Spawner {
 	return s
 }
 
-// Start starts cmd (as exec.Cmd.Start) with the parent-death signal set.
+// Start starts cmd (as exec.Cmd.Start) with the parent-death signal set,
+// in a process group of its own. Of cmd.SysProcAttr it keeps only the
+// Credential (on Unix): a child run as another user.
 func (s *Spawner) Start(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = childAttr(cmd.SysProcAttr)
 	r := request{cmd: cmd, err: make(chan error, 1)}
 	select {
 	case s.reqs <- r:

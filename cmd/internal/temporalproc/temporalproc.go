@@ -1,8 +1,10 @@
 // Package temporalproc runs the dev Temporal server (`worker dev-server`,
-// the development build of cmd/worker) as a child process, in memory, on a
-// free loopback port: the end-to-end tests, cmd/chaos and cmd/idembench
-// use it, so their race-instrumented binaries do not link the Temporal
-// server, and CI compiles the server once, without the race detector.
+// the development build of cmd/worker) as a child process, on a free
+// loopback port: the end-to-end tests, cmd/chaos and cmd/idembench use it,
+// so their race-instrumented binaries do not link the Temporal server, and
+// CI compiles the server once, without the race detector. It runs in
+// memory, or on a SQLite file (Options.DBFile) that outlives a kill -9:
+// cmd/chaos kills it and starts it again on the same address and file.
 //
 // The binary is $ONCEFLOW_DEV_WORKER when set (scripts/test builds it once
 // for every test binary), else it is built into a temporary directory
@@ -46,12 +48,44 @@ type Server struct {
 	tmp             string
 }
 
+// Options say how to start the server; the zero value is what Start
+// does.
+type Options struct {
+	// Binary is a development build of cmd/worker. Default: $ONCEFLOW_DEV_WORKER,
+	// else one built into a temporary directory (removed by Stop).
+	Binary string
+	// Address is the frontend's host:port on loopback. Default: a free
+	// port. A restart gives the address the killed server had.
+	Address string
+	// DBFile is the SQLite file the server keeps its state in (created
+	// with its schema when missing). Default: in memory, gone with the
+	// process.
+	DBFile string
+	// Namespace is the one namespace it registers (if missing). Default:
+	// a random name, so that nothing passes by assuming "default".
+	Namespace string
+}
+
 // Start builds the development worker if needed and starts its
-// dev-server with one namespace of a random name (so that nothing passes
-// by assuming "default").
-func Start(ctx context.Context) (*Server, error) {
-	s := &Server{namespace: "onceflow-test-" + strconv.FormatUint(rand.Uint64()%1e6, 10)}
-	bin := os.Getenv(EnvBinary)
+// dev-server in memory on a free port, with one namespace of a random
+// name (so that nothing passes by assuming "default").
+func Start(ctx context.Context) (*Server, error) { return StartWith(ctx, Options{}) }
+
+// StartWith starts the dev-server as opts say, and returns once it
+// accepts connections.
+func StartWith(ctx context.Context, opts Options) (*Server, error) {
+	s := &Server{namespace: opts.Namespace}
+	if s.namespace == "" {
+		s.namespace = "onceflow-test-" + strconv.FormatUint(rand.Uint64()%1e6, 10)
+	}
+	addr := opts.Address
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	bin := opts.Binary
+	if bin == "" {
+		bin = os.Getenv(EnvBinary)
+	}
 	if bin == "" {
 		var err error
 		if s.tmp, err = os.MkdirTemp("", "onceflow-dev-worker-"); err != nil {
@@ -62,7 +96,11 @@ func Start(ctx context.Context) (*Server, error) {
 			return nil, err
 		}
 	}
-	s.cmd = exec.Command(bin, "dev-server", "-address", "127.0.0.1:0", "-namespace", s.namespace, "-exit-on-stdin-eof")
+	args := []string{"dev-server", "-address", addr, "-namespace", s.namespace, "-exit-on-stdin-eof"}
+	if opts.DBFile != "" {
+		args = append(args, "-db-file", opts.DBFile)
+	}
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stderr = os.Stderr
 	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
@@ -144,6 +182,20 @@ func (s *Server) Stop() {
 		_ = s.cmd.Process.Kill()
 		<-s.exited
 	}
+	s.release()
+}
+
+// Kill stops the server with SIGKILL, as a crash would, waits until it is
+// gone, and removes the binary Start built. With Options.DBFile, what it
+// committed stays in the file for the next StartWith.
+func (s *Server) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.exited
+	_ = s.stdin.Close()
+	s.release()
+}
+
+func (s *Server) release() {
 	s.spawn.Close()
 	if s.tmp != "" {
 		_ = os.RemoveAll(s.tmp)
