@@ -99,14 +99,5 @@ func (s *Store) CheckCapabilities(ctx context.Context) error {
 		}
 		return nil
 	}
-	if cc, ok := s.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			return check(ctx, c, c.Options().Addr)
-		})
-	}
-	addr := "the configured server"
-	if c, ok := s.client.(*redis.Client); ok {
-		addr = c.Options().Addr
-	}
-	return check(ctx, s.client, addr)
+	return s.forEachPrimary(ctx, check)
 }

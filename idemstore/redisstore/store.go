@@ -504,6 +504,13 @@ func (s *Store) CheckEvictionPolicy(ctx context.Context) error {
 		}
 		return nil
 	}
+	return s.forEachPrimary(ctx, check)
+}
+
+// forEachPrimary calls check with each server that takes the store's
+// writes, named as the client names it: every primary of a Cluster (in
+// parallel), else the one server.
+func (s *Store) forEachPrimary(ctx context.Context, check func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
 	if cc, ok := s.client.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 			return check(ctx, c, c.Options().Addr)
