@@ -173,7 +173,7 @@ func TestADecisionIsBoundToItsIncident(t *testing.T) {
 	if err := run.Get(context.Background(), &result); err != nil || result != "done: "+in || calls[in].Load() != 3 {
 		t.Fatalf("result %q, err %v, calls %d; want 3 (two approved retries)", result, err, calls[in].Load())
 	}
-	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: w.Config().KeyNamespace})
+	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: w.Config().KeyNamespace, CommandTimeout: 5 * time.Second}) // a check, not a race with Redis
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestSIGTERMRecordsTheOutcome(t *testing.T) {
 	if err := child.Wait(); err != nil {
 		t.Fatalf("the child worker did not stop cleanly: %v", err)
 	}
-	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: h.keys})
+	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: h.keys, CommandTimeout: 5 * time.Second}) // a check, not a race with Redis
 	if err != nil {
 		t.Fatal(err)
 	}
