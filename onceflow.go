@@ -87,9 +87,9 @@ const (
 	OutcomeNotStored Outcome = "not_stored"
 	// OutcomeEffectUnknown: the effect's fate is unknown.
 	OutcomeEffectUnknown Outcome = "effect_unknown"
-	// OutcomeRecoveryRequired: the record is ABANDONED; a decision must
+	// OutcomeAwaitingDecision: the record is ABANDONED; a decision must
 	// resolve it.
-	OutcomeRecoveryRequired Outcome = "recovery_required"
+	OutcomeAwaitingDecision Outcome = "awaiting_decision"
 	// OutcomeFailed: a decision failed the operation for good.
 	OutcomeFailed Outcome = "failed"
 	// OutcomeInvalid: the request was invalid (an input that cannot be
@@ -116,7 +116,7 @@ const (
 func Outcomes() []Outcome {
 	return []Outcome{OutcomeRan, OutcomeReplayed, OutcomeReconciled,
 		OutcomeInProgress, OutcomeFingerprintMismatch, OutcomeOwnerConflict, OutcomeCodecMismatch,
-		OutcomeRetryable, OutcomeNotStored, OutcomeEffectUnknown, OutcomeRecoveryRequired, OutcomeFailed, OutcomeInvalid,
+		OutcomeRetryable, OutcomeNotStored, OutcomeEffectUnknown, OutcomeAwaitingDecision, OutcomeFailed, OutcomeInvalid,
 		OutcomeCorrupt, OutcomeCanceled, OutcomeStoreUnavailable, OutcomeResolveRefused, OutcomeError}
 }
 

@@ -23,7 +23,7 @@ const (
 	// claim takes over at once.
 	StateFailedRetryable State = "FAILED_RETRYABLE"
 	// StateAbandoned: the effect's fate is unknown. Claims are refused with
-	// RecoveryRequired until the record is resolved.
+	// AwaitingDecision until the record is resolved.
 	StateAbandoned State = "ABANDONED"
 	// StateFailed: a decision (an operator's, or a workflow's) failed the
 	// operation for good. Claims are answered with OperationFailed, with
@@ -100,12 +100,12 @@ type Record struct {
 	Nonce       Nonce     // the invocation that started execution, if any
 	Response    []byte    // only in replies that carry it (COMPLETED)
 	Reason      string    // why FAILED_RETRYABLE / ABANDONED
-	// Uncertain is set when an earlier attempt may have had an effect that
-	// was never settled (the record was taken over from an expired
+	// EffectUnknown is set when an earlier attempt may have had an effect
+	// that was never settled (the record was taken over from an expired
 	// EXECUTING). It is cleared by COMPLETED and FAILED_RETRYABLE.
-	Uncertain bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	EffectUnknown bool
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
 
 	// ServerTime is the store's clock when the snapshot was taken.
 	ServerTime time.Time

@@ -269,7 +269,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		Owner:                w.digester.Owner(opID, int(info.Attempt)),
 		Reconcile:            reconcileOf(opts, codec, in),
 		IdempotentDownstream: opts.IdempotentDownstream,
-		Doubt:                evidence(info, h.prev, h.confirms),
+		ReachedAction:        evidence(info, h.prev, h.confirms),
 	}
 	// Heartbeats drive renewal: each tick records a heartbeat (which also
 	// delivers cancellation) and then renews the lease.
@@ -488,14 +488,14 @@ func (h *heart) settled(ctx context.Context, log *slog.Logger) {
 // evidence is what Temporal says of the attempts before this one: the
 // last checkpoint, and the attempt number. Heartbeat details alone are not
 // enough where they are not confirmed (an attempt may have died before its
-// checkpoint reached the server), so then any earlier attempt is a doubt.
-func evidence(info sdkactivity.Info, prev *onceflow.Checkpoint, confirmed bool) *idemstore.Doubt {
+// checkpoint reached the server), so then any earlier attempt may have reached the action.
+func evidence(info sdkactivity.Info, prev *onceflow.Checkpoint, confirmed bool) *idemstore.ReachedAction {
 	switch {
 	case prev != nil && prev.Phase == onceflow.PhaseExecuting:
-		return &idemstore.Doubt{Fence: prev.Fence(), Reason: fmt.Sprintf(
+		return &idemstore.ReachedAction{Fence: prev.Fence(), Reason: fmt.Sprintf(
 			"activity attempt %d reached the action at fence %s and did not settle it (its heartbeat checkpoint)", prev.TemporalAttempt, prev.Fence())}
 	case prev == nil && info.Attempt > 1 && !confirmed:
-		return &idemstore.Doubt{Reason: fmt.Sprintf(
+		return &idemstore.ReachedAction{Reason: fmt.Sprintf(
 			"this is activity attempt %d, and an earlier attempt may have reached the action without its checkpoint reaching Temporal", info.Attempt)}
 	}
 	return nil
@@ -523,7 +523,7 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 	onceflow.OutcomeRetryable:           {onceflow.TypeRetryableNoEffect, true},
 	onceflow.OutcomeNotStored:           {onceflow.TypeRetryableNoEffect, true},
 	onceflow.OutcomeEffectUnknown:       {onceflow.TypeEffectUnknown, false},
-	onceflow.OutcomeRecoveryRequired:    {onceflow.TypeEffectUnknown, false},
+	onceflow.OutcomeAwaitingDecision:    {onceflow.TypeEffectUnknown, false},
 	onceflow.OutcomeFailed:              {onceflow.TypeOperationFailed, false},
 	onceflow.OutcomeInvalid:             {onceflow.TypeInvalidInput, false},
 	onceflow.OutcomeCorrupt:             {onceflow.TypeCorruptRecord, false},
@@ -573,8 +573,8 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 // pass it to a downstream provider as its idempotency key. "" outside one.
 func OperationKey(ctx context.Context) string { return idemstore.OperationKey(ctx) }
 
-// AskFirst runs call, asking lookup first when the running attempt is in
-// doubt (an earlier attempt may have reached the action): the pattern for
+// AskFirst runs call, asking lookup first when an earlier attempt's
+// effect is unknown (it may have reached the action): the pattern for
 // a downstream call that does not deduplicate by OperationKey but can be
 // looked up by it. See idemstore.AskFirst.
 func AskFirst[T any](ctx context.Context,
@@ -584,12 +584,12 @@ func AskFirst[T any](ctx context.Context,
 	return idemstore.AskFirst(ctx, lookup, call)
 }
 
-// Doubt says why an earlier attempt may have had an effect, inside a
-// wrapped activity that runs although it might have ("" when the record
+// EarlierEffectUnknown says why an earlier attempt may have had an
+// effect, inside a wrapped activity that runs although it might have ("" when the record
 // proved that nothing ran): ask the downstream before calling it again.
-func Doubt(ctx context.Context) string {
+func EarlierEffectUnknown(ctx context.Context) string {
 	x, _ := idemstore.ExecutionFrom(ctx)
-	return x.Doubt
+	return x.EffectUnknown
 }
 
 // Fence returns the fencing token (epoch, attempt, rev) of the running attempt:

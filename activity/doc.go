@@ -27,7 +27,7 @@
 //     gone while that checkpoint is unsettled does not run fn blindly: it
 //     asks Options.Reconcile first, and without one (and without
 //     IdempotentDownstream) fails with TypeEffectUnknown, for the workflow's
-//     recovery to decide. Doubt and AskFirst let fn ask its downstream too;
+//     recovery to decide. EarlierEffectUnknown and AskFirst let fn ask its downstream too;
 //   - outcomes become ApplicationErrors with the stable Type* strings:
 //     in progress is retryable with NextRetryDelay = the lease left;
 //     mismatches and conflicts are non-retryable; an unknown effect is

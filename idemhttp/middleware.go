@@ -101,7 +101,7 @@ type Config struct {
 	// by ID, a row by a UNIQUE key) instead of doing it twice. A key whose
 	// earlier request died in the middle of the handler (a worker killed,
 	// Redis lost the record, the lease lost) then runs the handler again
-	// instead of answering 409 outcome-unknown until an operator reopens
+	// instead of answering 409 effect-unknown until an operator reopens
 	// it. Default false: such a key is effect-unknown. It cannot be
 	// combined with UnknownOn5xx.
 	IdempotentHandler bool
@@ -615,8 +615,8 @@ var problems = map[onceflow.Outcome]problemSpec{
 	}},
 	onceflow.OutcomeOwnerConflict:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
 	onceflow.OutcomeCodecMismatch:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
-	onceflow.OutcomeEffectUnknown:    {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
-	onceflow.OutcomeRecoveryRequired: {ProblemOutcomeUnknown, "Outcome unknown", http.StatusConflict, outcomeUnknownDetail},
+	onceflow.OutcomeEffectUnknown:    {ProblemEffectUnknown, "Effect unknown", http.StatusConflict, effectUnknownDetail},
+	onceflow.OutcomeAwaitingDecision: {ProblemEffectUnknown, "Effect unknown", http.StatusConflict, effectUnknownDetail},
 	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ onceflow.Ref, err error) string {
 		var of *idemstore.OperationFailedError
 		errors.As(err, &of)
@@ -663,7 +663,7 @@ func conflictDetail(_ onceflow.Ref, err error) string {
 	return "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"
 }
 
-func outcomeUnknownDetail(ref onceflow.Ref, _ error) string {
+func effectUnknownDetail(ref onceflow.Ref, _ error) string {
 	return "an earlier request with this key may or may not have taken effect, and its response was not recorded: " +
 		"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"
 }

@@ -378,7 +378,7 @@ func TestServerErrorsAreUnknownWhenConfigured(t *testing.T) {
 				t.Fatalf("first: %d", r.status)
 			}
 			a.handler.Store(http.HandlerFunc(created))
-			p := problem(t, a.do("POST", "/things", "k", `{}`), 409, idemhttp.ProblemOutcomeUnknown)
+			p := problem(t, a.do("POST", "/things", "k", `{}`), 409, idemhttp.ProblemEffectUnknown)
 			if !strings.Contains(p.Detail, "things:d1:") || a.runs.Load() != 1 {
 				t.Fatalf("detail %q, %d runs", p.Detail, a.runs.Load())
 			}
@@ -533,8 +533,8 @@ func TestIdempotentHandlerRunsAgainAfterAnUnrecordedOutcome(t *testing.T) {
 			switch {
 			case idempotent && (status != http.StatusCreated || runs.Load() != 2):
 				t.Fatalf("idempotent handler: %d %s after %d runs; want it run again and 201", status, typ, runs.Load())
-			case !idempotent && (typ != idemhttp.ProblemOutcomeUnknown || runs.Load() != 1):
-				t.Fatalf("non-idempotent handler: %d %s after %d runs; want 409 outcome-unknown and one run", status, typ, runs.Load())
+			case !idempotent && (typ != idemhttp.ProblemEffectUnknown || runs.Load() != 1):
+				t.Fatalf("non-idempotent handler: %d %s after %d runs; want 409 effect-unknown and one run", status, typ, runs.Load())
 			}
 			if idempotent {
 				if s, _ := post(); s != http.StatusCreated || runs.Load() != 2 {

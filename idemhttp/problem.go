@@ -14,7 +14,7 @@ const (
 	ProblemKeyInvalid       = "urn:onceflow:problem:idempotency-key-invalid"
 	ProblemKeyReused        = "urn:onceflow:problem:idempotency-key-reused"
 	ProblemInProgress       = "urn:onceflow:problem:request-in-progress"
-	ProblemOutcomeUnknown   = "urn:onceflow:problem:outcome-unknown"
+	ProblemEffectUnknown    = "urn:onceflow:problem:effect-unknown"
 	ProblemOperationFailed  = "urn:onceflow:problem:operation-failed"
 	ProblemBodyTooLarge     = "urn:onceflow:problem:body-too-large"
 	ProblemInvalidRequest   = "urn:onceflow:problem:invalid-request"

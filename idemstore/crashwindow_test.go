@@ -115,7 +115,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 			t.Fatalf("err = %v, runs %d; want the store errors and no run", err, runs.Load())
 		}
 	})
-	t.Run("complete and inspect both fail: recovery required, never success", func(t *testing.T) {
+	t.Run("complete and inspect both fail: awaiting a decision, never success", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		local, exec := e.isolated(t)
@@ -123,20 +123,20 @@ func TestCrashWindowMatrix(t *testing.T) {
 		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		if !errors.Is(err, idemstore.ErrRecoveryRequired) || runs.Load() != 1 {
-			t.Fatalf("err = %v; want ErrRecoveryRequired", err)
+		if !errors.Is(err, idemstore.ErrAwaitingDecision) || runs.Load() != 1 {
+			t.Fatalf("err = %v; want ErrAwaitingDecision", err)
 		}
 		e.wantState(t, f.Ref, onceflow.StateExecuting)
 	})
-	t.Run("complete lost and the record moved on: recovery required", func(t *testing.T) {
+	t.Run("complete lost and the record moved on: awaiting a decision", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		local, exec := e.isolated(t)
 		local.InjectAlways(storetest.MethodComplete, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		if !errors.Is(err, idemstore.ErrRecoveryRequired) || local.Calls(storetest.MethodComplete) != 2 {
-			t.Fatalf("err = %v after %d completes; want ErrRecoveryRequired after 2", err, local.Calls(storetest.MethodComplete))
+		if !errors.Is(err, idemstore.ErrAwaitingDecision) || local.Calls(storetest.MethodComplete) != 2 {
+			t.Fatalf("err = %v after %d completes; want ErrAwaitingDecision after 2", err, local.Calls(storetest.MethodComplete))
 		}
 	})
 }

@@ -14,19 +14,19 @@ import (
 
 // A record lost by Redis (FLUSHALL, a restart without AOF) after an
 // attempt reached the action: the next claim finds nothing. With evidence
-// of the earlier attempt (Request.Doubt) that claim is uncertain, exactly
+// of the earlier attempt (Request.ReachedAction) that claim is uncertain, exactly
 // as a takeover of an expired EXECUTING record is. Without the fix the
 // action runs a second time in every case below.
-func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
+func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
-	doubt := &idemstore.Doubt{Reason: "attempt 1 reached the action (its checkpoint)"}
+	doubt := &idemstore.ReachedAction{Reason: "attempt 1 reached the action (its checkpoint)"}
 
 	t.Run("no reconcile: effect unknown, nothing runs", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		req := request(f)
-		req.Doubt = doubt
+		req.ReachedAction = doubt
 		var runs atomic.Int32
 		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
 		var eu *idemstore.EffectUnknownError
@@ -42,7 +42,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		req := request(f)
-		req.Doubt = doubt
+		req.ReachedAction = doubt
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return []byte("ch_1"), true, nil }
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
@@ -55,12 +55,12 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		req := request(f)
-		req.Doubt = doubt
+		req.ReachedAction = doubt
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return nil, false, nil }
 		var seen string
 		res, err := e.exec.Execute(t.Context(), req, func(ctx context.Context) ([]byte, error) {
 			x, _ := idemstore.ExecutionFrom(ctx)
-			seen = x.Doubt
+			seen = x.EffectUnknown
 			return []byte("ch_2"), nil
 		})
 		if err != nil || res.Disposition != idemstore.Ran || seen == "" {
@@ -71,7 +71,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		req := request(f)
-		req.Doubt = doubt
+		req.ReachedAction = doubt
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) {
 			return nil, false, errors.New("provider down")
 		}
@@ -85,7 +85,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
 		req := request(f)
-		req.Doubt = doubt
+		req.ReachedAction = doubt
 		req.IdempotentDownstream = true
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
@@ -102,7 +102,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 			seen = &x
 			return []byte("ok"), nil
 		})
-		if err != nil || res.Disposition != idemstore.Ran || seen == nil || seen.Doubt != "" {
+		if err != nil || res.Disposition != idemstore.Ran || seen == nil || seen.EffectUnknown != "" {
 			t.Fatalf("%+v, %v, %+v", res, err, seen)
 		}
 	})
@@ -111,7 +111,7 @@ func TestDoubtMakesAFreshClaimUncertain(t *testing.T) {
 // A doubt is settled by the store's own proof: the record of the same
 // incarnation that the doubted attempt left FAILED_RETRYABLE. A record of
 // another incarnation (created after a loss) does not settle it.
-func TestDoubtIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
+func TestReachedActionIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
 	f := storetest.NewFixture()
@@ -124,7 +124,7 @@ func TestDoubtIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 		t.Fatalf("err = %v, fence %v; want a recorded no-effect with an epoch", err, first.Fence)
 	}
 	req := request(f)
-	req.Doubt = &idemstore.Doubt{Reason: "attempt 1 reached the action", Fence: first.Fence}
+	req.ReachedAction = &idemstore.ReachedAction{Reason: "attempt 1 reached the action", Fence: first.Fence}
 	var runs atomic.Int32
 	res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
 	if err != nil || res.TookOver != onceflow.StateFailedRetryable || runs.Load() != 1 {
@@ -141,7 +141,7 @@ func TestDoubtIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 	g := storetest.NewFixture()
 	_, _ = e.exec.Execute(t.Context(), request(g), counted(&runs, "", idemstore.RetryableNoEffect(errors.New("no"))))
 	req = request(g)
-	req.Doubt = &idemstore.Doubt{Reason: "attempt 1 reached the action", Fence: onceflow.Fence{Epoch: 1, Attempt: 1, Rev: 2}}
+	req.ReachedAction = &idemstore.ReachedAction{Reason: "attempt 1 reached the action", Fence: onceflow.Fence{Epoch: 1, Attempt: 1, Rev: 2}}
 	runs.Store(0)
 	_, err = e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
 	if !errors.Is(err, idemstore.ErrEffectUnknown) || runs.Load() != 0 {

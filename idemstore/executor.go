@@ -81,7 +81,7 @@ func (e *Executor) Config() ExecutorConfig { return e.cfg }
 //   - an operation running elsewhere gives an *InProgressError;
 //   - a fingerprint, owner/operation or codec conflict a *ConflictError;
 //   - a takeover of an expired EXECUTING record, and any claim that
-//     req.Doubt leaves uncertain (a record created or safely taken over
+//     req.ReachedAction leaves the effect unknown of (a record created or safely taken over
 //     although an earlier attempt may have reached the action), consults
 //     req.Reconcile, runs only if req.IdempotentDownstream, and otherwise
 //     abandons the record and returns an *EffectUnknownError without
@@ -219,7 +219,7 @@ func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, actio
 	case driver.Acquired:
 		return v.acquired(ctx, o.Ownership, o.Record, "", action)
 	case driver.TakenOver:
-		v.log(ctx, slog.LevelInfo, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_may_have_happened", o.EffectMayHaveHappened)
+		v.log(ctx, slog.LevelInfo, "onceflow: took over", "from", o.From, "attempt", o.Record.Attempt, "effect_unknown", o.EffectUnknown)
 		return v.acquired(ctx, o.Ownership, o.Record, o.From, action)
 	case driver.ReplayedAcquire:
 		r := o.Record
@@ -252,10 +252,10 @@ func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, actio
 			o.Record.Codec, o.Record.Policy, v.claimRequest().Codec, v.e.cfg.PolicyRevision)}
 	case driver.OperationFailed:
 		return Result{}, &OperationFailedError{Ref: ref, Reason: o.Record.Reason}
-	case driver.RecoveryRequired:
+	case driver.AwaitingDecision:
 		r := o.Record
 		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
-			Recorded: true, RecoveryRequired: true, Reason: "the record is ABANDONED: " + r.Reason}
+			Recorded: true, AwaitingDecision: true, Reason: "the record is ABANDONED: " + r.Reason}
 	}
 	return Result{}, fmt.Errorf("%w: claim outcome %T", onceflow.ErrUnexpectedReply, out)
 }
@@ -325,20 +325,20 @@ func (v *invocation) start(ctx context.Context, own driver.Ownership) (driver.Ow
 	}
 }
 
-// doubt says why the action may not simply run on record r, taken over
+// effectUnknown says why the action may not simply run on record r, taken over
 // from state from ("" for a claim that created it): the record itself says
 // an earlier attempt's effect is unsettled, or the request brings evidence
 // of one that r does not settle. "" when nothing may have run.
-func (v *invocation) doubt(r onceflow.Record, from onceflow.State) string {
+func (v *invocation) effectUnknown(r onceflow.Record, from onceflow.State) string {
 	switch {
-	case r.Uncertain:
+	case r.EffectUnknown:
 		return "taken over from an expired EXECUTING record"
-	case v.req.Doubt == nil || v.req.Doubt.settledBy(r, from):
+	case v.req.ReachedAction == nil || v.req.ReachedAction.settledBy(r, from):
 		return ""
 	case from == "":
-		return "the store had no record of the operation, but " + v.req.Doubt.Reason
+		return "the store had no record of the operation, but " + v.req.ReachedAction.Reason
 	}
-	return "taken over from " + string(from) + ", but " + v.req.Doubt.Reason
+	return "taken over from " + string(from) + ", but " + v.req.ReachedAction.Reason
 }
 
 // started runs with EXECUTING confirmed for this invocation: r is the
@@ -347,9 +347,9 @@ func (v *invocation) doubt(r onceflow.Record, from onceflow.State) string {
 func (v *invocation) started(ctx context.Context, own driver.Ownership, r onceflow.Record, from onceflow.State, action Action) (Result, error) {
 	v.leaseEnd = v.sent.Add(r.LeaseRemaining())
 	v.epoch = r.Fence().Epoch
-	doubt := v.doubt(r, from)
+	unknown := v.effectUnknown(r, from)
 	if err := v.runnable(ctx); err != nil {
-		if doubt != "" {
+		if unknown != "" {
 			// An earlier attempt's effect is unsettled: leave the record
 			// as it is, for the next takeover to settle.
 			return Result{}, fmt.Errorf("idemstore: %s: %w", own.Ref, err)
@@ -358,11 +358,11 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 		// may take over at once.
 		return v.failRetryable(ctx, own, err)
 	}
-	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: v.fence(own), Doubt: doubt}
+	x := Execution{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Fence: v.fence(own), EffectUnknown: unknown}
 	xctx := context.WithValue(ctx, executionKey{}, x)
-	if doubt != "" {
-		if !r.Uncertain {
-			v.log(ctx, slog.LevelInfo, "onceflow: settling a doubt before the action", "doubt", doubt, "attempt", r.Attempt)
+	if unknown != "" {
+		if !r.EffectUnknown {
+			v.log(ctx, slog.LevelInfo, "onceflow: settling an earlier attempt's unknown effect before the action", "effect_unknown", unknown, "attempt", r.Attempt)
 		}
 		switch {
 		case v.req.Reconcile != nil:
@@ -372,7 +372,7 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 				ph.end(err, attribute.Bool("onceflow.found", found), AttrAttempt.Int64(r.Attempt))
 			}
 			if err != nil {
-				return v.abandon(ctx, own, "reconcile failed ("+doubt+")", err)
+				return v.abandon(ctx, own, "reconcile failed ("+unknown+")", err)
 			}
 			if found {
 				v.log(ctx, slog.LevelInfo, "onceflow: reconciled a previous attempt's effect", "attempt", r.Attempt)
@@ -385,9 +385,9 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 			}
 			v.log(ctx, slog.LevelInfo, "onceflow: reconcile found no effect; running", "attempt", r.Attempt)
 		case v.req.IdempotentDownstream:
-			v.log(ctx, slog.LevelInfo, "onceflow: re-running after an uncertain takeover: downstream is idempotent", "attempt", r.Attempt)
+			v.log(ctx, slog.LevelInfo, "onceflow: re-running although an earlier effect is unknown: downstream is idempotent", "attempt", r.Attempt)
 		default:
-			return v.abandon(ctx, own, doubt+": the earlier attempt's effect may have happened, and there is no Reconcile hook", nil)
+			return v.abandon(ctx, own, unknown+": the earlier attempt's effect may have happened, and there is no Reconcile hook", nil)
 		}
 		// Reconcile may have outlasted the lease: confirm it is still ours
 		// before running, so two attempts never run side by side.
@@ -416,9 +416,9 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 		}
 		return res, err
 	}
-	var unknown *effectUnknownError
-	if errors.As(err, &unknown) {
-		err = unknown.err
+	var marked *effectUnknownError
+	if errors.As(err, &marked) {
+		err = marked.err
 	}
 	return v.abandon(ctx, own, "the action failed and its effect may have happened", err)
 }

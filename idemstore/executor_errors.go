@@ -25,10 +25,10 @@ var (
 	// ErrEffectUnknown: the action's effect may or may not have happened.
 	// The record is (or is being made) ABANDONED; it must be resolved.
 	ErrEffectUnknown = errors.New("idemstore: effect unknown")
-	// ErrRecoveryRequired: the record is ABANDONED, or the executor could
+	// ErrAwaitingDecision: the record is ABANDONED, or the executor could
 	// not record what happened. Resolve it before retrying. Every
-	// RecoveryRequired error also matches ErrEffectUnknown.
-	ErrRecoveryRequired = errors.New("idemstore: recovery required")
+	// AwaitingDecision error also matches ErrEffectUnknown.
+	ErrAwaitingDecision = errors.New("idemstore: awaiting a decision")
 	// ErrRetryable: the action failed with no effect (RetryableNoEffect);
 	// the record is FAILED_RETRYABLE and the next attempt takes over.
 	ErrRetryable = errors.New("idemstore: failed with no effect; retry")
@@ -83,8 +83,8 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == e.Kind }
 
 // EffectUnknownError says the effect's fate is unknown and what the record
-// shows. It matches ErrEffectUnknown, and ErrRecoveryRequired when
-// RecoveryRequired is set. It unwraps to the cause.
+// shows. It matches ErrEffectUnknown, and ErrAwaitingDecision when
+// AwaitingDecision is set. It unwraps to the cause.
 type EffectUnknownError struct {
 	Ref       onceflow.Ref
 	Operation onceflow.OperationID
@@ -97,9 +97,9 @@ type EffectUnknownError struct {
 	// false when that write could not be verified (the record may still be
 	// EXECUTING until its lease runs out).
 	Recorded bool
-	// RecoveryRequired is set when the record was already ABANDONED, or a
+	// AwaitingDecision is set when the record was already ABANDONED, or a
 	// result could not be recorded.
-	RecoveryRequired bool
+	AwaitingDecision bool
 	Reason           string
 	Err              error
 }
@@ -117,9 +117,9 @@ func (e *EffectUnknownError) Error() string {
 	return msg
 }
 
-// Is matches ErrEffectUnknown, and ErrRecoveryRequired when set.
+// Is matches ErrEffectUnknown, and ErrAwaitingDecision when set.
 func (e *EffectUnknownError) Is(target error) bool {
-	return target == ErrEffectUnknown || target == ErrRecoveryRequired && e.RecoveryRequired
+	return target == ErrEffectUnknown || target == ErrAwaitingDecision && e.AwaitingDecision
 }
 
 // Unwrap returns the cause.

@@ -168,7 +168,7 @@ func TestUnclassifiedErrorsAndPanicsAbandon(t *testing.T) {
 		f := storetest.NewFixture()
 		_, err := e.exec.Execute(t.Context(), request(f), action)
 		var eu *idemstore.EffectUnknownError
-		if !errors.As(err, &eu) || !eu.Recorded || errors.Is(err, idemstore.ErrRecoveryRequired) {
+		if !errors.As(err, &eu) || !eu.Recorded || errors.Is(err, idemstore.ErrAwaitingDecision) {
 			t.Fatalf("%s: err = %v, want a recorded EffectUnknownError", name, err)
 		}
 		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
@@ -180,8 +180,8 @@ func TestUnclassifiedErrorsAndPanicsAbandon(t *testing.T) {
 			t.Fatal("ran after abandonment")
 			return nil, nil
 		})
-		if !errors.Is(err, idemstore.ErrRecoveryRequired) {
-			t.Fatalf("%s: later attempt: %v, want ErrRecoveryRequired", name, err)
+		if !errors.Is(err, idemstore.ErrAwaitingDecision) {
+			t.Fatalf("%s: later attempt: %v, want ErrAwaitingDecision", name, err)
 		}
 	}
 }

@@ -101,8 +101,8 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 					t.Fatalf("next attempt: %+v, %v; want it to take over and run", res, err)
 				}
 			default:
-				if !errors.Is(err, idemstore.ErrRecoveryRequired) || runs.Load() != 0 {
-					t.Fatalf("next attempt: %v after %d runs; want ErrRecoveryRequired without running", err, runs.Load())
+				if !errors.Is(err, idemstore.ErrAwaitingDecision) || runs.Load() != 0 {
+					t.Fatalf("next attempt: %v after %d runs; want ErrAwaitingDecision without running", err, runs.Load())
 				}
 			}
 		})
@@ -188,8 +188,8 @@ func TestAStrayChunkNeverBecomesPartOfAResponse(t *testing.T) {
 		return []byte(resp), nil
 	})
 	var ce *onceflow.CorruptRecordError
-	if !errors.Is(err, idemstore.ErrRecoveryRequired) || !errors.As(err, &ce) || ce.Field != "resp3" {
-		t.Fatalf("err = %v, want ErrRecoveryRequired caused by the corrupt resp3", err)
+	if !errors.Is(err, idemstore.ErrAwaitingDecision) || !errors.As(err, &ce) || ce.Field != "resp3" {
+		t.Fatalf("err = %v, want ErrAwaitingDecision caused by the corrupt resp3", err)
 	}
 	var runs atomic.Int32
 	res, err := exec.Execute(t.Context(), request(f), counted(&runs, "again", nil))

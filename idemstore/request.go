@@ -43,15 +43,15 @@ type Request struct {
 	// idempotent (it passes OperationKey to a provider that deduplicates),
 	// so re-running after an uncertain takeover is safe.
 	IdempotentDownstream bool
-	// Doubt, when set, is evidence kept outside the store that an earlier
+	// ReachedAction, when set, is evidence kept outside the store that an earlier
 	// attempt may have reached the action (the Temporal binding sets it
 	// from the previous attempt's checkpoint). A record is then not proof
 	// that nothing ran: a claim that creates the record, or takes over one
-	// the store calls safe (FAILED_RETRYABLE, an expired CLAIMED), is as
-	// uncertain as a takeover of an expired EXECUTING record: Reconcile
+	// the store calls safe (FAILED_RETRYABLE, an expired CLAIMED), leaves
+	// the effect as unknown as a takeover of an expired EXECUTING record: Reconcile
 	// first, a re-run only if IdempotentDownstream, and otherwise ABANDONED
-	// and an *EffectUnknownError without running. See Doubt.
-	Doubt *Doubt
+	// and an *EffectUnknownError without running. See ReachedAction.
+	ReachedAction *ReachedAction
 	// BeforeStart, when set, selects the two-step path: CLAIM, then
 	// BeforeStart, then START. If it fails the claim is released (nothing
 	// ran) and Execute returns its error.
@@ -65,26 +65,26 @@ type Request struct {
 	Codec string
 }
 
-// Doubt is evidence, kept outside the store, that an earlier attempt of
-// an operation may have reached its action. The store can lose a record
+// ReachedAction is evidence, kept outside the store, that an earlier
+// attempt of an operation may have reached its action. The store can lose a record
 // (a restart without AOF, a failover to a replica that lacked it,
 // FLUSHALL, eviction): a claim that then finds nothing would run the
-// action again. Request.Doubt makes such a claim uncertain.
-type Doubt struct {
+// action again. Request.ReachedAction makes the effect of such a claim unknown.
+type ReachedAction struct {
 	// Reason says what the evidence is; it is logged and becomes part of
 	// the EffectUnknownError's reason.
 	Reason string
 	// Fence is the fence the earlier attempt held when it reached the
 	// action, when known. A record of the same incarnation (equal
 	// Fence.Epoch) that the store moved to FAILED_RETRYABLE at that
-	// attempt or later settles the doubt: the store recorded that the
+	// attempt or later settles it: the store recorded that the
 	// attempt had no effect, and that record is the one being taken over.
 	Fence onceflow.Fence
 }
 
 // settledBy reports whether taking over r from state from settles the
-// doubt.
-func (d *Doubt) settledBy(r onceflow.Record, from onceflow.State) bool {
+// evidence: the store itself recorded that the attempt had no effect.
+func (d *ReachedAction) settledBy(r onceflow.Record, from onceflow.State) bool {
 	return from == onceflow.StateFailedRetryable && d.Fence.Epoch != 0 && r.Fence().Epoch == d.Fence.Epoch && r.Attempt-1 >= d.Fence.Attempt
 }
 
@@ -122,12 +122,12 @@ type Execution struct {
 	// Fence is the running attempt's fencing token, with the record's
 	// Epoch.
 	Fence onceflow.Fence
-	// Doubt says why an earlier attempt may have had an effect, when this
+	// EffectUnknown says why an earlier attempt may have had an effect, when this
 	// one runs although it might have: Reconcile found nothing, or the
 	// downstream is idempotent. "" when the record proved that nothing
 	// ran. An action that calls a downstream which does not deduplicate
-	// asks it first when Doubt is set (see AskFirst).
-	Doubt string
+	// asks it first when EffectUnknown is set (see AskFirst).
+	EffectUnknown string
 }
 
 // Key is the stable operation key: the same for every attempt of the
@@ -174,7 +174,7 @@ func (r Request) Validate() error {
 // AskFirst is the pattern for a downstream call that does not deduplicate
 // by the operation key but can be asked by it (a payment provider's
 // "retrieve by idempotency key"): inside an action, when the running
-// attempt is in doubt (Execution.Doubt), lookup is asked first and its
+// attempt is in doubt (Execution.EffectUnknown), lookup is asked first and its
 // effect, if found, is the action's result; otherwise, and always when
 // nothing may have run before, call makes the call. Both get the operation
 // key. A lookup that fails is a RetryableNoEffect error: nothing was
@@ -189,11 +189,11 @@ func AskFirst[T any](ctx context.Context,
 ) (T, error) {
 	x, _ := ExecutionFrom(ctx)
 	key := x.Key()
-	if x.Doubt != "" {
+	if x.EffectUnknown != "" {
 		v, found, err := lookup(ctx, key)
 		if err != nil {
 			var zero T
-			return zero, RetryableNoEffect(fmt.Errorf("ask the downstream before calling it again (%s): %w", x.Doubt, err))
+			return zero, RetryableNoEffect(fmt.Errorf("ask the downstream before calling it again (%s): %w", x.EffectUnknown, err))
 		}
 		if found {
 			return v, nil

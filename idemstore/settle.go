@@ -25,7 +25,7 @@ func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []
 	recovery := func(reason string, err error) (Result, error) {
 		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
 		return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
-			State: onceflow.StateExecuting, RecoveryRequired: true, Reason: "the action succeeded but " + reason, Err: err}
+			State: onceflow.StateExecuting, AwaitingDecision: true, Reason: "the action succeeded but " + reason, Err: err}
 	}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Complete(ctx, req)
@@ -85,7 +85,7 @@ func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []
 func (v *invocation) fail(ctx context.Context, own driver.Ownership, target onceflow.State, reason string) (recorded bool, rec onceflow.Record) {
 	ctx = writeCtx(ctx)
 	// The reason comes from an action's error text, a panic value or a
-	// Doubt: sanitised, it is one the store accepts (no NUL, not too long).
+	// ReachedAction reason: sanitised, it is one the store accepts (no NUL, not too long).
 	req := driver.FailRequest{Ownership: own, Nonce: v.nonce, Target: target, Reason: onceflow.SanitizeReason(reason), TTL: v.e.cfg.FailureRetention}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Fail(ctx, req)

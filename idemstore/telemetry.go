@@ -131,8 +131,8 @@ func OutcomeOf(res Result, err error) onceflow.Outcome {
 		rr  *ResolveRefusedError
 	)
 	switch {
-	case errors.As(err, &eu) && eu.RecoveryRequired:
-		return onceflow.OutcomeRecoveryRequired
+	case errors.As(err, &eu) && eu.AwaitingDecision:
+		return onceflow.OutcomeAwaitingDecision
 	case errors.As(err, &eu):
 		return onceflow.OutcomeEffectUnknown
 	case errors.As(err, &re) && re.NotStored:
@@ -402,7 +402,7 @@ func outcomeAttrs(out any) []attribute.KeyValue {
 		r = o.Record
 	case driver.FingerprintMismatch:
 		r = o.Record
-	case driver.RecoveryRequired:
+	case driver.AwaitingDecision:
 		r = o.Record
 	case driver.OperationFailed:
 		r = o.Record

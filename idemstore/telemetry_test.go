@@ -185,7 +185,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	}
 	check([]string{"onceflow.execute>onceflow.fail"})
 
-	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, idemstore.ErrRecoveryRequired) {
+	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, idemstore.ErrAwaitingDecision) {
 		t.Fatalf("after the abandonment: %v", err)
 	}
 	busy := storetest.NewFixture()
@@ -202,7 +202,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 		outcome onceflow.Outcome
 		want    int64
 	}{{onceflow.OutcomeRan, 1}, {onceflow.OutcomeReplayed, 1}, {onceflow.OutcomeFingerprintMismatch, 1},
-		{onceflow.OutcomeReconciled, 1}, {onceflow.OutcomeEffectUnknown, 1}, {onceflow.OutcomeRecoveryRequired, 1},
+		{onceflow.OutcomeReconciled, 1}, {onceflow.OutcomeEffectUnknown, 1}, {onceflow.OutcomeAwaitingDecision, 1},
 		{onceflow.OutcomeInProgress, 1}} {
 		if n := te.counter(t, idemstore.MetricExecutions, outcome(string(c.outcome))); n != c.want {
 			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
@@ -278,7 +278,7 @@ func TestOutcomeOf(t *testing.T) {
 		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: onceflow.OutcomeRetryable},
 		{err: &idemstore.RetryableError{Ref: ref, NotStored: true, Err: errors.New("status 202 is not stored")}, want: onceflow.OutcomeNotStored},
 		{err: &idemstore.EffectUnknownError{Ref: ref}, want: onceflow.OutcomeEffectUnknown},
-		{err: &idemstore.EffectUnknownError{Ref: ref, RecoveryRequired: true}, want: onceflow.OutcomeRecoveryRequired},
+		{err: &idemstore.EffectUnknownError{Ref: ref, AwaitingDecision: true}, want: onceflow.OutcomeAwaitingDecision},
 		{err: &idemstore.OperationFailedError{Ref: ref}, want: onceflow.OutcomeFailed},
 		{err: &onceflow.CorruptRecordError{Ref: ref, Field: "state"}, want: onceflow.OutcomeCorrupt},
 		{err: &onceflow.StoreError{Op: "claim", Ref: ref, Err: errors.New("refused")}, want: onceflow.OutcomeStoreUnavailable},

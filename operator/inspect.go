@@ -16,19 +16,19 @@ type RecordReport struct {
 	Key   string `json:"key"`
 	Found bool   `json:"found"`
 	// Corrupt, when set, says how the stored record breaks the schema.
-	Corrupt    string         `json:"corrupt,omitempty"`
-	State      onceflow.State `json:"state,omitempty"`
-	Attempt    int64          `json:"attempt,omitempty"`
-	Rev        int64          `json:"rev,omitempty"`
-	LeaseLeft  Duration       `json:"lease_left,omitempty"`
-	TTLLeft    Duration       `json:"ttl_left,omitempty"`
-	Codec      string         `json:"codec,omitempty"`
-	Policy     int            `json:"policy,omitempty"`
-	Response   int            `json:"response_bytes"`
-	Uncertain  bool           `json:"uncertain,omitempty"`
-	Reason     string         `json:"reason,omitempty"`
-	UpdatedAt  time.Time      `json:"updated_at,omitzero"`
-	ServerTime time.Time      `json:"server_time,omitzero"`
+	Corrupt       string         `json:"corrupt,omitempty"`
+	State         onceflow.State `json:"state,omitempty"`
+	Attempt       int64          `json:"attempt,omitempty"`
+	Rev           int64          `json:"rev,omitempty"`
+	LeaseLeft     Duration       `json:"lease_left,omitempty"`
+	TTLLeft       Duration       `json:"ttl_left,omitempty"`
+	Codec         string         `json:"codec,omitempty"`
+	Policy        int            `json:"policy,omitempty"`
+	Response      int            `json:"response_bytes"`
+	EffectUnknown bool           `json:"effectUnknown,omitempty"`
+	Reason        string         `json:"reason,omitempty"`
+	UpdatedAt     time.Time      `json:"updated_at,omitzero"`
+	ServerTime    time.Time      `json:"server_time,omitzero"`
 }
 
 // Duration prints as a Go duration string in JSON.
@@ -62,7 +62,7 @@ func Inspect(ctx context.Context, from interface {
 	r := obs.Record
 	rep.Found, rep.State, rep.Attempt, rep.Rev = true, r.State, r.Attempt, r.Rev
 	rep.LeaseLeft, rep.TTLLeft = Duration(r.LeaseRemaining()), Duration(r.TTL)
-	rep.Codec, rep.Policy, rep.Response, rep.Uncertain, rep.Reason = r.Codec, r.Policy, len(r.Response), r.Uncertain, r.Reason
+	rep.Codec, rep.Policy, rep.Response, rep.EffectUnknown, rep.Reason = r.Codec, r.Policy, len(r.Response), r.EffectUnknown, r.Reason
 	rep.UpdatedAt, rep.ServerTime = r.UpdatedAt, obs.ServerTime
 	return rep, nil
 }

@@ -25,7 +25,7 @@ func TestClassify(t *testing.T) {
 		{"created", answer{Status: http.StatusCreated, OrderID: "o", OrderStatus: order.StatusCompleted}, 0, true, 0},
 		{"processing", answer{Status: http.StatusAccepted, OrderID: "o", OrderStatus: order.StatusProcessing}, time.Second, false, time.Second},
 		{"in progress, long Retry-After", answer{Status: http.StatusConflict, Problem: idemhttp.ProblemInProgress}, 30 * time.Second, false, 3 * time.Second},
-		{"outcome unknown: stuck", answer{Status: http.StatusConflict, Problem: idemhttp.ProblemOutcomeUnknown}, 0, true, 0},
+		{"effect unknown: stuck", answer{Status: http.StatusConflict, Problem: idemhttp.ProblemEffectUnknown}, 0, true, 0},
 		{"store unavailable", answer{Status: http.StatusServiceUnavailable, Problem: idemhttp.ProblemStoreUnavailable}, time.Second, false, time.Second},
 		{"order failed", answer{Status: http.StatusInternalServerError, Problem: order.ProblemOrderFailed}, 0, true, 0},
 		{"key reused", answer{Status: http.StatusUnprocessableEntity, Problem: idemhttp.ProblemKeyReused}, 0, true, 0},

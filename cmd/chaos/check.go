@@ -161,7 +161,7 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		unfinished   = check{Name: "orders unfinished (no final status after the settle)"}
 		wfBad        = check{Name: "workflows that did not complete"}
 		changed      = check{Name: "keys that named two orders"}
-		stuck        = check{Name: "stuck keys (a client got 409 outcome unknown: ABANDONED, needs worker reopen)"}
+		stuck        = check{Name: "stuck keys (a client got 409 effect unknown: ABANDONED, needs worker reopen)"}
 		unanswered   = check{Name: "keys without a final answer after the settle"}
 		reused       = check{Name: "422 key reused, for the same body"}
 	)
@@ -202,7 +202,7 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 				accepted++
 			case a.Problem == idemhttp.ProblemInProgress:
 				inProgress++
-			case a.Problem == idemhttp.ProblemOutcomeUnknown:
+			case a.Problem == idemhttp.ProblemEffectUnknown:
 				unknown++
 				if record == "" {
 					record = a.Record + " in " + a.Phase
@@ -232,13 +232,13 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 			// let the key through again: a client was told to wait for
 			// an operator.
 			still := "let through later (its record was lost)"
-			if last.Problem == idemhttp.ProblemOutcomeUnknown {
+			if last.Problem == idemhttp.ProblemEffectUnknown {
 				still = "still stuck at the end"
 			}
 			stuck.add(k.key + " record " + record + ", " + still)
 		}
 		switch {
-		case last != nil && last.Problem == idemhttp.ProblemOutcomeUnknown:
+		case last != nil && last.Problem == idemhttp.ProblemEffectUnknown:
 		case !done:
 			what := "no answer"
 			if last != nil {
@@ -355,7 +355,7 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 		{"  of them replayed", strconv.Itoa(replayed)},
 		{"  202 processing", strconv.Itoa(accepted)},
 		{"  409 in progress", strconv.Itoa(inProgress)},
-		{"  409 outcome unknown", strconv.Itoa(unknown)},
+		{"  409 effect unknown", strconv.Itoa(unknown)},
 		{"  5xx", strconv.Itoa(serverErrs)},
 		{"  network errors", strconv.Itoa(netErrs)},
 		{"orders in the run (answered or with a workflow)", strconv.Itoa(len(ids))},

@@ -343,7 +343,7 @@ func classify(a answer, retryAfter time.Duration, attempt int) (final bool, wait
 	case a.Status >= 500:
 		return false, clamp(max(retryAfter, backoff))
 	}
-	// 409 outcome unknown (a stuck key), 409 operation failed, 422 (the
+	// 409 effect unknown (a stuck key), 409 operation failed, 422 (the
 	// key reused for another body: must not happen), other 4xx.
 	return true, 0
 }

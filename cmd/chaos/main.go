@@ -60,7 +60,7 @@
 // double charges, duplicate payment rows, money taken at the gateway (less
 // refunds) against money recorded, orders lost or unfinished, keys that
 // named two orders, keys stuck in ABANDONED (a client was told 409
-// outcome unknown: the key needs `worker reopen`, even if a later Redis
+// effect unknown: the key needs `worker reopen`, even if a later Redis
 // wipe let it through), keys left without an answer, and per phase the
 // faults injected, the failovers, and the charge steps done whose record
 // is gone from Redis at the end (a completion Redis acknowledged and lost:

@@ -4,7 +4,7 @@ import "github.com/onceflow/onceflow"
 
 // ClaimOutcome is the reply to Claim and ClaimStart. It is a closed sum:
 // one of Acquired, TakenOver, ReplayedAcquire, CompletedReplay, InProgress,
-// FingerprintMismatch, RecoveryRequired, OperationFailed,
+// FingerprintMismatch, AwaitingDecision, OperationFailed,
 // OwnerOperationConflict, CodecMismatch. Switch on the concrete type; the default branch of such a
 // switch is unreachable.
 type ClaimOutcome interface{ claimOutcome() }
@@ -32,14 +32,14 @@ type Acquired struct {
 
 // TakenOver: the caller took the record over from a previous owner
 // (attempt+1, rev+1). From says what it took over. When
-// EffectMayHaveHappened is true — the previous owner's lease expired in
+// EffectUnknown is true — the previous owner's lease expired in
 // EXECUTING, or an earlier takeover of that kind was never settled — the
 // effect of the operation may already have happened.
 type TakenOver struct {
-	Ownership             Ownership
-	Record                onceflow.Record
-	From                  onceflow.State
-	EffectMayHaveHappened bool
+	Ownership     Ownership
+	Record        onceflow.Record
+	From          onceflow.State
+	EffectUnknown bool
 }
 
 // ReplayedAcquire: the record already belongs to this owner and operation —
@@ -68,9 +68,9 @@ type InProgress struct{ Record onceflow.Record }
 // changed.
 type FingerprintMismatch struct{ Record onceflow.Record }
 
-// RecoveryRequired: the record is ABANDONED; the effect's fate is unknown.
+// AwaitingDecision: the record is ABANDONED; the effect's fate is unknown.
 // It must be resolved (Resolve) before anyone may claim it again.
-type RecoveryRequired struct{ Record onceflow.Record }
+type AwaitingDecision struct{ Record onceflow.Record }
 
 // OperationFailed: the record is FAILED: a decision failed the operation for
 // good. Record.Reason says why. Nothing may claim it until it is reopened.
@@ -133,7 +133,7 @@ func (ReplayedAcquire) claimOutcome()        {}
 func (CompletedReplay) claimOutcome()        {}
 func (InProgress) claimOutcome()             {}
 func (FingerprintMismatch) claimOutcome()    {}
-func (RecoveryRequired) claimOutcome()       {}
+func (AwaitingDecision) claimOutcome()       {}
 func (OperationFailed) claimOutcome()        {}
 func (OwnerOperationConflict) claimOutcome() {}
 func (CodecMismatch) claimOutcome()          {}

@@ -59,7 +59,7 @@ func decodeClaim(op string, ref onceflow.Ref, raw any) (driver.ClaimOutcome, err
 		if !from.Valid() {
 			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", onceflow.ErrUnexpectedReply, op, ref, truncate(rp.extra))
 		}
-		return driver.TakenOver{Ownership: own, Record: rec, From: from, EffectMayHaveHappened: rec.Uncertain}, nil
+		return driver.TakenOver{Ownership: own, Record: rec, From: from, EffectUnknown: rec.EffectUnknown}, nil
 	case schema.ReplayedAcquire:
 		return driver.ReplayedAcquire{Ownership: own, Record: rec}, nil
 	case schema.CompletedReplay:
@@ -68,8 +68,8 @@ func decodeClaim(op string, ref onceflow.Ref, raw any) (driver.ClaimOutcome, err
 		return driver.InProgress{Record: rec}, nil
 	case schema.FingerprintMismatch:
 		return driver.FingerprintMismatch{Record: rec}, nil
-	case schema.RecoveryRequired:
-		return driver.RecoveryRequired{Record: rec}, nil
+	case schema.AwaitingDecision:
+		return driver.AwaitingDecision{Record: rec}, nil
 	case schema.OperationFailed:
 		return driver.OperationFailed{Record: rec}, nil
 	case schema.OwnerOperationConflict:
@@ -336,7 +336,7 @@ func decodeRecord(ref onceflow.Ref, rp reply) (onceflow.Record, error) {
 		State: onceflow.State(vals[schema.FState]), Owner: onceflow.Owner(vals[schema.FOwner]),
 		Operation: onceflow.OperationID(vals[schema.FOp]), Fingerprint: onceflow.Fingerprint(vals[schema.FFp]),
 		Codec: vals[schema.FCodec], Nonce: onceflow.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
-		Uncertain: vals[schema.FUncertain] == "1", ServerTime: rp.now, TTL: rp.pttl,
+		EffectUnknown: vals[schema.FEffectUnknown] == "1", ServerTime: rp.now, TTL: rp.pttl,
 	}
 	rec.Attempt, _ = schema.ParseInteger(vals[schema.FAttempt])
 	rec.Rev, _ = schema.ParseInteger(vals[schema.FRev])

@@ -154,7 +154,7 @@ func TestDurableCompletionIsOnTheReplica(t *testing.T) {
 // (killed, or hung by SIGSTOP) while the action runs, after the start was
 // confirmed on it. The completion's WAIT then reaches no replica (at once,
 // or at DurableTimeout): the call is Indeterminate, the executor's INSPECT
-// cannot confirm it either, and Execute returns ErrRecoveryRequired (an
+// cannot confirm it either, and Execute returns ErrAwaitingDecision (an
 // EffectUnknownError), never a success, although the primary holds the
 // completion.
 func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
@@ -217,8 +217,8 @@ func requireUnconfirmed(t *testing.T, err error, runs int32, mode redisstore.Dur
 	if runs != int32(1) {
 		t.Fatalf("got %v, want %v", runs, int32(1))
 	}
-	if !errors.Is(err, idemstore.ErrRecoveryRequired) {
-		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrRecoveryRequired)
+	if !errors.Is(err, idemstore.ErrAwaitingDecision) {
+		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrAwaitingDecision)
 	}
 	if !errors.Is(err, idemstore.ErrEffectUnknown) {
 		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrEffectUnknown)

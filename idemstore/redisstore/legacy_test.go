@@ -182,7 +182,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 			t.Fatalf("after COMPLETE the record is %s", got)
 		}
 		obs, err := s.Inspect(ctx, f.Ref)
-		if err != nil || obs.Record.Rev != 2 || obs.Record.Codec != f.Codec || obs.Record.Policy != f.Policy || obs.Record.Uncertain {
+		if err != nil || obs.Record.Rev != 2 || obs.Record.Codec != f.Codec || obs.Record.Policy != f.Policy || obs.Record.EffectUnknown {
 			t.Fatalf("inspect = %+v, %v", obs.Record, err)
 		}
 	})
@@ -205,7 +205,7 @@ func TestRecordsOfTheLayoutBeforeMKeepWorking(t *testing.T) {
 		}
 		out, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 		tk, ok := out.(driver.TakenOver)
-		if err != nil || !ok || tk.From != onceflow.StateExecuting || !tk.EffectMayHaveHappened || tk.Record.Attempt != 2 || tk.Record.Rev != 2 {
+		if err != nil || !ok || tk.From != onceflow.StateExecuting || !tk.EffectUnknown || tk.Record.Attempt != 2 || tk.Record.Rev != 2 {
 			t.Fatalf("claim = %T %+v, %v; want EXECUTING taken over, attempt 2, uncertain", out, out, err)
 		}
 		if got := layoutOf(t, client, key); got != "packed" {

@@ -74,15 +74,15 @@ func summarise(v any) string {
 	case driver.Acquired:
 		return fmt.Sprintf("acquired %s", rec(o.Record))
 	case driver.TakenOver:
-		return fmt.Sprintf("taken over from %s (%v) %s", o.From, o.EffectMayHaveHappened, rec(o.Record))
+		return fmt.Sprintf("taken over from %s (%v) %s", o.From, o.EffectUnknown, rec(o.Record))
 	case driver.ReplayedAcquire:
 		return fmt.Sprintf("replayed acquire attempt=%d rev=%d", o.Ownership.Attempt, o.Ownership.Rev)
 	case driver.CompletedReplay:
 		return fmt.Sprintf("completed replay %q", o.Record.Response)
 	case driver.InProgress:
 		return "in progress"
-	case driver.RecoveryRequired:
-		return "recovery required"
+	case driver.AwaitingDecision:
+		return "awaiting decision"
 	case driver.OperationFailed:
 		return "operation failed"
 	case driver.Transitioned:

@@ -191,7 +191,7 @@ func TestRecordsNotCompletedGoToTheScript(t *testing.T) {
 		{"CLAIMED", func(f storetest.Fixture) storetest.Fixture { claimed(f); return f }, "driver.InProgress"},
 		{"EXECUTING", func(f storetest.Fixture) storetest.Fixture { executing(f); return f }, "driver.InProgress"},
 		{"FAILED_RETRYABLE", func(f storetest.Fixture) storetest.Fixture { fail(f, onceflow.StateFailedRetryable); return f }, "driver.TakenOver"},
-		{"ABANDONED", func(f storetest.Fixture) storetest.Fixture { fail(f, onceflow.StateAbandoned); return f }, "driver.RecoveryRequired"},
+		{"ABANDONED", func(f storetest.Fixture) storetest.Fixture { fail(f, onceflow.StateAbandoned); return f }, "driver.AwaitingDecision"},
 		{"FAILED", func(f storetest.Fixture) storetest.Fixture {
 			own := fail(f, onceflow.StateAbandoned)
 			if _, err := s.Resolve(ctx, driver.ResolveRequest{Ref: f.Ref, Attempt: own.Attempt, Rev: own.Rev, Target: onceflow.StateFailed, Reason: "no", TTL: f.TTL}); err != nil {

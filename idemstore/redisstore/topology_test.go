@@ -77,8 +77,8 @@ func (l *ledger) execute(ctx context.Context, exec *idemstore.Executor, f storet
 
 func errClass(err error) string {
 	switch {
-	case errors.Is(err, idemstore.ErrRecoveryRequired):
-		return "recovery required"
+	case errors.Is(err, idemstore.ErrAwaitingDecision):
+		return "awaiting decision"
 	case errors.Is(err, idemstore.ErrEffectUnknown):
 		return "effect unknown"
 	case errors.Is(err, idemstore.ErrInProgress):
@@ -444,7 +444,7 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 // of the record's shard is killed while the action runs, after the start
 // was confirmed on it. The completion's WAIT on that shard's primary then
 // reaches no replica: the call is Indeterminate, the executor's INSPECT
-// cannot confirm it either, and Execute returns ErrRecoveryRequired, never
+// cannot confirm it either, and Execute returns ErrAwaitingDecision, never
 // a success, although the primary holds the completion. The other shards,
 // with their replicas, still acknowledge.
 func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {

@@ -51,13 +51,13 @@ func Run(t *testing.T, h Harness) {
 		{"ClaimChecksTheFingerprintBeforeAnything", testFingerprintFirst},
 		{"ClaimReplaysACompletedRecord", testCompletedReplay},
 		{"ClaimReportsACodecOrPolicyMismatch", testCodecMismatch},
-		{"ClaimOfAbandonedRequiresRecovery", testRecoveryRequired},
+		{"ClaimOfAbandonedRequiresRecovery", testAwaitingDecision},
 		{"ClaimBySameOwnerReplaysTheAcquire", testReplayedAcquire},
 		{"ClaimBySameOwnerForAnotherOperationConflicts", testOwnerOperationConflict},
 		{"ClaimBySameOwnerAfterItsLeaseExpiredTakesOver", testSameOwnerTakeover},
 		{"InFlightRecordsOutliveTheirLeaseByTheRetention", testInFlightTTL},
 		{"ClaimTakesOverAndSaysWhatItTookOver", testTakeover},
-		{"TakeoverUncertaintySurvivesUntilSettled", testUncertaintyPersists},
+		{"TakeoverEffectUnknownSurvivesUntilSettled", testEffectUnknownPersists},
 		{"ClaimOfALiveLeaseIsInProgress", testInProgress},
 		{"ConcurrentClaimsAcquireOnce", testConcurrentClaims},
 		{"TransitionResentAfterLostReplyIsAlready", testTransitionAlready},
@@ -235,7 +235,7 @@ func testClaimAcquires(t *testing.T, h Harness) {
 		r.Operation != f.Operation || r.Fingerprint != f.Fingerprint || r.Codec != f.Codec || r.Policy != f.Policy {
 		t.Fatalf("acquired record = %+v", r)
 	}
-	if r.Nonce != "" || r.Uncertain {
+	if r.Nonce != "" || r.EffectUnknown {
 		t.Fatalf("a plain claim records no nonce and no uncertainty: %+v", r)
 	}
 	if got := r.LeaseRemaining(); got <= f.Lease-5*time.Second || got > f.Lease {
@@ -328,15 +328,15 @@ func testCodecMismatch(t *testing.T, h Harness) {
 	sameRecord(t, before, inspect(t, s, f.Ref))
 }
 
-func testRecoveryRequired(t *testing.T, h Harness) {
+func testAwaitingDecision(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	own := fail(t, s, f, onceflow.StateAbandoned)
-	rr := as[driver.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
+	rr := as[driver.AwaitingDecision](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
 	if rr.Record.State != onceflow.StateAbandoned || rr.Record.Reason != "test" {
 		t.Fatalf("recovery record = %+v", rr.Record)
 	}
 	// Even the owner that abandoned it cannot claim it back.
-	as[driver.RecoveryRequired](t, must(t, res(s.Claim(ctx(t), f.Claim(own.Owner)))))
+	as[driver.AwaitingDecision](t, must(t, res(s.Claim(ctx(t), f.Claim(own.Owner)))))
 }
 
 func testReplayedAcquire(t *testing.T, h Harness) {
@@ -403,8 +403,8 @@ func testSameOwnerTakeover(t *testing.T, h Harness) {
 					out = must(t, res(s.Claim(ctx(t), g.Claim(owner))))
 				}
 				to := as[driver.TakenOver](t, out)
-				if to.From != from || to.EffectMayHaveHappened != (from == onceflow.StateExecuting) {
-					t.Fatalf("took over from %s (effect may have happened: %v)", to.From, to.EffectMayHaveHappened)
+				if to.From != from || to.EffectUnknown != (from == onceflow.StateExecuting) {
+					t.Fatalf("took over from %s (effect may have happened: %v)", to.From, to.EffectUnknown)
 				}
 				r := to.Record
 				if r.Owner != owner || r.Attempt != before.Attempt || r.Rev != before.Rev+1 || r.LeaseRemaining() < 50*time.Second {
@@ -483,8 +483,8 @@ func testTakeover(t *testing.T, h Harness) {
 					out = must(t, res(s.Claim(ctx(t), f.Claim(owner))))
 				}
 				to := as[driver.TakenOver](t, out)
-				if to.From != c.from || to.EffectMayHaveHappened != c.effect {
-					t.Fatalf("took over from %s (effect may have happened: %v), want %s (%v)", to.From, to.EffectMayHaveHappened, c.from, c.effect)
+				if to.From != c.from || to.EffectUnknown != c.effect {
+					t.Fatalf("took over from %s (effect may have happened: %v), want %s (%v)", to.From, to.EffectUnknown, c.from, c.effect)
 				}
 				r := to.Record
 				if r.Owner != owner || r.Attempt != before.Attempt+1 || r.Rev != before.Rev+1 || r.Reason != "" {
@@ -505,7 +505,7 @@ func testTakeover(t *testing.T, h Harness) {
 	}
 }
 
-func testUncertaintyPersists(t *testing.T, h Harness) {
+func testEffectUnknownPersists(t *testing.T, h Harness) {
 	s, f := h.NewStore(t), NewFixture()
 	f.Lease = 20 * time.Millisecond
 	executing(t, s, f)
@@ -513,7 +513,7 @@ func testUncertaintyPersists(t *testing.T, h Harness) {
 	// A plain claim takes it over into CLAIMED: the state no longer says
 	// EXECUTING, but the uncertainty must survive.
 	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
-	if !to.EffectMayHaveHappened || !to.Record.Uncertain {
+	if !to.EffectUnknown || !to.Record.EffectUnknown {
 		t.Fatalf("takeover from expired EXECUTING: %+v", to)
 	}
 	WaitLeaseExpired(t, s, f.Ref)
@@ -521,23 +521,23 @@ func testUncertaintyPersists(t *testing.T, h Harness) {
 	g := f
 	g.Lease = time.Minute // live for the re-sent claim below, however slow the store
 	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
-	if to.From != onceflow.StateClaimed || !to.EffectMayHaveHappened {
+	if to.From != onceflow.StateClaimed || !to.EffectUnknown {
 		t.Fatalf("second takeover from CLAIMED of an unsettled record: %+v; the effect may still have happened", to)
 	}
 	// The same owner re-sending its claim is told too.
 	ra := as[driver.ReplayedAcquire](t, must(t, res(s.Claim(ctx(t), g.Claim(owner)))))
-	if !ra.Record.Uncertain {
+	if !ra.Record.EffectUnknown {
 		t.Fatalf("replayed acquire lost the uncertainty: %+v", ra.Record)
 	}
 	// FAILED_RETRYABLE settles it: the owner asserts no effect.
 	tr := as[driver.Transitioned](t, must(t, res(s.Fail(ctx(t), driver.FailRequest{
 		Ownership: to.Ownership, Target: onceflow.StateFailedRetryable, TTL: f.TTL,
 	}))))
-	if tr.Record.Uncertain {
+	if tr.Record.EffectUnknown {
 		t.Fatalf("FAILED_RETRYABLE kept the uncertainty: %+v", tr.Record)
 	}
 	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
-	if to.EffectMayHaveHappened {
+	if to.EffectUnknown {
 		t.Fatalf("takeover after a settled failure: %+v", to)
 	}
 }
@@ -834,7 +834,7 @@ func testResolve(t *testing.T, h Harness) {
 		Ref: g.Ref, Attempt: ab2.Record.Attempt, Rev: ab2.Record.Rev, Target: onceflow.StateFailedRetryable, TTL: g.TTL,
 	}))))
 	to = as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), g.Claim(onceflow.NewOwner())))))
-	if to.From != onceflow.StateFailedRetryable || to.EffectMayHaveHappened {
+	if to.From != onceflow.StateFailedRetryable || to.EffectUnknown {
 		t.Fatalf("takeover after resolve-to-retry = %+v; the resolution settled the uncertainty", to)
 	}
 	as[driver.Missing](t, must(t, res(s.Resolve(ctx(t), driver.ResolveRequest{
@@ -869,7 +869,7 @@ func testResolveFailed(t *testing.T, h Harness) {
 		Ref: f.Ref, Attempt: failed.Record.Attempt, Rev: failed.Record.Rev, Target: onceflow.StateFailedRetryable, Reason: "reopened", TTL: f.TTL,
 	}))))
 	to := as[driver.TakenOver](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
-	if to.From != onceflow.StateFailedRetryable || to.EffectMayHaveHappened {
+	if to.From != onceflow.StateFailedRetryable || to.EffectUnknown {
 		t.Fatalf("takeover after reopening: %+v", to)
 	}
 }

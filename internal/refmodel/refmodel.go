@@ -44,7 +44,7 @@ func (r *rec) snapshot(now time.Time, withResp bool) onceflow.Record {
 	out := onceflow.Record{
 		State: r.state, Owner: r.owner, Attempt: r.attempt, Rev: r.rev, Operation: r.op,
 		Fingerprint: r.fp, Codec: r.codec, Policy: r.policy,
-		Nonce: r.nonce, Reason: r.reason, Uncertain: r.uncertain,
+		Nonce: r.nonce, Reason: r.reason, EffectUnknown: r.uncertain,
 		CreatedAt: time.UnixMilli(r.createdAt), UpdatedAt: time.UnixMilli(r.updatedAt), ServerTime: now,
 	}
 	if r.hasLease {
@@ -94,7 +94,7 @@ func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce onceflow.Non
 		return driver.CompletedReplay{Record: r.replay()}
 	}
 	if r.state == onceflow.StateAbandoned {
-		return driver.RecoveryRequired{Record: r.snapshot(now, false)}
+		return driver.AwaitingDecision{Record: r.snapshot(now, false)}
 	}
 	if r.state == onceflow.StateFailed {
 		return driver.OperationFailed{Record: r.snapshot(now, false)}
@@ -126,7 +126,7 @@ func (m *Model) Claim(now time.Time, req driver.ClaimRequest, nonce onceflow.Non
 		r.state, r.owner, r.rev, r.op = target, req.Owner, r.rev+1, req.Operation
 		r.codec, r.policy, r.leaseUntil, r.hasLease, r.updatedAt = req.Codec, req.Policy, nowMs+req.Lease.Milliseconds(), true, nowMs
 		r.reason, r.resp, r.hasResp, r.nonce = "", nil, false, nonce
-		return driver.TakenOver{Ownership: own(req.Ref, r), Record: r.snapshot(now, false), From: from, EffectMayHaveHappened: r.uncertain}
+		return driver.TakenOver{Ownership: own(req.Ref, r), Record: r.snapshot(now, false), From: from, EffectUnknown: r.uncertain}
 	}
 	return driver.InProgress{Record: r.snapshot(now, false)}
 }

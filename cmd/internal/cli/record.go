@@ -23,8 +23,8 @@ func WriteRecordReport(out io.Writer, indent string, rep operator.RecordReport) 
 	line := fmt.Sprintf("%srecord %s: %s attempt %d rev %d, lease left %v, TTL left %v, codec %s policy %d, response %d bytes",
 		indent, Printable(rep.Key), Printable(string(rep.State)), rep.Attempt, rep.Rev, time.Duration(rep.LeaseLeft).Round(time.Millisecond),
 		time.Duration(rep.TTLLeft).Round(time.Second), strconv.Quote(rep.Codec), rep.Policy, rep.Response)
-	if rep.Uncertain {
-		line += ", uncertain"
+	if rep.EffectUnknown {
+		line += ", effect unknown"
 	}
 	if rep.Reason != "" {
 		line += ", reason " + strconv.Quote(rep.Reason)

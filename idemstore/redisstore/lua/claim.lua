@@ -19,7 +19,7 @@
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
 --   CODEC_MISMATCH            COMPLETED, but stored codec/policy differ from ours
---   RECOVERY_REQUIRED         ABANDONED
+--   AWAITING_DECISION         ABANDONED
 --   OPERATION_FAILED          FAILED: a decision failed the operation for good
 --   OWNER_OPERATION_CONFLICT  same owner, another op
 --   REPLAYED_ACQUIRE          same owner and op, and either FAILED_RETRYABLE, or
@@ -114,7 +114,7 @@ if r.state == 'COMPLETED' then
   if r.codec == codec and r.policy == policy then return reply(R.COMPLETED_REPLAY, key, now, r, nil, resp) end
   return reply(R.CODEC_MISMATCH, key, now, r)
 end
-if r.state == 'ABANDONED' then return reply(R.RECOVERY_REQUIRED, key, now, r) end
+if r.state == 'ABANDONED' then return reply(R.AWAITING_DECISION, key, now, r) end
 if r.state == 'FAILED' then return reply(R.OPERATION_FAILED, key, now, r) end
 
 local expired = r.state == 'FAILED_RETRYABLE' or tonumber(r.leaseUntil) <= now

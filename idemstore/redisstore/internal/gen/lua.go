@@ -310,7 +310,7 @@ func metaPattern() string {
 		switch i {
 		case schema.FSum:
 			parts = append(parts, "([0-9a-f]*)")
-		case schema.FUncertain:
+		case schema.FEffectUnknown:
 			parts = append(parts, "([01])")
 		case schema.FCodec:
 			parts = append(parts, "([a-z0-9.%-]+)")
@@ -337,7 +337,7 @@ func metaClean(vars []string) string {
 		switch {
 		case i == schema.FSum:
 			conds = append(conds, fmt.Sprintf("(#%[1]s == 0 or #%[1]s == 8)", x))
-		case i == schema.FUncertain:
+		case i == schema.FEffectUnknown:
 		case i == schema.FCodec:
 			conds = append(conds, fmt.Sprintf("#%s <= 32", x))
 		case schema.Fields[i].Kind == schema.KindCount:
@@ -360,7 +360,7 @@ func luaMeta() string {
 		}
 		name := schema.Fields[i].Name
 		switch i {
-		case schema.FUncertain:
+		case schema.FEffectUnknown:
 			b.WriteString("(r.uncertain and '1' or '0')")
 		case schema.FSum:
 			b.WriteString("(r.sum or '')")

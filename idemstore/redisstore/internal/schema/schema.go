@@ -69,7 +69,7 @@ const (
 	FPolicy
 	FLeaseUntil
 	FNonce
-	FUncertain
+	FEffectUnknown
 	FReason
 	FCreatedAt
 	FUpdatedAt
@@ -97,7 +97,7 @@ const NumMeta = 8
 // (no valid value of theirs holds one; codec is last all the same). In
 // MetaField, uncertain is always "0" or "1" and a missing sum is empty;
 // every other part is required.
-var MetaParts = [NumMeta]int{FAttempt, FRev, FPolicy, FCreatedAt, FUpdatedAt, FUncertain, FSum, FCodec}
+var MetaParts = [NumMeta]int{FAttempt, FRev, FPolicy, FCreatedAt, FUpdatedAt, FEffectUnknown, FSum, FCodec}
 
 // StoredFields are the fields stored under their own names in the packed
 // layout.
@@ -121,7 +121,7 @@ func ParseMeta(m string) (vals [NumFields]string, bad string) {
 		rule := &Fields[i]
 		switch {
 		case i == FSum && part == "":
-		case i == FUncertain && part == "0":
+		case i == FEffectUnknown && part == "0":
 		case !rule.Kind.Valid(part):
 			return vals, rule.Name
 		default:
@@ -140,7 +140,7 @@ func FormatMeta(vals [NumFields]string) string {
 			b.WriteByte(MetaSep)
 		}
 		v := vals[i]
-		if i == FUncertain && v == "" {
+		if i == FEffectUnknown && v == "" {
 			v = "0"
 		}
 		b.WriteString(v)
@@ -280,7 +280,7 @@ const (
 	CompletedReplay
 	InProgress
 	FingerprintMismatch
-	RecoveryRequired
+	AwaitingDecision
 	OwnerOperationConflict
 	CodecMismatch
 	Transitioned
@@ -307,7 +307,7 @@ var Replies = []struct {
 }{
 	{Acquired, "ACQUIRED"}, {TakenOver, "TAKEN_OVER"}, {ReplayedAcquire, "REPLAYED_ACQUIRE"},
 	{CompletedReplay, "COMPLETED_REPLAY"}, {InProgress, "IN_PROGRESS"},
-	{FingerprintMismatch, "FINGERPRINT_MISMATCH"}, {RecoveryRequired, "RECOVERY_REQUIRED"},
+	{FingerprintMismatch, "FINGERPRINT_MISMATCH"}, {AwaitingDecision, "AWAITING_DECISION"},
 	{OwnerOperationConflict, "OWNER_OPERATION_CONFLICT"}, {CodecMismatch, "CODEC_MISMATCH"},
 	{Transitioned, "TRANSITIONED"}, {Already, "ALREADY"}, {NotFound, "NOT_FOUND"},
 	{NotOwner, "NOT_OWNER"}, {OpConflict, "OP_CONFLICT"}, {StaleRev, "STALE_REV"},

@@ -23,7 +23,7 @@
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
 --   CODEC_MISMATCH            COMPLETED, but stored codec/policy differ from ours
---   RECOVERY_REQUIRED         ABANDONED
+--   AWAITING_DECISION         ABANDONED
 --   OPERATION_FAILED          FAILED: a decision failed the operation for good
 --   OWNER_OPERATION_CONFLICT  same owner, another op
 --   REPLAYED_ACQUIRE          same owner and op, and either FAILED_RETRYABLE, or
@@ -41,7 +41,7 @@
 --
 -- Reply codes named in this script: 1 ACQUIRED, 2 TAKEN_OVER,
 --   3 REPLAYED_ACQUIRE, 4 COMPLETED_REPLAY, 5 IN_PROGRESS,
---   6 FINGERPRINT_MISMATCH, 7 RECOVERY_REQUIRED,
+--   6 FINGERPRINT_MISMATCH, 7 AWAITING_DECISION,
 --   8 OWNER_OPERATION_CONFLICT, 9 CODEC_MISMATCH, 23 CORRUPT,
 --   24 OPERATION_FAILED
 local find = string.find
@@ -368,7 +368,7 @@ if r.state == 'COMPLETED' then
   if r.codec == codec and r.policy == policy then return reply(4 --[[COMPLETED_REPLAY]], key, now, r, nil, resp) end
   return reply(9 --[[CODEC_MISMATCH]], key, now, r)
 end
-if r.state == 'ABANDONED' then return reply(7 --[[RECOVERY_REQUIRED]], key, now, r) end
+if r.state == 'ABANDONED' then return reply(7 --[[AWAITING_DECISION]], key, now, r) end
 if r.state == 'FAILED' then return reply(24 --[[OPERATION_FAILED]], key, now, r) end
 
 local expired = r.state == 'FAILED_RETRYABLE' or tonumber(r.leaseUntil) <= now
