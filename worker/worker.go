@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -23,6 +23,7 @@ import (
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/workflow"
 )
 
 // Registry is what Config.Register gets to add workflows and activities.
@@ -279,8 +280,12 @@ func (w *Worker) newWrapper(p *parts) error {
 
 // newTemporalWorker makes the Temporal worker of the task queue; its stop
 // timeout is StopTimeout unless WorkerOptions set one.
+// Its workflows get onceflow's recovery through the workflow package's
+// Interceptor, after WorkerOptions' own interceptors.
 func (w *Worker) newTemporalWorker(p *parts) {
-	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, w.workerOptions())
+	o := w.workerOptions()
+	o.Interceptors = append(slices.Clone(o.Interceptors), workflow.NewInterceptor(workflow.InterceptorOptions{Activities: p.wrapper}))
+	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, o)
 }
 
 func (w *Worker) workerOptions() sdkworker.Options {
@@ -324,7 +329,7 @@ func (w *Worker) newHealthMux(p *parts) {
 // resolution) and then the application's, through Config.Register.
 func (w *Worker) register(p *parts) error {
 	c := w.cfg
-	p.tw.RegisterActivityWithOptions(p.wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
+	p.wrapper.RegisterResolve(p.tw)
 	if c.Register == nil {
 		return nil
 	}
