@@ -169,7 +169,7 @@ func WhenInProgress(p InProgressPolicy) Option {
 var codecID = regexp.MustCompile(`^[a-z0-9.-]{1,32}$`)
 
 // closureName is the name the SDK gives a function literal.
-var closureName = regexp.MustCompile(`^func\d+$`)
+var closureName = regexp.MustCompile(`^(func)?\d+$`)
 
 // Register wraps fn (Wrap) under the operation code and registers it with
 // r under the name the SDK gives fn, so a workflow keeps calling it as
