@@ -166,7 +166,9 @@ func TestAdoptedTransfer(t *testing.T) {
 	// The service's worker again, as it restarts after a crash.
 	wctx, stop := context.WithCancel(ctx)
 	stopped := make(chan error, 1)
-	go func() { stopped <- transfer.RunWorker(wctx, transferConfig(temporalServer.Address(), temporalServer.Namespace(), h.rdb, h.keys, bank)) }()
+	go func() {
+		stopped <- transfer.RunWorker(wctx, transferConfig(temporalServer.Address(), temporalServer.Namespace(), h.rdb, h.keys, bank))
+	}()
 	t.Cleanup(func() {
 		stop()
 		if err := <-stopped; err != nil {
