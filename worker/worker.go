@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,7 +22,6 @@ import (
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/workflow"
 )
 
 // Registry is what Config.Register gets to add workflows and activities.
@@ -280,12 +278,12 @@ func (w *Worker) newWrapper(p *parts) error {
 
 // newTemporalWorker makes the Temporal worker of the task queue; its stop
 // timeout is StopTimeout unless WorkerOptions set one.
-// Its workflows get onceflow's recovery through the workflow package's
-// Interceptor, after WorkerOptions' own interceptors.
+// Unlike Attach, it installs no workflow interceptor: its workflows
+// recover with the workflow package's Execute, or handle
+// onceflow.TypeEffectUnknown themselves; WorkerOptions.Interceptors may add
+// the workflow package's Interceptor.
 func (w *Worker) newTemporalWorker(p *parts) {
-	o := w.workerOptions()
-	o.Interceptors = append(slices.Clone(o.Interceptors), workflow.NewInterceptor(workflow.InterceptorOptions{Activities: p.wrapper}))
-	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, o)
+	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, w.workerOptions())
 }
 
 func (w *Worker) workerOptions() sdkworker.Options {
