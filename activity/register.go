@@ -30,6 +30,8 @@ const DefaultHeartbeatTimeout = 10 * time.Second
 // (go.temporal.io/sdk/worker.Worker) or the SDK testsuite's
 // TestWorkflowEnvironment.
 type Registry interface {
+	// RegisterActivityWithOptions registers activity a, as the SDK's
+	// worker.Registry does.
 	RegisterActivityWithOptions(a any, options sdkactivity.RegisterOptions)
 }
 
