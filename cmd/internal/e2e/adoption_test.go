@@ -220,7 +220,11 @@ func TestAdoptedTransfer(t *testing.T) {
 	// the bank's own InsufficientFundsError, which its RetryPolicy lists
 	// as non-retryable, at the first attempt, and no incident opens.
 	poor := start(transfer.PaymentDetails{SourceAccount: "85-150", TargetAccount: "43-812", Amount: 1000, ReferenceID: "poor-" + h.keys})
-	err = poor.Get(ctx, nil)
+	// An incident would keep the workflow waiting: give up well before
+	// the test's timeout, saying so.
+	getCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = poor.Get(getCtx, nil)
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != "InsufficientFundsError" || ae.Message() != "insufficient funds" {
 		t.Fatalf("err %v; want the bank's InsufficientFundsError", err)
