@@ -193,6 +193,28 @@ type EffectUnknownDetails struct {
 	// transfer's reference ID), when the activity declares one: what an
 	// operator looks the effect up by.
 	DownstreamKey string `json:"downstreamKey,omitempty"`
+	// ReachedAt is the earliest time an attempt may have reached the
+	// downstream, by the store's clock (the record's creation; see
+	// docs/recovery.md#the-downstreams-retention). Zero when unknown.
+	ReachedAt time.Time `json:"reachedAt,omitzero"`
+	// DownstreamRetention is how long the downstream remembers the
+	// operation's key (the activity package's DownstreamRetention
+	// option); zero when the activity declares none. A retry decision
+	// later than ReachedAt plus DownstreamRetention is refused unless
+	// overridden with a reason.
+	DownstreamRetention time.Duration `json:"downstreamRetention,omitempty"`
+	// RetentionPassed: the activity refused to run again because the
+	// retention had passed.
+	RetentionPassed bool `json:"retentionPassed,omitempty"`
+}
+
+// RetentionEnds is when the downstream's retention of the operation's key
+// ends (ReachedAt plus DownstreamRetention); zero when either is unknown.
+func (d EffectUnknownDetails) RetentionEnds() time.Time {
+	if d.DownstreamRetention <= 0 || d.ReachedAt.IsZero() {
+		return time.Time{}
+	}
+	return d.ReachedAt.Add(d.DownstreamRetention)
 }
 
 // WrappedActivity describes an activity registered through onceflow, for

@@ -170,6 +170,19 @@ type Options[In, Out any] struct {
 	// context get it instead of the operation key, and an unknown
 	// effect's details carry it for the operator.
 	DownstreamKey func(In) string
+	// DownstreamRetention is how long the downstream remembers the key it
+	// deduplicates by: Stripe at least 24 hours, Braintree 30 days, Adyen
+	// at least 31 days. A re-run after an unknown effect (a takeover with
+	// IdempotentDownstream or a Reconcile that found nothing, the
+	// workflow's automatic retry, an operator's retry, a late redelivery)
+	// later than that after the first attempt may have reached the
+	// downstream is refused: the downstream may have forgotten the key
+	// and act again. The activity then ends with TypeEffectUnknown for a
+	// decision, and the workflow refuses a retry decision unless it is
+	// overridden with a reason (workflow.Resolution.OverrideRetention).
+	// Zero (the default): no limit. See
+	// docs/recovery.md#the-downstreams-retention.
+	DownstreamRetention time.Duration
 	// NoEffect classifies fn's errors: true means the attempt certainly
 	// had no effect. Such an error is recorded as no effect and returned
 	// to Temporal as it is, with its own type, message and retryability.
@@ -304,6 +317,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		Reconcile:            reconcileOf(opts, codec, in),
 		IdempotentDownstream: opts.IdempotentDownstream,
 		ReachedAction:        evidence(info, h.prev, h.confirms),
+		DownstreamRetention:  opts.DownstreamRetention,
 	}
 	// Heartbeats drive renewal: each tick records a heartbeat (which also
 	// delivers cancellation) and then renews the lease.
@@ -360,7 +374,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, own.err // the activity's own error, as Temporal knew it before onceflow
 	}
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, h.prev, opts.IdempotentDownstream, downstreamKey)
+		return zero, toTemporal(err, req.Ref, rawOp, h.prev, downstream{idempotent: opts.IdempotentDownstream, key: downstreamKey, retention: opts.DownstreamRetention})
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
@@ -574,12 +588,20 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 	onceflow.OutcomeError:               {onceflow.TypeInternal, true},
 }
 
+// downstream is what an activity declares about its downstream, carried
+// in an unknown effect's details so the workflow can decide it: its
+// IdempotentDownstream, DownstreamKey and DownstreamRetention.
+type downstream struct {
+	idempotent bool
+	key        string
+	retention  time.Duration
+}
+
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
-// reason) add it here. idempotent is the activity's IdempotentDownstream,
-// carried in an unknown effect's details so the workflow can decide it.
-func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, idempotent bool, downstreamKey string) error {
+// reason) add it here.
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, ds downstream) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -595,7 +617,8 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 		opts.Details = []any{onceflow.EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
-			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: idempotent, DownstreamKey: downstreamKey,
+			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: ds.idempotent, DownstreamKey: ds.key,
+			ReachedAt: eu.Since, DownstreamRetention: ds.retention, RetentionPassed: eu.RetentionPassed,
 		}}
 	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)

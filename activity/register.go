@@ -55,6 +55,7 @@ type settings struct {
 	codec      Codec
 	inProgress InProgressPolicy
 	heartbeat  time.Duration
+	retention  time.Duration
 }
 
 type optionFunc func(*settings) error
@@ -116,6 +117,21 @@ func DownstreamKey[In any](key func(In) string) Option {
 			return errors.New("DownstreamKey: the function is nil")
 		}
 		s.downstream = key
+		return nil
+	})
+}
+
+// DownstreamRetention is Options.DownstreamRetention: how long the
+// downstream remembers the operation's key (Stripe at least 24 hours,
+// Braintree 30 days, Adyen at least 31 days). A re-run after an unknown
+// effect later than that is refused, unless an operator's decision
+// overrides it with a reason.
+func DownstreamRetention(retention time.Duration) Option {
+	return optionFunc(func(s *settings) error {
+		if retention < time.Second {
+			return fmt.Errorf("DownstreamRetention: %s is under a second; give the downstream's retention of an idempotency key, such as 24h", retention)
+		}
+		s.retention = retention
 		return nil
 	})
 }
@@ -225,7 +241,8 @@ func options[In, Out any](fn any, code onceflow.OperationCode, opts []Option) (o
 			return o, "", 0, err
 		}
 	}
-	o = Options[In, Out]{Code: code, Scope: s.scope, IdempotentDownstream: s.idempotent, NoEffect: s.noEffect, Codec: s.codec, InProgress: s.inProgress}
+	o = Options[In, Out]{Code: code, Scope: s.scope, IdempotentDownstream: s.idempotent, NoEffect: s.noEffect, Codec: s.codec, InProgress: s.inProgress,
+		DownstreamRetention: s.retention}
 	if s.key != nil {
 		if o.Key, err = typed[func(In) string]("BusinessKey", s.key); err != nil {
 			return o, "", 0, err
