@@ -195,7 +195,7 @@ type EffectUnknownDetails struct {
 	DownstreamKey string `json:"downstreamKey,omitempty"`
 	// ReachedAt is the earliest time an attempt may have reached the
 	// downstream, by the store's clock (the record's creation; see
-	// docs/recovery.md#the-downstreams-retention). Zero when unknown.
+	// docs/guards.md#the-downstreams-retention). Zero when unknown.
 	ReachedAt time.Time `json:"reachedAt,omitzero"`
 	// DownstreamRetention is how long the downstream remembers the
 	// operation's key (the activity package's DownstreamRetention

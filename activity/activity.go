@@ -181,7 +181,7 @@ type Options[In, Out any] struct {
 	// decision, and the workflow refuses a retry decision unless it is
 	// overridden with a reason (workflow.Resolution.OverrideRetention).
 	// Zero (the default): no limit. See
-	// docs/recovery.md#the-downstreams-retention.
+	// docs/guards.md#the-downstreams-retention.
 	DownstreamRetention time.Duration
 	// NoEffect classifies fn's errors: true means the attempt certainly
 	// had no effect. Such an error is recorded as no effect and returned

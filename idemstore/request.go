@@ -71,7 +71,7 @@ type Request struct {
 	// it is refused: the record is abandoned with
 	// EffectUnknownError.RetentionPassed, for a decision. Measured from
 	// EffectUnknownError.Since, by the store's clock (see
-	// docs/recovery.md#the-downstreams-retention). Zero: no limit.
+	// docs/guards.md#the-downstreams-retention). Zero: no limit.
 	DownstreamRetention time.Duration
 }
 
