@@ -54,6 +54,13 @@ const (
 	// a bug in onceflow or in a Store: report it. Retryable, since the
 	// record, not this answer, decides what the next attempt does.
 	TypeInternal = "onceflow.Internal"
+	// TypeReferenceReused: the activity's declared business reference
+	// (its DownstreamKey) arrived under a second operation key within its
+	// window, and the activity refuses that (the activity package's
+	// RefuseReusedReference): a key derived from a volatile field, or a
+	// new key per retry. Non-retryable: the same input derives the same
+	// key again. See docs/guards.md#the-business-reference.
+	TypeReferenceReused = "onceflow.ReferenceReused"
 )
 
 // Outcome is the class of an executor's result: the one classification
@@ -206,6 +213,20 @@ type EffectUnknownDetails struct {
 	// RetentionPassed: the activity refused to run again because the
 	// retention had passed.
 	RetentionPassed bool `json:"retentionPassed,omitempty"`
+}
+
+// ReferenceReusedDetails are the details of a TypeReferenceReused error:
+// the business reference, which is the activity's own input (it stays in
+// Temporal's history, as the input does, never in Redis), and the two
+// operation keys it arrived with.
+type ReferenceReusedDetails struct {
+	OperationCode string `json:"operationCode"`
+	// Reference is the activity's DownstreamKey.
+	Reference string `json:"reference"`
+	// Holder is the operation key that arrived first with it; Key this
+	// operation's.
+	Holder string `json:"holder"`
+	Key    string `json:"key"`
 }
 
 // RetentionEnds is when the downstream's retention of the operation's key

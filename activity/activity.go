@@ -183,6 +183,16 @@ type Options[In, Out any] struct {
 	// Zero (the default): no limit. See
 	// docs/guards.md#the-downstreams-retention.
 	DownstreamRetention time.Duration
+	// RefuseReusedReference refuses an operation whose DownstreamKey (its
+	// business reference: an order number, a transfer reference) arrived
+	// under another operation key first, within DownstreamRetention
+	// (DefaultReferenceWindow when none): the activity fails with the
+	// non-retryable TypeReferenceReused and nothing runs. Without it such
+	// a reuse is flagged only: a warning line, the executor's
+	// onceflow.reference_reuses metric and an entry in the store's trail
+	// of reuses. Needs DownstreamKey; see
+	// docs/guards.md#the-business-reference.
+	RefuseReusedReference bool
 	// NoEffect classifies fn's errors: true means the attempt certainly
 	// had no effect. Such an error is recorded as no effect and returned
 	// to Temporal as it is, with its own type, message and retryability.
@@ -351,6 +361,11 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		}
 		return b, nil
 	}
+	if downstreamKey != "" {
+		if err := checkReference(ctx, w, opts, info.Namespace, downstreamKey, req.Ref); err != nil {
+			return zero, err
+		}
+	}
 	var res idemstore.Result
 	if opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped {
 		// Another attempt holds the operation: wait for it here, beating
@@ -385,6 +400,31 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
 	}
 	return out, nil
+}
+
+// checkReference flags, or with RefuseReusedReference refuses, a business
+// reference (the DownstreamKey) that arrived under another operation key
+// first (idemstore.Executor.CheckReference). The reference is digested
+// with the worker's secret: Redis never holds it.
+func checkReference[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], namespace, reference string, ref onceflow.Ref) error {
+	window := opts.DownstreamRetention
+	if window <= 0 {
+		window = DefaultReferenceWindow
+	}
+	c := idemstore.ReferenceCheck{
+		Reference: onceflow.Ref{Code: opts.Code, Digest: w.digester.Digest("reference", namespace, reference)},
+		Key:       ref.String(), Window: window, Refuse: opts.RefuseReusedReference,
+	}
+	_, err := w.exec.CheckReference(ctx, c)
+	var reused *idemstore.ReferenceReusedError
+	switch {
+	case errors.As(err, &reused):
+		return temporal.NewNonRetryableApplicationError("onceflow: "+err.Error(), onceflow.TypeReferenceReused, err,
+			onceflow.ReferenceReusedDetails{OperationCode: string(opts.Code), Reference: reference, Holder: reused.Holder, Key: reused.Key})
+	case err != nil:
+		return toTemporal(err, ref, "", nil, downstream{})
+	}
+	return nil
 }
 
 // codec is the activity's Codec, JSONCodec by default.

@@ -26,6 +26,12 @@ import (
 // for a busy one.
 const DefaultHeartbeatTimeout = 10 * time.Second
 
+// DefaultReferenceWindow is how long a business reference (DownstreamKey)
+// stays with the first operation key it arrived with, when the activity
+// declares no DownstreamRetention: a day, the shortest retention of an
+// idempotency key among the large payment providers (Stripe's).
+const DefaultReferenceWindow = 24 * time.Hour
+
 // Registry is where Register registers an activity: an SDK worker
 // (go.temporal.io/sdk/worker.Worker) or the SDK testsuite's
 // TestWorkflowEnvironment.
@@ -56,6 +62,7 @@ type settings struct {
 	inProgress InProgressPolicy
 	heartbeat  time.Duration
 	retention  time.Duration
+	refuseRef  bool
 }
 
 type optionFunc func(*settings) error
@@ -134,6 +141,13 @@ func DownstreamRetention(retention time.Duration) Option {
 		s.retention = retention
 		return nil
 	})
+}
+
+// RefuseReusedReference is Options.RefuseReusedReference: an operation
+// whose DownstreamKey arrived under another operation key first, within
+// the window, is refused instead of flagged. It needs DownstreamKey.
+func RefuseReusedReference() Option {
+	return optionFunc(func(s *settings) error { s.refuseRef = true; return nil })
 }
 
 // Reconcile is Options.Reconcile: asked whether an earlier attempt's
@@ -242,7 +256,10 @@ func options[In, Out any](fn any, code onceflow.OperationCode, opts []Option) (o
 		}
 	}
 	o = Options[In, Out]{Code: code, Scope: s.scope, IdempotentDownstream: s.idempotent, NoEffect: s.noEffect, Codec: s.codec, InProgress: s.inProgress,
-		DownstreamRetention: s.retention}
+		DownstreamRetention: s.retention, RefuseReusedReference: s.refuseRef}
+	if s.refuseRef && s.downstream == nil {
+		return o, "", 0, errors.New("RefuseReusedReference needs DownstreamKey: the business reference it guards")
+	}
 	if s.key != nil {
 		if o.Key, err = typed[func(In) string]("BusinessKey", s.key); err != nil {
 			return o, "", 0, err
