@@ -363,6 +363,14 @@ func WorkflowScope(namespace, workflowID, activityID string) RawScope {
 	return RawScope{"workflow", namespace, workflowID, activityID}
 }
 
+// StandaloneScope is the scope of an activity started on its own (a
+// Temporal Standalone Activity, client.ExecuteActivity), run- or
+// workflow-scoped: its activity ID, which the caller chooses as the
+// operation's identity, across the activity's attempts and runs.
+func StandaloneScope(namespace, activityID string) RawScope {
+	return RawScope{"standalone", namespace, activityID}
+}
+
 // BusinessScope is a business-scoped activity's scope: one business key
 // ("order-42/charge") across workflows of a namespace.
 func BusinessScope(namespace, key string) RawScope { return RawScope{"business", namespace, key} }

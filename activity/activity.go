@@ -287,6 +287,13 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	defer w.leave()
 	var zero Out
 	info := sdkactivity.GetInfo(ctx)
+	standalone := Standalone(info)
+	if info.HeartbeatTimeout <= 0 && standalone {
+		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: standalone activity %s was started without a HeartbeatTimeout; set StartActivityOptions.HeartbeatTimeout "+
+				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
+			onceflow.TypeHeartbeatTimeoutRequired, nil)
+	}
 	if info.HeartbeatTimeout <= 0 {
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: activity %s was scheduled without a HeartbeatTimeout; install onceflow's interceptor on the workflow's worker "+
@@ -303,6 +310,11 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, err
 	}
 	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	if standalone {
+		// No workflow: the activity ID, which the caller chose, is the
+		// operation's identity.
+		rawOp = info.Namespace + "/activity/" + info.ActivityID
+	}
 	opID := w.digester.Operation(rawOp)
 	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
 	h := newHeart(ctx, w, info)
@@ -427,6 +439,16 @@ func checkReference[In, Out any](ctx context.Context, w *Wrapper, opts Options[I
 	return nil
 }
 
+// Standalone reports whether the activity runs on its own, started by a
+// client (a Temporal Standalone Activity, client.ExecuteActivity) rather
+// than scheduled by a workflow. Its operation is then named by its
+// activity ID, and an unknown effect waits in its record (ABANDONED) for
+// an operator, since no workflow holds a Recovery: see
+// docs/guards.md#standalone-activities.
+func Standalone(info sdkactivity.Info) bool {
+	return info.WorkflowExecution.ID == "" && !info.IsLocalActivity && info.ActivityID != ""
+}
+
 // codec is the activity's Codec, JSONCodec by default.
 func (o Options[In, Out]) codec() Codec {
 	if o.Codec == nil {
@@ -438,6 +460,10 @@ func (o Options[In, Out]) codec() Codec {
 // scopeDigest is the digest of the activity's scope (Options.Scope), or
 // an ApplicationError when the scope cannot be made.
 func scopeDigest[In, Out any](dig *onceflow.Digester, opts Options[In, Out], info sdkactivity.Info, in In) (onceflow.ScopeDigest, error) {
+	switch {
+	case opts.Scope != BusinessScoped && Standalone(info):
+		return dig.Digest(onceflow.StandaloneScope(info.Namespace, info.ActivityID)...), nil
+	}
 	switch opts.Scope {
 	case RunScoped:
 		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
