@@ -122,7 +122,7 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 		// to a long poll whose deadline came a moment before the context's.
 		var deadline *serviceerror.DeadlineExceeded
 		if ctx.Err() == nil && (wctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &deadline)) {
-			_, err := fmt.Fprintf(out, "still running after %v: see `worker pending` (a step may wait on a decision) and `worker ledger -order-id %s`\n", *wait, in.OrderID)
+			_, err := fmt.Fprintf(out, "still running after %v: see `%s` (a step may wait on a decision) and `%s -order-id %s`\n", *wait, cli.Command("pending", *dev), cli.Command("ledger", *dev), in.OrderID)
 			return err
 		}
 		return fmt.Errorf("order: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -195,13 +196,56 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 			return err
 		}
 		con.Register(r.HTTP)
+		// A browser pointed at the worker's address lands in the console.
+		r.HTTP.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))
 		return order.RegisterAPI(r, l, app.orderWait, hooks)
 	}
 	w, err := worker.New(cfg)
 	if err != nil {
 		return err
 	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-w.Started():
+			announceConsole(log, w.HTTPAddr(), app.console != "", cfg.Dev)
+		case <-done:
+		}
+	}()
 	return w.Run(ctx)
+}
+
+// announceConsole logs where the console is, once the worker serves
+// HTTP on addr ("" when -http-addr is off): the address to open, with
+// the token to add when the console has one, or how to turn it on.
+func announceConsole(log *slog.Logger, addr string, token, dev bool) {
+	if addr == "" {
+		return
+	}
+	u := consoleURL(addr)
+	switch {
+	case token:
+		log.Info("onceflow console: open it in a browser with the token once (a cookie keeps it)", "url", u+"?token=$ONCEFLOW_CONSOLE_TOKEN")
+	case dev:
+		log.Info("onceflow console: open it in a browser", "url", u)
+	default:
+		log.Info("onceflow console: off; set -console-token (ONCEFLOW_CONSOLE_TOKEN) to serve it", "url", u)
+	}
+}
+
+// consoleURL is the console's address on a worker that serves HTTP on
+// addr: a host that listens on every interface (0.0.0.0, [::], none) is
+// shown as localhost, which the console under -dev answers.
+func consoleURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr + "/console"
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/console"
 }
 
 // consolePrincipal names who decides through the console, for the

@@ -90,7 +90,7 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 		if jerr := enc.Encode(t); jerr != nil {
 			return jerr
 		}
-	} else if werr := trail.Write(out, t); werr != nil {
+	} else if werr := trail.Write(out, t, *dev); werr != nil {
 		return werr
 	}
 	if err != nil {

@@ -120,7 +120,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 					*ledgerDSN = dsn
 				}
 			}
-			return pendingList(ctx, c, *limit, *asJSON, *ledgerDSN, out)
+			return pendingList(ctx, c, *limit, *asJSON, *ledgerDSN, *useDev, out)
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
@@ -163,7 +163,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 				*ledgerDSN = dsn
 			}
 		}
-		return resolve(ctx, c, *wfID, *runID, res, *signal, *ledgerDSN, out)
+		return resolve(ctx, c, *wfID, *runID, res, *signal, *ledgerDSN, *useDev, out)
 	case "reopen":
 		record := fs.String("record", "", "the record key, as pending or inspect shows it (required)")
 		reason := fs.String("reason", "", "why, for the record")
@@ -268,7 +268,7 @@ func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Wr
 // pendingList prints every waiting workflow of the task queue. What could
 // be read is printed; the workflows that could not be asked make the
 // command fail after it.
-func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, ledgerDSN string, out io.Writer) error {
+func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, ledgerDSN string, dev bool, out io.Writer) error {
 	tc, err := Dial(ctx, c, "pending")
 	if err != nil {
 		return err
@@ -290,7 +290,7 @@ func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, l
 		defer l.Close()
 		assessed, _ = operator.Assess(ctx, order.ChargeEvidence{Ledger: l}, list) // a failure is in its step's EvidenceError
 	}
-	if err := printPending(list, assessed, c.TaskQueue, asJSON, out); err != nil {
+	if err := printPending(list, assessed, c.TaskQueue, asJSON, dev, out); err != nil {
 		return err
 	}
 	return listErr
@@ -308,8 +308,9 @@ func openLedgerReadOnly(ctx context.Context, dsn string) (*ledger.Ledger, error)
 
 // printPending prints the waiting workflows as JSON or a table; assessed,
 // when not empty, is each incident's evidence, printed after the table
-// with the decision it implies ready to send.
-func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQueue string, asJSON bool, out io.Writer) error {
+// with the decision it implies ready to send; dev adds -dev to the
+// commands it prints.
+func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQueue string, asJSON, dev bool, out io.Writer) error {
 	if asJSON {
 		return printJSON(out, list)
 	}
@@ -349,8 +350,8 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 				if len(a.Evidence.Result) > 0 {
 					result = " -result '" + string(a.Evidence.Result) + "'"
 				}
-				fmt.Fprintf(out, "  implies %s: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision %s%s -reason TEXT\n",
-					Printable(string(d)), Printable(a.WorkflowID), Printable(inc.RecordKey), inc.Attempt, inc.Rev, Printable(string(d)), Printable(result))
+				fmt.Fprintf(out, "  implies %s: %s -workflow-id %s -record %s -attempt %d -rev %d -decision %s%s -reason TEXT\n",
+					Printable(string(d)), Command("resolve", dev), Printable(a.WorkflowID), Printable(inc.RecordKey), inc.Attempt, inc.Rev, Printable(string(d)), Printable(result))
 			}
 		case a.EvidenceError != "":
 			fmt.Fprintf(out, "\nevidence for %s in %s could not be read: %s\n", Printable(inc.String()), Printable(a.WorkflowID), Printable(a.EvidenceError))
@@ -360,13 +361,13 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 		return nil
 	}
 	p := first.Pending[0]
-	_, err := fmt.Fprintf(out, "\ndecide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
-		Printable(first.WorkflowID), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev, Printable(p.ResultType))
+	_, err := fmt.Fprintf(out, "\ndecide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
+		Command("resolve", dev), Printable(first.WorkflowID), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev, Printable(p.ResultType))
 	return err
 }
 
 // resolve sends a decision and prints the workflow's answer.
-func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, ledgerDSN string, out io.Writer) error {
+func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, ledgerDSN string, dev bool, out io.Writer) error {
 	tc, err := Dial(ctx, c, "resolve")
 	if err != nil {
 		return err
@@ -381,7 +382,7 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 		if err := operator.SignalResolve(ctx, tc, wfID, runID, res); err != nil {
 			return fmt.Errorf("resolve: %w", err)
 		}
-		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal (request %s): no answer comes back; run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID)
+		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal (request %s): no answer comes back; run %s -workflow-id %s to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID, Command("pending", dev), wfID)
 		return err
 	}
 	reply, err := operator.Resolve(ctx, tc, wfID, runID, res)
@@ -397,7 +398,7 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 	case err != nil:
 		return fmt.Errorf("resolve: %w", err)
 	case reply.Signalled:
-		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal (request %s): run pending to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID)
+		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal (request %s): run %s -workflow-id %s to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID, Command("pending", dev), wfID)
 		return err
 	case reply.Repeated:
 		_, err = fmt.Fprintf(out, "already applied by this request (%s): %s for %s in %s; nothing applied again\n", reply.RequestID, reply.Decision, reply.Applied, wfID)

@@ -22,3 +22,13 @@ func Printable(s string) string {
 	}
 	return s
 }
+
+// Command is how the hints the tools print name the worker's command
+// name: "worker resolve", or "worker resolve -dev" for a -dev worker's
+// state (dev), so that a hint copied as it is talks to the same servers.
+func Command(name string, dev bool) string {
+	if dev {
+		return "worker " + name + " -dev"
+	}
+	return "worker " + name
+}

@@ -30,7 +30,7 @@ func TestOperatorOutputEscapesStoredText(t *testing.T) {
 	}
 	list := []operator.Waiting{{WorkflowID: "wf" + hostile, Pending: []idemwf.PendingRecovery{{Activity: hostile, Incident: idemwf.Incident{RecordKey: hostile}}}}}
 	assessed := []operator.Assessed{{Step: operator.Step{WorkflowID: list[0].WorkflowID, Pending: list[0].Pending[0]}, Evidence: &idemwf.Evidence{Summary: hostile, Facts: []string{hostile}}}}
-	if err := printPending(list, assessed, "q", false, &out); err != nil {
+	if err := printPending(list, assessed, "q", false, false, &out); err != nil {
 		t.Fatal(err)
 	}
 	if strings.ContainsAny(out.String(), "\x1b\x07") || strings.Contains(out.String(), "\nforged line") {

@@ -1,10 +1,12 @@
 // Package console is the operator console of cmd/worker: a page on -http
 // (/console, html/template, no front-end build) listing the pending
 // recoveries with buttons to decide each (completed with a result, retry,
-// fail with a reason), the recent orders and the trail of one order.
+// fail with a reason) and a link to each one's trail, the recent orders
+// and the trail of one order or workflow: a timeline of its history, its
+// decisions, and the raw trail collapsed.
 //
-// A decision goes to the workflow as the onceflow.resolve Update (the
-// signal where the server takes no Updates), exactly as `worker resolve`
+// A decision goes to the workflow as the onceflow.decide Update (the
+// onceflow.resolve signal where the server takes no Updates), exactly as `worker resolve`
 // sends it (operator.Resolve), and the page shows the workflow's answer. The console asks for
 // a token (-console-token, 32 bytes' worth at least: CheckToken) unless
 // the worker runs with -dev: open /console?token=… once, and an HttpOnly,
@@ -51,14 +53,14 @@ import (
 )
 
 //go:embed console.html
-var page string
+var pageHTML string
 
-var tmpl = template.Must(template.New("console").Parse(page))
+var tmpl = template.Must(template.New("console").Parse(pageHTML))
 
 // csp is the pages' Content-Security-Policy: no script at all, the one
 // inline <style> of console.html by its hash, forms only to the console
 // itself, no framing.
-var csp = "default-src 'none'; style-src '" + styleHash(page) + "'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+var csp = "default-src 'none'; style-src '" + styleHash(pageHTML) + "'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // styleHash is the CSP source of the text of page's <style> element (it
 // holds no template action, so the page shows it as it is).
@@ -134,6 +136,7 @@ func New(cfg Config) (*Console, error) {
 func (c *Console) Register(mux *http.ServeMux) {
 	mux.Handle("GET /console", c.guard(http.HandlerFunc(c.index)))
 	mux.Handle("GET /console/orders/{id}", c.guard(http.HandlerFunc(c.order)))
+	mux.Handle("GET /console/workflows/{id}", c.guard(http.HandlerFunc(c.workflow)))
 	mux.Handle("POST /console/resolve", http.NewCrossOriginProtection().Handler(c.guard(http.HandlerFunc(c.resolve))))
 }
 
@@ -247,10 +250,14 @@ type incident struct {
 	RequestID string
 	// Form is what the operator typed, kept when the decision failed.
 	Form form
-	// Order is the order whose trail page shows the incident ("" on the
-	// index): where a decision returns to.
-	Order string
+	// Page is the trail page that shows the incident ("" on the index):
+	// where a decision returns to.
+	Page page
 }
+
+// TrailPath is the path of the trail page of the incident's workflow
+// (which names its order), the index's link from each incident.
+func (i incident) TrailPath() string { return page{kind: "workflows", id: i.WorkflowID}.path() }
 
 // ReasonFor is the reason typed in decision d's form, when it failed.
 func (i incident) ReasonFor(d string) string {
@@ -294,15 +301,50 @@ func (i incident) Implies() string {
 	return string(i.Evidence.Implies)
 }
 
+// page names a trail page: an order's (kind "orders") or a workflow's
+// ("workflows"); the zero page is the index.
+type page struct{ kind, id string }
+
+// parsePage reads a page from a form's "page" field ("orders/ID" or
+// "workflows/ID"); anything else is the index.
+func parsePage(v string) page {
+	kind, id, _ := strings.Cut(v, "/")
+	if (kind != "orders" && kind != "workflows") || id == "" {
+		return page{}
+	}
+	return page{kind: kind, id: id}
+}
+
+// String is the page as a form carries it.
+func (p page) String() string {
+	if p.kind == "" {
+		return ""
+	}
+	return p.kind + "/" + p.id
+}
+
+// path is the page's address.
+func (p page) path() string {
+	if p.kind == "" {
+		return "/console"
+	}
+	return "/console/" + p.kind + "/" + url.PathEscape(p.id)
+}
+
 type view struct {
-	Index           bool
-	Message         string
-	Failed          bool
-	TaskQueue       string
-	Pending         []incident
-	Orders          []ledger.Order
-	OrderID         string
+	Index      bool
+	Message    string
+	Failed     bool
+	TaskQueue  string
+	Pending    []incident
+	Orders     []ledger.Order
+	OrderID    string
+	WorkflowID string
+	// Self is the page's own address (its refresh link).
+	Self            string
 	Trail           string
+	Timeline        []trail.Event
+	TimelineError   string
 	Decisions       []idemwf.Decided
 	DecisionsError  string
 	ListPendingFail string
@@ -343,7 +385,7 @@ func message(code string) string {
 // pending reads the incidents of the waiting workflows (of one workflow
 // when wfID is not empty) with their evidence; posted, when not nil, is
 // the failed form to show again in its incident.
-func (c *Console) pending(ctx context.Context, v *view, wfID, orderID string, posted *incident) {
+func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, posted *incident) {
 	var waiting []operator.Waiting
 	if wfID == "" {
 		var err error
@@ -366,7 +408,7 @@ func (c *Console) pending(ctx context.Context, v *view, wfID, orderID string, po
 			WorkflowID: a.WorkflowID, RunID: a.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
 			Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
 			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint,
-			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Order: orderID,
+			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Page: pg,
 		}
 		if posted != nil && posted.key() == in.key() {
 			in.Form = posted.Form
@@ -383,8 +425,8 @@ func (c *Console) pending(ctx context.Context, v *view, wfID, orderID string, po
 func (c *Console) renderIndex(w http.ResponseWriter, r *http.Request, status int, msg string, failed bool, posted *incident) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	v := view{Index: true, TaskQueue: c.cfg.TaskQueue, Message: msg, Failed: failed}
-	c.pending(ctx, &v, "", "", posted)
+	v := view{Index: true, Self: "/console", TaskQueue: c.cfg.TaskQueue, Message: msg, Failed: failed}
+	c.pending(ctx, &v, "", page{}, posted)
 	orders, err := c.cfg.Trail.Ledger.RecentOrders(ctx, 20)
 	if err != nil {
 		v.fail("reading the ledger failed: " + err.Error())
@@ -410,38 +452,55 @@ func (c *Console) renderIndex(w http.ResponseWriter, r *http.Request, status int
 }
 
 func (c *Console) order(w http.ResponseWriter, r *http.Request) {
-	c.renderOrder(w, r, r.PathValue("id"), http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
+	c.renderTrail(w, r, page{kind: "orders", id: r.PathValue("id")}, http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
 }
 
-// renderOrder answers an order's trail page, with the decision forms of
-// the incidents its workflow waits on; an order the ledger does not know
-// is a 404.
-func (c *Console) renderOrder(w http.ResponseWriter, r *http.Request, id string, status int, msg string, failed bool, posted *incident) {
+func (c *Console) workflow(w http.ResponseWriter, r *http.Request) {
+	c.renderTrail(w, r, page{kind: "workflows", id: r.PathValue("id")}, http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
+}
+
+// renderTrail answers a trail page (an order's or a workflow's): its
+// timeline, the decisions, the raw trail, and the decision forms of the
+// incidents its workflow waits on. An order the ledger does not know, or
+// a workflow Temporal does not, is a 404.
+func (c *Console) renderTrail(w http.ResponseWriter, r *http.Request, pg page, status int, msg string, failed bool, posted *incident) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	v := view{OrderID: id, Message: msg, Failed: failed}
-	o, ok, err := c.cfg.Trail.Ledger.Order(ctx, id)
-	switch {
-	case err != nil:
-		v.fail("reading the ledger failed: " + err.Error())
-		render(w, http.StatusInternalServerError, v)
-		return
-	case !ok:
-		v.fail("no order " + id + " in the ledger")
+	v := view{Self: pg.path(), Message: msg, Failed: failed}
+	q := trail.Query{WorkflowID: pg.id}
+	if pg.kind == "orders" {
+		v.OrderID, q = pg.id, trail.Query{OrderID: pg.id}
+		_, ok, err := c.cfg.Trail.Ledger.Order(ctx, pg.id)
+		switch {
+		case err != nil:
+			v.fail("reading the ledger failed: " + err.Error())
+			render(w, http.StatusInternalServerError, v)
+			return
+		case !ok:
+			v.fail("no order " + pg.id + " in the ledger")
+			render(w, http.StatusNotFound, v)
+			return
+		}
+	}
+	t, err := trail.Build(ctx, c.cfg.Trail, q)
+	if pg.kind == "workflows" && t.Status == "NOT_FOUND" {
+		v.WorkflowID = pg.id
+		v.fail("no workflow " + pg.id + " in the namespace " + c.cfg.Namespace)
 		render(w, http.StatusNotFound, v)
 		return
 	}
-	t, err := trail.Build(ctx, c.cfg.Trail, trail.Query{OrderID: id})
 	var buf bytes.Buffer
-	if werr := trail.Write(&buf, t); werr != nil && err == nil {
+	if werr := trail.Write(&buf, t, c.cfg.Dev); werr != nil && err == nil {
 		err = werr
 	}
+	v.OrderID, v.WorkflowID = t.OrderID, t.WorkflowID
 	v.Trail, v.Decisions, v.DecisionsError = buf.String(), t.Decisions, t.DecisionsError
+	v.Timeline, v.TimelineError = t.Timeline, t.TimelineError
 	if err != nil {
 		v.fail(err.Error())
 	}
 	if t.Status == "RUNNING" {
-		c.pending(ctx, &v, o.WorkflowID, id, posted)
+		c.pending(ctx, &v, t.WorkflowID, pg, posted)
 	}
 	render(w, status, v)
 }
@@ -465,10 +524,10 @@ func render(w http.ResponseWriter, status int, v view) {
 // that page, what went wrong and the form as it was typed.
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	var posted incident
-	from := ""
+	var from page
 	fail := func(status int, msg string) {
-		if from != "" {
-			c.renderOrder(w, r, from, status, msg, true, &posted)
+		if from.kind != "" {
+			c.renderTrail(w, r, from, status, msg, true, &posted)
 			return
 		}
 		c.renderIndex(w, r, status, msg, true, &posted)
@@ -478,7 +537,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := r.PostForm
-	from = f.Get("order")
+	from = parsePage(f.Get("page"))
 	posted = incident{WorkflowID: f.Get("workflow_id"), RunID: f.Get("run_id"), RecordKey: f.Get("record"), Activity: f.Get("activity"),
 		RequestID: f.Get("request_id"), Form: form{Decision: f.Get("decision"), Result: f.Get("result"), Reason: f.Get("reason"), Confirm: f.Get("confirm") != ""}}
 	res := idemwf.Resolution{RecordKey: posted.RecordKey, Decision: idemwf.Decision(posted.Form.Decision), Reason: strings.TrimSpace(posted.Form.Reason),
@@ -576,12 +635,8 @@ func (c *Console) principal(r *http.Request) string {
 	return "console"
 }
 
-// back redirects to the console, or to the trail page of order when it is
-// not empty, with a message code (post/redirect/get).
-func back(w http.ResponseWriter, r *http.Request, order, code string) {
-	path := "/console"
-	if order != "" {
-		path += "/orders/" + url.PathEscape(order)
-	}
-	http.Redirect(w, r, path+"?"+url.Values{"msg": {code}}.Encode(), http.StatusSeeOther)
+// back redirects to the page the form was on (the index, or a trail
+// page), with a message code (post/redirect/get).
+func back(w http.ResponseWriter, r *http.Request, from page, code string) {
+	http.Redirect(w, r, from.path()+"?"+url.Values{"msg": {code}}.Encode(), http.StatusSeeOther)
 }

@@ -218,6 +218,9 @@ func TestAFailedFormKeepsItsInput(t *testing.T) {
 	if page.status != http.StatusOK || !strings.Contains(page.body, "took no money under this operation key") || !strings.Contains(page.body, `class="retry implied"`) {
 		t.Fatalf("the page: %d %s", page.status, page.body)
 	}
+	if !strings.Contains(page.body, `<a class="trail-link" href="/console/workflows/order-1">`) {
+		t.Errorf("the incident links to no trail of its order: %s", page.body)
+	}
 	form := url.Values{"workflow_id": {"order-1"}, "run_id": {"run-1"}, "record": {key}, "attempt": {"1"}, "rev": {"2"}, "activity": {order.ChargeCardActivity},
 		"request_id": {"req-1"}, "decision": {"completed"}, "result": {"{broken json"}, "reason": {"typed by hand"}, "confirm": {"yes"}}.Encode()
 	a := do(mux, "POST", "localhost", "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded")

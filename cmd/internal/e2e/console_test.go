@@ -37,8 +37,11 @@ func chromium(t *testing.T) string {
 }
 
 // TestConsoleResolvesAPendingCharge: an order whose charge is left
-// effect-unknown appears in the console; clicking "retry" in the browser
-// resolves it, and the order completes with one charge.
+// effect-unknown appears in the console, linked to its order's trail;
+// clicking "retry" in the browser resolves it, and the order completes
+// with one charge. The recent orders show its amount in the currency's
+// own decimals (a JPY order has none), and its trail page is a timeline
+// (time, step, state, attempt, actor) with the raw trail collapsed.
 func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	t.Parallel()
 	browser := chromium(t)
@@ -65,6 +68,7 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	base := "http://" + w.HTTPAddr()
 	in := s.newOrder()
 	in.SkipChargeReconcile = true
+	in.Currency = "JPY" // no minor unit: 1999 JPY, not 19.99
 	run := s.start(order.PlaceOrder, "order-"+in.OrderID, in)
 	s.pendingOf(run.GetID(), 1)
 
@@ -102,6 +106,10 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	if background != "rgb(244, 244, 244)" {
 		t.Errorf("the console's style did not apply (its Content-Security-Policy blocked it?): th background %q", background)
 	}
+	link, err := chromedp.Run(tctx, chromedp.Evaluate[string](`document.querySelector('`+row+` a.trail-link').getAttribute("href")`))
+	if err != nil || link != "/console/workflows/"+run.GetID() {
+		t.Errorf("the incident links to %q (%v), want its workflow's trail", link, err)
+	}
 	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(row+` form.retry button`)), chromedp.WaitVisible(chromedp.CSS(`#message`))); err != nil {
 		t.Fatalf("clicking retry: %v", err)
 	}
@@ -121,16 +129,53 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 		t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
 	}
 
-	// The order's trail page shows it completed, and a cross-origin post is
-	// refused.
-	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console/orders/"+in.OrderID)); err != nil {
+	// The recent orders show the amount in yen, without decimals.
+	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console"), chromedp.WaitVisible(chromedp.CSS(`#orders`))); err != nil {
+		t.Fatal(err)
+	}
+	amount, err := chromedp.Run(tctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#orders tr")].find(r => r.textContent.includes("`+in.OrderID+`")).querySelector("td.amount").textContent`))
+	if err != nil || amount != "1999 JPY" {
+		t.Errorf("the recent orders show the amount %q (%v), want 1999 JPY", amount, err)
+	}
+
+	// The incident's link leads to the workflow's trail, which names the
+	// order; the order's page is a timeline: the charge's failure with
+	// its attempt and worker, the decision with who sent it, the charge
+	// again, the workflow's end. The raw trail is there, collapsed.
+	if err := chromedp.Do(tctx, chromedp.Navigate(base+link), chromedp.WaitVisible(chromedp.CSS(`#order-link`))); err != nil {
+		t.Fatalf("the incident's trail link: %v", err)
+	}
+	if ol, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#order-link`))); err != nil || ol != in.OrderID {
+		t.Errorf("the workflow's trail names the order %q (%v), want %s", ol, err, in.OrderID)
+	}
+	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console/orders/"+in.OrderID), chromedp.WaitVisible(chromedp.CSS(`#timeline`))); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](
+		`[...document.querySelectorAll("#timeline tr")].slice(1).map(r => [...r.cells].slice(1, 5).map(c => c.textContent).join("|"))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeline := strings.Join(rows, "\n")
+	for _, want := range []string{"workflow|started PlaceOrder|", order.ChargeCardActivity + "|scheduled||workflow",
+		"onceflow.decide|decision: retry||console", order.ChargeCardActivity + "|completed|1|", "workflow|completed||"} {
+		if !strings.Contains(timeline, want) {
+			t.Errorf("the timeline has no row with %q:\n%s", want, timeline)
+		}
+	}
+	open, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`document.querySelector("#raw").open`))
+	if err != nil || open {
+		t.Errorf("the raw trail is open (%v), want it collapsed", err)
+	}
+	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(`#raw summary`)), chromedp.WaitVisible(chromedp.CSS(`#trail`))); err != nil {
 		t.Fatal(err)
 	}
 	trailText, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#trail`)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(trailText, "COMPLETED") || !strings.Contains(trailText, "step charge") {
+	if !strings.Contains(trailText, "COMPLETED") || !strings.Contains(trailText, "step charge") || !strings.Contains(trailText, "completed, 1999 JPY") {
 		t.Errorf("trail page: %q", trailText)
 	}
 	a := &api{shop: s, base: base}
@@ -221,8 +266,8 @@ func TestConsoleDecisionsFollowTheEvidence(t *testing.T) {
 	}
 	charge := s.books(ins[0]).calls[0].ChargeID
 	summary, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(a+` .evidence`)))
-	if err != nil || !strings.Contains(summary, charge) || !strings.Contains(summary, "implies completed") {
-		t.Fatalf("the evidence shows %q (%v); want the gateway's charge %s", summary, err, charge)
+	if err != nil || !strings.Contains(summary, charge) || !strings.Contains(summary, "implies completed") || !strings.Contains(summary, "the gateway charged 19.99 USD") {
+		t.Fatalf("the evidence shows %q (%v); want the gateway's charge %s of 19.99 USD", summary, err, charge)
 	}
 
 	// Retry without confirmation: refused, nothing charged again.

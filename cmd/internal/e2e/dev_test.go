@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,25 @@ type devWorker struct {
 	cmd          *exec.Cmd
 	exited       chan struct{}
 	ends         devstate.Endpoints
+	log          *syncBuffer // the running worker's output
+}
+
+// syncBuffer is a bytes.Buffer that a process writes while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // TestDevMode runs the README's -dev story for real on the development
@@ -87,6 +107,7 @@ func TestDevMode(t *testing.T) {
 	}
 	d.wantOneCharge("o-keep")
 	d.devCredentials() // the docs' curl commands
+	d.consoleAnnounced()
 
 	// A taken Temporal address: the error names the flag that moves it.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -115,6 +136,29 @@ func TestDevMode(t *testing.T) {
 	d.stop()
 }
 
+// consoleAnnounced: the -dev worker prints the console's address at
+// startup, and its address's / leads there.
+func (d *devWorker) consoleAnnounced() {
+	d.t.Helper()
+	want := "url=http://" + d.httpAddr + "/console"
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(d.log.String(), want) {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("the -dev worker never printed %q:\n%s", want, d.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get("http://" + d.httpAddr + "/")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || resp.Header.Get("Location") != "/console" {
+		d.t.Fatalf("GET /: %d, Location %q; want 302 to /console", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
+
 // command is the dev worker binary with args, in the state directory's
 // environment, and none of the servers' variables of the test's own.
 func (d *devWorker) command(args ...string) *exec.Cmd {
@@ -136,8 +180,9 @@ func (d *devWorker) command(args ...string) *exec.Cmd {
 func (d *devWorker) start(extra ...string) {
 	d.t.Helper()
 	d.cmd = d.command(append([]string{"-dev", "-lease", "3s"}, extra...)...)
-	var log bytes.Buffer
-	d.cmd.Stdout, d.cmd.Stderr = &log, &log
+	log := &syncBuffer{}
+	d.log = log
+	d.cmd.Stdout, d.cmd.Stderr = log, log
 	if err := d.spawn.Start(d.cmd); err != nil {
 		d.t.Fatal(err)
 	}

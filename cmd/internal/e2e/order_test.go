@@ -320,7 +320,7 @@ func (s *shop) checkTrail(orderID string, res order.OrderResult, b books) {
 		s.t.Fatal(err)
 	}
 	var text strings.Builder
-	if err := trail.Write(&text, tr); err != nil {
+	if err := trail.Write(&text, tr, false); err != nil {
 		s.t.Fatal(err)
 	}
 	if tr.WorkflowID != "order-"+orderID || tr.Status != "COMPLETED" || tr.RunID == "" || len(tr.Pending) != 0 || len(tr.Steps) != len(order.Steps) {

@@ -48,7 +48,12 @@ type Trail struct {
 	// workflow's could not be read.
 	Decisions      []idemwf.Decided `json:"decisions,omitempty"`
 	DecisionsError string           `json:"decisions_error,omitempty"`
-	OrderID        string           `json:"order_id,omitempty"`
+	// Timeline is the workflow's history, one row per thing that
+	// happened to it or its steps, oldest first, and the activities it
+	// runs now. TimelineError says why it could not be read.
+	Timeline      []Event `json:"timeline,omitempty"`
+	TimelineError string  `json:"timeline_error,omitempty"`
+	OrderID       string  `json:"order_id,omitempty"`
 	// Steps are the records of the saga's steps, by business key.
 	Steps []StepTrail `json:"steps,omitempty"`
 	// Ledger are the order's rows.
@@ -130,6 +135,9 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		default:
 			info := d.GetWorkflowExecutionInfo()
 			t.RunID, t.Status = info.GetExecution().GetRunId(), strings.ToUpper(info.GetStatus().String())
+			if t.Timeline, err = timeline(ctx, src.Client, t.WorkflowID, t.RunID, d); err != nil {
+				t.TimelineError = err.Error()
+			}
 			if p := info.GetMemo().GetFields()["order_id"]; p != nil && t.OrderID == "" {
 				_ = converter.GetDefaultDataConverter().FromPayload(p, &t.OrderID)
 			}
@@ -205,7 +213,8 @@ const closedQueryTimeout = 5 * time.Second
 // Write prints a trail, one layer after another. Every value read from a
 // store is printed through cli.Printable: a newline or an escape sequence
 // in it is quoted, so it can neither forge a line nor reach the terminal.
-func Write(out io.Writer, t Trail) error {
+// dev adds -dev to the commands it prints, for a trail of a -dev worker.
+func Write(out io.Writer, t Trail, dev bool) error {
 	p := func(format string, args ...any) { _, _ = fmt.Fprintf(out, format, args...) }
 	q := cli.Printable
 	if t.HTTP != nil {
@@ -231,8 +240,8 @@ func Write(out io.Writer, t Trail) error {
 				}
 			}
 		}
-		p("    decide with: worker resolve -workflow-id %s -record %s -attempt %d -rev %d -decision %s -reason TEXT\n",
-			q(t.WorkflowID), q(pr.RecordKey), pr.Incident.Attempt, pr.Incident.Rev, q(decision))
+		p("    decide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision %s -reason TEXT\n",
+			cli.Command("resolve", dev), q(t.WorkflowID), q(pr.RecordKey), pr.Incident.Attempt, pr.Incident.Rev, q(decision))
 	}
 	for _, d := range t.Decisions {
 		r := d.Resolution
@@ -247,6 +256,23 @@ func Write(out io.Writer, t Trail) error {
 	}
 	if t.DecisionsError != "" {
 		p("  decisions: %s\n", q(t.DecisionsError))
+	}
+	if len(t.Timeline) > 0 || t.TimelineError != "" {
+		p("timeline\n")
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		for _, e := range t.Timeline {
+			attempt := ""
+			if e.Attempt > 0 {
+				attempt = fmt.Sprintf("attempt %d", e.Attempt)
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s%s\n", e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), q(e.Step), q(e.State), attempt, q(e.Actor), suffix(": ", q(e.Detail)))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if t.TimelineError != "" {
+			p("  %s\n", q(t.TimelineError))
+		}
 	}
 	if t.OrderID == "" {
 		p("no order known for the workflow yet\n")
@@ -284,7 +310,7 @@ func PrintRows(out io.Writer, r Rows) error {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	q := cli.Printable
 	o := r.Order
-	fmt.Fprintf(tw, "order\t%s\t%s, %d %s, workflow %s%s\n", q(o.ID), q(o.Status), o.AmountCents, q(o.Currency), q(o.WorkflowID), suffix(" reason: ", q(o.Reason)))
+	fmt.Fprintf(tw, "order\t%s\t%s, %s, workflow %s%s\n", q(o.ID), q(o.Status), q(ledger.FormatMoney(o.AmountCents, o.Currency)), q(o.WorkflowID), suffix(" reason: ", q(o.Reason)))
 	if res := r.Reservation; res != nil {
 		var items []string
 		for _, it := range res.Items {
@@ -293,14 +319,14 @@ func PrintRows(out io.Writer, r Rows) error {
 		fmt.Fprintf(tw, "reservation\t%s\t%s\n", q(res.Status), strings.Join(items, " "))
 	}
 	for _, p := range r.Payments {
-		fmt.Fprintf(tw, "payment\t%s\t%s, %d %s, charge %s, fence %s, key %s\n", q(p.ID), q(p.Status), p.AmountCents, q(p.Currency), q(p.GatewayChargeID), p.Fence, q(p.IdempotencyKey))
+		fmt.Fprintf(tw, "payment\t%s\t%s, %s, charge %s, fence %s, key %s\n", q(p.ID), q(p.Status), q(ledger.FormatMoney(p.AmountCents, p.Currency)), q(p.GatewayChargeID), p.Fence, q(p.IdempotencyKey))
 	}
 	for _, c := range r.GatewayCalls {
 		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", q(c.ID), q(c.Outcome), suffix(", charge ", q(c.ChargeID)), q(c.OperationKey))
 	}
 	var refunded int64
 	for _, f := range r.Refunds {
-		fmt.Fprintf(tw, "refund\t%s\t%d %s of charge %s\n", q(f.ID), f.AmountCents, q(f.Currency), q(f.ChargeID))
+		fmt.Fprintf(tw, "refund\t%s\t%s of charge %s\n", q(f.ID), q(ledger.FormatMoney(f.AmountCents, f.Currency)), q(f.ChargeID))
 		refunded += f.AmountCents
 	}
 	if s := r.Shipment; s != nil {
@@ -314,8 +340,8 @@ func PrintRows(out io.Writer, r Rows) error {
 			taken += c.AmountCents
 		}
 	}
-	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged, %d refunds; money kept %d\t\n",
-		len(r.Payments), len(r.GatewayCalls), charged, len(r.Refunds), taken-refunded)
+	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged, %d refunds; money kept %s\t\n",
+		len(r.Payments), len(r.GatewayCalls), charged, len(r.Refunds), q(ledger.FormatMoney(taken-refunded, o.Currency)))
 	return tw.Flush()
 }
 

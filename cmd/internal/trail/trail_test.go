@@ -38,12 +38,14 @@ func TestWriteEscapesStoredText(t *testing.T) {
 		Decisions: []idemwf.Decided{{Resolution: idemwf.Resolution{Decision: "retry", By: hostile, Reason: hostile, RequestID: hostile,
 			Evidence: &idemwf.Evidence{Summary: hostile}}, Via: hostile, Incident: idemwf.Incident{RecordKey: hostile}}},
 		DecisionsError: hostile,
+		Timeline:       []trail.Event{{Step: "charge" + hostile, State: hostile, Actor: hostile, Detail: hostile}},
+		TimelineError:  hostile,
 		OrderID:        "o-1" + hostile,
 		Steps:          []trail.StepTrail{{Step: "charge", Key: hostile, Record: operator.RecordReport{Key: hostile, Corrupt: hostile}}},
 		Ledger:         &rows,
 	}
 	var out bytes.Buffer
-	if err := trail.Write(&out, tr); err != nil {
+	if err := trail.Write(&out, tr, false); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()
@@ -65,7 +67,7 @@ func TestWriteEscapesStoredText(t *testing.T) {
 	if err := trail.PrintRows(&plain, rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"completed, 1999 EUR, workflow order-o-2\n", " Zoë-客户×1\n"} {
+	for _, want := range []string{"completed, 19.99 EUR, workflow order-o-2\n", " Zoë-客户×1\n"} {
 		if !strings.Contains(plain.String(), want) {
 			t.Fatalf("ordinary values changed:\n%q\nwant %q in it", plain.String(), want)
 		}

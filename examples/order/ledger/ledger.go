@@ -378,6 +378,9 @@ type Order struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
+// Amount is the order's amount in FormatMoney's format ("123.45 USD").
+func (o Order) Amount() string { return FormatMoney(o.AmountCents, o.Currency) }
+
 const orderColumns = "order_id, customer_id, items, amount_cents, currency, status, payment_id, reason, workflow_id, created_at, updated_at"
 
 func scanOrder(row interface{ Scan(...any) error }) (Order, error) {
