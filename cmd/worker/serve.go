@@ -14,11 +14,10 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow/cmd/internal/cli"
-	"github.com/onceflow/onceflow/cmd/internal/console"
 	"github.com/onceflow/onceflow/cmd/internal/devserver"
 	"github.com/onceflow/onceflow/cmd/internal/devstate"
 	"github.com/onceflow/onceflow/cmd/internal/telemetry"
-	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/console"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/operator"
@@ -190,7 +189,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		con, err := console.New(console.Config{
 			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: app.console, Dev: cfg.Dev, Logger: log,
 			Principal: consolePrincipal(app.principal, cfg.Dev, app.getenv),
-			Trail:     trail.Sources{Store: r.Store, Client: r.Client, Ledger: l, Digester: r.Digester, Namespace: r.Namespace},
+			Evidence:  order.ConsoleEvidence{Ledger: l},
 		})
 		if err != nil {
 			return err

@@ -15,8 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"go.temporal.io/sdk/client"
 
-	"github.com/onceflow/onceflow/cmd/internal/console"
-	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/console"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -57,7 +56,7 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 		}
 		con, err := console.New(console.Config{
 			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: token,
-			Trail: trail.Sources{Store: r.Store, Client: r.Client, Ledger: s.l, Digester: r.Digester, Namespace: r.Namespace},
+			Evidence: order.ConsoleEvidence{Ledger: s.l},
 		})
 		if err != nil {
 			return err
@@ -129,28 +128,29 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 		t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
 	}
 
-	// The recent orders show the amount in yen, without decimals.
-	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console"), chromedp.WaitVisible(chromedp.CSS(`#orders`))); err != nil {
+	// The recent workflows show the order's amount in yen, without
+	// decimals.
+	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console"), chromedp.WaitVisible(chromedp.CSS(`#workflows`))); err != nil {
 		t.Fatal(err)
 	}
-	amount, err := chromedp.Run(tctx, chromedp.Evaluate[string](
-		`[...document.querySelectorAll("#orders tr")].find(r => r.textContent.includes("`+in.OrderID+`")).querySelector("td.amount").textContent`))
-	if err != nil || amount != "1999 JPY" {
-		t.Errorf("the recent orders show the amount %q (%v), want 1999 JPY", amount, err)
+	summary, err := chromedp.Run(tctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#workflows tr")].find(r => r.textContent.includes("`+run.GetID()+`")).querySelector("td.summary").textContent`))
+	if err != nil || summary != "Order "+in.OrderID+": completed, 1999 JPY" {
+		t.Errorf("the recent workflows say %q (%v), want the order completed, 1999 JPY", summary, err)
 	}
 
-	// The incident's link leads to the workflow's trail, which names the
-	// order; the order's page is a timeline: the charge's failure with
-	// its attempt and worker, the decision with who sent it, the charge
-	// again, the workflow's end. The raw trail is there, collapsed.
-	if err := chromedp.Do(tctx, chromedp.Navigate(base+link), chromedp.WaitVisible(chromedp.CSS(`#order-link`))); err != nil {
+	// The incident's link leads to its workflow's page: the order and its
+	// ledger rows (the facts), and a timeline: the charge scheduled, the
+	// decision with who sent it, the charge again, the workflow's end. The
+	// raw trail is there, collapsed.
+	if err := chromedp.Do(tctx, chromedp.Navigate(base+link), chromedp.WaitVisible(chromedp.CSS(`#timeline`))); err != nil {
 		t.Fatalf("the incident's trail link: %v", err)
 	}
-	if ol, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#order-link`))); err != nil || ol != in.OrderID {
-		t.Errorf("the workflow's trail names the order %q (%v), want %s", ol, err, in.OrderID)
+	if h, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`h2`))); err != nil || h != "Order "+in.OrderID {
+		t.Errorf("the workflow's page is headed %q (%v), want its order", h, err)
 	}
-	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console/orders/"+in.OrderID), chromedp.WaitVisible(chromedp.CSS(`#timeline`))); err != nil {
-		t.Fatal(err)
+	if facts, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#facts`))); err != nil || !strings.Contains(facts, "completed, 1999 JPY") || !strings.Contains(facts, "money kept") {
+		t.Errorf("the order's facts: %q (%v)", facts, err)
 	}
 	rows, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("#timeline tr")].slice(1).map(r => [...r.cells].slice(1, 5).map(c => c.textContent).join("|"))`))
@@ -175,8 +175,8 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(trailText, "COMPLETED") || !strings.Contains(trailText, "step charge") || !strings.Contains(trailText, "completed, 1999 JPY") {
-		t.Errorf("trail page: %q", trailText)
+	if !strings.Contains(trailText, `"status": "COMPLETED"`) || !strings.Contains(trailText, `"step": "onceflow.decide"`) || !strings.Contains(trailText, "1999 JPY") {
+		t.Errorf("the raw trail: %q", trailText)
 	}
 	a := &api{shop: s, base: base}
 	if r := a.do("POST", "/console/resolve", "decision=retry", "Authorization", "Bearer "+token,
@@ -202,7 +202,7 @@ func consoleShop(t *testing.T, g order.GatewayConfig) (*shop, context.Context, s
 		}
 		con, err := console.New(console.Config{
 			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: token,
-			Trail:     trail.Sources{Store: r.Store, Client: r.Client, Ledger: s.l, Digester: r.Digester, Namespace: r.Namespace},
+			Evidence:  order.ConsoleEvidence{Ledger: s.l},
 			Principal: func(*http.Request) string { return "e2e-operator" },
 		})
 		if err != nil {
@@ -293,7 +293,7 @@ func TestConsoleDecisionsFollowTheEvidence(t *testing.T) {
 	}
 
 	// The order's page shows the decision's audit: who, the evidence shown.
-	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/orders/"+ins[0].OrderID), chromedp.WaitVisible(chromedp.CSS(`#decisions`))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console/workflows/"+runs[0].GetID()), chromedp.WaitVisible(chromedp.CSS(`#decisions`))); err != nil {
 		t.Fatalf("the order's decisions never showed: %v", err)
 	}
 	audit, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#decisions`)))

@@ -51,9 +51,9 @@ type Trail struct {
 	// Timeline is the workflow's history, one row per thing that
 	// happened to it or its steps, oldest first, and the activities it
 	// runs now. TimelineError says why it could not be read.
-	Timeline      []Event `json:"timeline,omitempty"`
-	TimelineError string  `json:"timeline_error,omitempty"`
-	OrderID       string  `json:"order_id,omitempty"`
+	Timeline      []operator.Event `json:"timeline,omitempty"`
+	TimelineError string           `json:"timeline_error,omitempty"`
+	OrderID       string           `json:"order_id,omitempty"`
 	// Steps are the records of the saga's steps, by business key.
 	Steps []StepTrail `json:"steps,omitempty"`
 	// Ledger are the order's rows.
@@ -135,7 +135,8 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		default:
 			info := d.GetWorkflowExecutionInfo()
 			t.RunID, t.Status = info.GetExecution().GetRunId(), strings.ToUpper(info.GetStatus().String())
-			if t.Timeline, err = timeline(ctx, src.Client, t.WorkflowID, t.RunID, d); err != nil {
+			h, err := operator.ReadHistory(ctx, src.Client, t.WorkflowID, t.RunID, d)
+			if t.Timeline = h.Timeline; err != nil {
 				t.TimelineError = err.Error()
 			}
 			if p := info.GetMemo().GetFields()["order_id"]; p != nil && t.OrderID == "" {
@@ -294,15 +295,7 @@ func Write(out io.Writer, t Trail, dev bool) error {
 }
 
 // Rows is what the ledger command prints: every row of one order.
-type Rows struct {
-	Order        *ledger.Order        `json:"order"`
-	Reservation  *ledger.Reservation  `json:"reservation"`
-	Payments     []ledger.Payment     `json:"payments"`
-	GatewayCalls []ledger.GatewayCall `json:"gateway_calls"`
-	// Refunds are the gateway's refunds of the order's charges.
-	Refunds  []ledger.GatewayRefund `json:"refunds"`
-	Shipment *ledger.Shipment       `json:"shipment"`
-}
+type Rows = ledger.OrderRows
 
 // PrintRows prints an order's rows, one line each, every value read
 // from the ledger through cli.Printable (Write).
@@ -324,24 +317,20 @@ func PrintRows(out io.Writer, r Rows) error {
 	for _, c := range r.GatewayCalls {
 		fmt.Fprintf(tw, "gateway call\t%s\t%s%s, key %s\n", q(c.ID), q(c.Outcome), suffix(", charge ", q(c.ChargeID)), q(c.OperationKey))
 	}
-	var refunded int64
 	for _, f := range r.Refunds {
 		fmt.Fprintf(tw, "refund\t%s\t%s of charge %s\n", q(f.ID), q(ledger.FormatMoney(f.AmountCents, f.Currency)), q(f.ChargeID))
-		refunded += f.AmountCents
 	}
 	if s := r.Shipment; s != nil {
 		fmt.Fprintf(tw, "shipment\t%s\t\n", q(s.ID))
 	}
 	charged := 0
-	var taken int64
 	for _, c := range r.GatewayCalls {
 		if c.Charged() {
 			charged++
-			taken += c.AmountCents
 		}
 	}
 	fmt.Fprintf(tw, "totals\t%d payment rows, %d gateway calls, %d charged, %d refunds; money kept %s\t\n",
-		len(r.Payments), len(r.GatewayCalls), charged, len(r.Refunds), q(ledger.FormatMoney(taken-refunded, o.Currency)))
+		len(r.Payments), len(r.GatewayCalls), charged, len(r.Refunds), q(ledger.FormatMoney(r.Kept(), o.Currency)))
 	return tw.Flush()
 }
 
@@ -362,30 +351,5 @@ func suffix(label, v string) string {
 // ReadRows reads an order's rows from the ledger; Rows.Order is nil when
 // the ledger has no such order.
 func ReadRows(ctx context.Context, l *ledger.Ledger, orderID string) (Rows, error) {
-	var r Rows
-	o, ok, err := l.Order(ctx, orderID)
-	if err != nil || !ok {
-		return r, err
-	}
-	r.Order = &o
-	if res, ok, err := l.ReservationOf(ctx, orderID); err != nil {
-		return r, err
-	} else if ok {
-		r.Reservation = &res
-	}
-	if r.Payments, err = l.Payments(ctx, orderID); err != nil {
-		return r, err
-	}
-	if r.GatewayCalls, err = l.GatewayCalls(ctx, orderID); err != nil {
-		return r, err
-	}
-	if r.Refunds, err = l.GatewayRefunds(ctx, orderID); err != nil {
-		return r, err
-	}
-	if s, ok, err := l.ShipmentOf(ctx, orderID); err != nil {
-		return r, err
-	} else if ok {
-		r.Shipment = &s
-	}
-	return r, nil
+	return l.ReadOrderRows(ctx, orderID)
 }

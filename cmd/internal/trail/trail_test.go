@@ -38,7 +38,7 @@ func TestWriteEscapesStoredText(t *testing.T) {
 		Decisions: []idemwf.Decided{{Resolution: idemwf.Resolution{Decision: "retry", By: hostile, Reason: hostile, RequestID: hostile,
 			Evidence: &idemwf.Evidence{Summary: hostile}}, Via: hostile, Incident: idemwf.Incident{RecordKey: hostile}}},
 		DecisionsError: hostile,
-		Timeline:       []trail.Event{{Step: "charge" + hostile, State: hostile, Actor: hostile, Detail: hostile}},
+		Timeline:       []operator.Event{{Step: "charge" + hostile, State: hostile, Actor: hostile, Detail: hostile}},
 		TimelineError:  hostile,
 		OrderID:        "o-1" + hostile,
 		Steps:          []trail.StepTrail{{Step: "charge", Key: hostile, Record: operator.RecordReport{Key: hostile, Corrupt: hostile}}},

@@ -10,26 +10,23 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	_ "modernc.org/sqlite"
 
-	"github.com/onceflow/onceflow/cmd/internal/trail"
-	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
-// noWorkflows is a Temporal client with no running workflow: all the
+// noWorkflows is a Temporal client with no workflow at all: all the
 // index page asks of it. Anything else it is asked panics (nil).
 type noWorkflows struct{ client.Client }
 
@@ -37,7 +34,11 @@ func (noWorkflows) ListWorkflow(context.Context, *workflowservice.ListWorkflowEx
 	return &workflowservice.ListWorkflowExecutionsResponse{}, nil
 }
 
-// newMux is a console of cfg (its Client and Ledger filled in) on a mux.
+func (noWorkflows) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	return nil, serviceerror.NewNotFound("workflow not found")
+}
+
+// newMux is a console of cfg (its Client filled in) on a mux.
 func newMux(t *testing.T, cfg Config) *http.ServeMux {
 	t.Helper()
 	return newMuxWith(t, noWorkflows{}, cfg)
@@ -46,13 +47,7 @@ func newMux(t *testing.T, cfg Config) *http.ServeMux {
 // newMuxWith is newMux with the Temporal client tc.
 func newMuxWith(t *testing.T, tc client.Client, cfg Config) *http.ServeMux {
 	t.Helper()
-	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	cfg.Client, cfg.Namespace, cfg.TaskQueue = tc, "default", "onceflow"
-	cfg.Trail = trail.Sources{Client: cfg.Client, Ledger: l, Namespace: "default"}
+	cfg.Client, cfg.TaskQueue = tc, "onceflow"
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +91,8 @@ func TestDevConsoleAnswersOnlyLoopbackHosts(t *testing.T) {
 		if a := do(mux, "GET", host, "/console", ""); a.status != http.StatusMisdirectedRequest {
 			t.Errorf("GET /console for Host %s: %d %s", host, a.status, a.body)
 		}
-		if a := do(mux, "GET", host, "/console/orders/o-1", ""); a.status != http.StatusMisdirectedRequest {
-			t.Errorf("GET an order's trail for Host %s: %d", host, a.status)
+		if a := do(mux, "GET", host, "/console/workflows/order-1", ""); a.status != http.StatusMisdirectedRequest {
+			t.Errorf("GET a workflow's trail for Host %s: %d", host, a.status)
 		}
 		a := do(mux, "POST", host, "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded",
 			"Origin", "http://"+host, "Sec-Fetch-Site", "same-origin")
@@ -139,7 +134,7 @@ func TestConsoleHeadersOnEveryAnswer(t *testing.T) {
 	}
 	for name, a := range map[string]answer{
 		"the index":          page,
-		"a trail, no token":  do(tok, "GET", "localhost", "/console/orders/o-1", ""),
+		"a trail, no token":  do(tok, "GET", "localhost", "/console/workflows/order-1", ""),
 		"a rebound host":     do(dev, "GET", "evil.example", "/console", ""),
 		"no token":           do(tok, "GET", "localhost", "/console", ""),
 		"a wrong token":      do(tok, "GET", "localhost", "/console?token=nope", ""),
@@ -188,9 +183,10 @@ type oneWaiting struct {
 	p []idemwf.PendingRecovery
 }
 
-func (oneWaiting) ListWorkflow(context.Context, *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+func (oneWaiting) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
 	return &workflowservice.ListWorkflowExecutionsResponse{Executions: []*workflowpb.WorkflowExecutionInfo{{
-		Execution: &commonpb.WorkflowExecution{WorkflowId: "order-1", RunId: "run-1"}, Type: &commonpb.WorkflowType{Name: "PlaceOrder"}}}}, nil
+		Execution: &commonpb.WorkflowExecution{WorkflowId: "order-1", RunId: "run-1"}, Type: &commonpb.WorkflowType{Name: "PlaceOrder"},
+		Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}}}, nil
 }
 
 func (o oneWaiting) QueryWorkflow(_ context.Context, _, _, query string, _ ...any) (converter.EncodedValue, error) {
@@ -206,22 +202,41 @@ type jsonValue []byte
 func (v jsonValue) HasValue() bool    { return len(v) > 0 }
 func (v jsonValue) Get(ptr any) error { return json.Unmarshal(v, ptr) }
 
+// noCharge is the evidence of a downstream that took no money: retry.
+var noCharge = operator.EvidenceFunc(func(context.Context, operator.Step) (idemwf.Evidence, error) {
+	return idemwf.Evidence{Summary: "the gateway took no money under this operation key", Implies: idemwf.Retry}, nil
+})
+
+// orders is a FactSource that knows the workflow order-1 as an order.
+type orders struct{ operator.EvidenceFunc }
+
+func (orders) Facts(_ context.Context, w Workflow) (Facts, error) {
+	if w.ID != "order-1" {
+		return Facts{}, operator.ErrNoEvidence
+	}
+	return Facts{Title: "Order 1", Summary: "reserved, 19.99 USD", Rows: []Fact{{Label: "order", Value: "reserved, 19.99 USD"}}}, nil
+}
+
 // A decision form that fails keeps what the operator typed (the result,
 // the reason, the confirmation), and the incident's evidence is shown
-// beside it: here the gateway has no call, so retry is implied.
+// beside it: here the gateway has no call, so retry is implied. The
+// incident links to its workflow's page, and the index lists the recent
+// workflow with what the service's facts say of it.
 func TestAFailedFormKeepsItsInput(t *testing.T) {
 	t.Parallel()
 	key := "charge-card:d1:" + strings.Repeat("a", 64)
-	p := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: order.ChargeCardActivity, ResultType: "ledger.Payment"}
-	mux := newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{p}}, Config{Dev: true})
+	p := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: "order.ChargeCard", ResultType: "ledger.Payment"}
+	mux := newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{p}}, Config{Dev: true, Evidence: orders{noCharge}})
 	page := do(mux, "GET", "localhost", "/console", "")
 	if page.status != http.StatusOK || !strings.Contains(page.body, "took no money under this operation key") || !strings.Contains(page.body, `class="retry implied"`) {
 		t.Fatalf("the page: %d %s", page.status, page.body)
 	}
-	if !strings.Contains(page.body, `<a class="trail-link" href="/console/workflows/order-1">`) {
-		t.Errorf("the incident links to no trail of its order: %s", page.body)
+	for _, want := range []string{`<a class="trail-link" href="/console/workflows/order-1">`, `<td class="summary">Order 1: reserved, 19.99 USD</td>`} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("no %q in the index: %s", want, page.body)
+		}
 	}
-	form := url.Values{"workflow_id": {"order-1"}, "run_id": {"run-1"}, "record": {key}, "attempt": {"1"}, "rev": {"2"}, "activity": {order.ChargeCardActivity},
+	form := url.Values{"workflow_id": {"order-1"}, "run_id": {"run-1"}, "record": {key}, "attempt": {"1"}, "rev": {"2"}, "activity": {"order.ChargeCard"},
 		"request_id": {"req-1"}, "decision": {"completed"}, "result": {"{broken json"}, "reason": {"typed by hand"}, "confirm": {"yes"}}.Encode()
 	a := do(mux, "POST", "localhost", "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded")
 	if a.status != http.StatusBadRequest || !strings.Contains(a.body, "needs the activity&#39;s result as valid JSON") {
@@ -234,53 +249,43 @@ func TestAFailedFormKeepsItsInput(t *testing.T) {
 	}
 }
 
-// An order the ledger does not know is a 404, with the page.
-func TestAnUnknownOrderIsNotFound(t *testing.T) {
+// A workflow Temporal does not know is a 404, with the page.
+func TestAnUnknownWorkflowIsNotFound(t *testing.T) {
 	t.Parallel()
 	mux := newMux(t, Config{Dev: true})
-	if a := do(mux, "GET", "localhost", "/console/orders/no-such-order", ""); a.status != http.StatusNotFound || !strings.Contains(a.body, "no order no-such-order in the ledger") {
-		t.Fatalf("an unknown order: %d %s", a.status, a.body)
+	if a := do(mux, "GET", "localhost", "/console/workflows/no-such-workflow", ""); a.status != http.StatusNotFound || !strings.Contains(a.body, "no workflow no-such-workflow in the namespace default") {
+		t.Fatalf("an unknown workflow: %d %s", a.status, a.body)
 	}
 }
 
-// someWorkflows is a Temporal client with no running workflow that knows
-// only the workflows in known.
-type someWorkflows struct {
-	noWorkflows
-	known map[string]bool
-}
-
-func (s someWorkflows) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
-	if !s.known[id] {
-		return nil, serviceerror.NewNotFound("workflow not found")
-	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{}, nil
-}
-
-// The recent orders are those whose workflow Temporal still knows: after
-// a -dev reset the ledger keeps orders of workflows that are gone.
-func TestOnlyLiveWorkflowsAreListed(t *testing.T) {
+// The console mounts at Config.Path: its pages, links, forms and cookie
+// are under it, and nothing else of the mux is its.
+func TestConsoleMountsAtItsPath(t *testing.T) {
 	t.Parallel()
-	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	for _, id := range []string{"live-order", "gone-order"} {
-		if _, err := l.CreateOrder(t.Context(), ledger.Order{ID: id, CustomerID: "c", AmountCents: 1, Currency: "USD", WorkflowID: "order-" + id}); err != nil {
-			t.Fatal(err)
+	key := "charge-card:d1:" + strings.Repeat("a", 64)
+	p := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: "order.ChargeCard"}
+	mux := newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{p}}, Config{Token: testToken, Path: "/ops/onceflow"})
+	mux.HandleFunc("GET /console", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "the service's own") })
+	a := do(mux, "GET", "localhost", "/ops/onceflow", "", "Authorization", "Bearer "+testToken)
+	for _, want := range []string{`action="/ops/onceflow/resolve"`, `href="/ops/onceflow/workflows/order-1"`, `id="refresh" href="/ops/onceflow"`} {
+		if a.status != http.StatusOK || !strings.Contains(a.body, want) {
+			t.Errorf("at /ops/onceflow: %d, no %q in %s", a.status, want, a.body)
 		}
 	}
-	tc := someWorkflows{known: map[string]bool{"order-live-order": true}}
-	c, err := New(Config{Client: tc, Namespace: "default", TaskQueue: "onceflow", Dev: true, Trail: trail.Sources{Client: tc, Ledger: l, Namespace: "default"}})
-	if err != nil {
-		t.Fatal(err)
+	if a := do(mux, "GET", "localhost", "/console", ""); a.body != "the service's own" {
+		t.Errorf("/console of the service: %d %s", a.status, a.body)
 	}
-	mux := http.NewServeMux()
-	c.Register(mux)
-	a := do(mux, "GET", "localhost", "/console", "")
-	if a.status != http.StatusOK || !strings.Contains(a.body, "live-order") || strings.Contains(a.body, "gone-order") {
-		t.Fatalf("the orders listed: %d %s", a.status, a.body)
+	a = do(mux, "GET", "localhost", "/ops/onceflow?token="+testToken, "")
+	if ck := a.header.Get("Set-Cookie"); a.status != http.StatusSeeOther || !strings.Contains(ck, "Path=/ops/onceflow;") {
+		t.Errorf("signing in: %d, cookie %q", a.status, ck)
+	}
+	for _, bad := range []string{"console", "/console/", "/a b"} {
+		if _, err := New(Config{Client: noWorkflows{}, Path: bad}); err == nil {
+			t.Errorf("Config.Path %q: no error", bad)
+		}
+	}
+	if _, err := New(Config{}); err == nil || !strings.Contains(err.Error(), "Config.Client is required") {
+		t.Errorf("no client: %v", err)
 	}
 }
 
@@ -293,12 +298,7 @@ const testToken = "5f0c3b8e2a7d4c1b9e6f0a3d8c2b7e4f1a9d6c3b0e8f5a2d7c4b1e9f6a3d0
 // 64 hex digits or 43 base64 characters are enough.
 func TestConsoleRefusesAShortToken(t *testing.T) {
 	t.Parallel()
-	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	cfg := Config{Client: noWorkflows{}, Trail: trail.Sources{Ledger: l}}
+	cfg := Config{Client: noWorkflows{}}
 	for _, tok := range []string{"secret-token", "x", strings.Repeat("a", 63), testToken[:63], strings.Repeat("Zz", 21), // 42 base64 characters
 		testToken + " ", testToken + ";", testToken + "\n", testToken + "é"} {
 		cfg.Token = tok
@@ -325,13 +325,7 @@ func TestConsoleRefusesAShortToken(t *testing.T) {
 // back every FailedTokenInterval.
 func TestConsoleLimitsFailedTokens(t *testing.T) {
 	t.Parallel()
-	l, err := ledger.Open(t.Context(), "sqlite:"+filepath.Join(t.TempDir(), "ledger.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	c, err := New(Config{Client: noWorkflows{}, Namespace: "default", TaskQueue: "onceflow", Token: testToken,
-		Trail: trail.Sources{Client: noWorkflows{}, Ledger: l, Namespace: "default"}})
+	c, err := New(Config{Client: noWorkflows{}, Namespace: "default", TaskQueue: "onceflow", Token: testToken})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package trail
+package operator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,7 +18,23 @@ import (
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
-// Event is one row of a trail's timeline: what happened to the workflow
+// History is what a workflow's history says of it, for a person: its
+// type, its input, and its timeline.
+type History struct {
+	// Type is the workflow's type.
+	Type string `json:"workflow_type,omitempty"`
+	// Input are the workflow's arguments, each as JSON (a payload the
+	// default data converter cannot read as JSON is left out).
+	Input []json.RawMessage `json:"input,omitempty"`
+	// Timeline is one row per thing that happened to the workflow or its
+	// steps, oldest first, and the activities it runs now.
+	Timeline []Event `json:"timeline,omitempty"`
+	// Truncated says the history had more than MaxHistoryEvents events:
+	// the timeline shows the first of them only.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// Event is one row of a workflow's timeline: what happened to the workflow
 // or one of its steps, when, in which attempt, and who did it.
 type Event struct {
 	Time time.Time `json:"time"`
@@ -36,26 +53,43 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// maxTimelineEvents bounds the history a timeline reads: a trail is for
-// one business operation, not a workflow that continued as new for days.
-const maxTimelineEvents = 2000
+// MaxHistoryEvents bounds the history ReadHistory reads: a timeline is
+// for following one business operation, not a workflow that continued as
+// new for days.
+const MaxHistoryEvents = 2000
 
-// timeline reads the workflow's history as a timeline, oldest first, and
-// adds the activities it is running now (pending, from the description
-// d, which may be nil): an activity that retries has no started event in
-// the history until it ends.
-func timeline(ctx context.Context, tc client.Client, wfID, runID string, d *workflowservice.DescribeWorkflowExecutionResponse) ([]Event, error) {
+// ReadHistory reads a workflow's history (runID "": the latest run) as a
+// person follows it: its input and a timeline, oldest first, with the
+// activities it runs now (from d, its description, which may be nil: an
+// activity that retries has no started event in the history until it
+// ends). A decision's row names the decision and who sent it (the
+// idemwf.Resolution of an onceflow.decide Update or onceflow.resolve
+// signal). What could be read before an error is returned with it.
+func ReadHistory(ctx context.Context, tc client.Client, wfID, runID string, d *workflowservice.DescribeWorkflowExecutionResponse) (History, error) {
 	it := tc.GetWorkflowHistory(ctx, wfID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	var events []Event
+	var h History
 	activities := map[int64]string{} // scheduled event ID -> activity type
 	attempts := map[int64]int32{}    // scheduled event ID -> started attempt
-	for n := 0; it.HasNext() && n < maxTimelineEvents; n++ {
+	for n := 0; it.HasNext(); n++ {
+		if n == MaxHistoryEvents {
+			h.Truncated = true
+			break
+		}
 		e, err := it.Next()
 		if err != nil {
-			return events, fmt.Errorf("trace: read the history of workflow %s: %w", wfID, err)
+			return h, fmt.Errorf("operator: read the history of workflow %s: %w", wfID, err)
+		}
+		if a := e.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			h.Type = a.GetWorkflowType().GetName()
+			for _, p := range a.GetInput().GetPayloads() {
+				var v json.RawMessage
+				if err := converter.GetDefaultDataConverter().FromPayload(p, &v); err == nil && json.Valid(v) {
+					h.Input = append(h.Input, v)
+				}
+			}
 		}
 		if ev, ok := event(e, activities, attempts); ok {
-			events = append(events, ev)
+			h.Timeline = append(h.Timeline, ev)
 		}
 	}
 	for _, pa := range d.GetPendingActivities() {
@@ -71,10 +105,10 @@ func timeline(ctx context.Context, tc client.Client, wfID, runID string, d *work
 		if f := pa.GetLastFailure(); f != nil {
 			ev.Detail = "last failure: " + f.GetMessage()
 		}
-		events = append(events, ev)
+		h.Timeline = append(h.Timeline, ev)
 	}
-	sort.SliceStable(events, func(i, j int) bool { return events[i].Time.Before(events[j].Time) })
-	return events, nil
+	sort.SliceStable(h.Timeline, func(i, j int) bool { return h.Timeline[i].Time.Before(h.Timeline[j].Time) })
+	return h, nil
 }
 
 // event is the timeline's row for a history event; false for the events

@@ -1,25 +1,3 @@
-// Package console is the operator console of cmd/worker: a page on -http
-// (/console, html/template, no front-end build) listing the pending
-// recoveries with buttons to decide each (completed with a result, retry,
-// fail with a reason) and a link to each one's trail, the recent orders
-// and the trail of one order or workflow: a timeline of its history, its
-// decisions, and the raw trail collapsed.
-//
-// A decision goes to the workflow as the onceflow.decide Update (the
-// onceflow.resolve signal where the server takes no Updates), exactly as `worker resolve`
-// sends it (operator.Resolve), and the page shows the workflow's answer. The console asks for
-// a token (-console-token, 32 bytes' worth at least: CheckToken) unless
-// the worker runs with -dev: open /console?token=… once, and an HttpOnly,
-// SameSite=Strict cookie keeps it. Wrong tokens are limited per client
-// address (FailedTokenBurst at once, then one every FailedTokenInterval;
-// beyond, 429 with Retry-After).
-// Form posts are refused cross-origin (http.CrossOriginProtection). Under
-// -dev it answers only requests for a loopback host name (localhost,
-// 127.0.0.1, [::1]): a page whose own name was rebound to 127.0.0.1 (DNS
-// rebinding) is same-origin to the browser, so the Host header is what
-// tells it apart. Every answer carries a Content-Security-Policy that
-// allows no script, and the page shows only messages of its own (a
-// fixed set of codes in ?msg=), never text from the address.
 package console
 
 import (
@@ -41,13 +19,12 @@ import (
 	"strings"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/cmd/internal/trail"
-	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -77,67 +54,149 @@ func styleHash(page string) string {
 // cookieName holds the console token in the browser.
 const cookieName = "onceflow_console"
 
-// Config configures the console.
+// Defaults of Config.
+const (
+	// DefaultPath is where the console is mounted.
+	DefaultPath = "/console"
+	// DefaultRecent is how many recent workflows the index lists.
+	DefaultRecent = 20
+	// DefaultNamespace is the Temporal namespace.
+	DefaultNamespace = "default"
+)
+
+// Config configures the console. Client is required; every other field
+// has a default.
 type Config struct {
 	// Client talks to Temporal. Required.
 	Client client.Client
-	// Namespace and TaskQueue are where the waiting workflows are listed.
-	Namespace, TaskQueue string
-	// Trail reads an order's trail (its Client and Ledger are also the
-	// console's). Required.
-	Trail trail.Sources
+	// Namespace is the Temporal namespace of the workflows (the one Client
+	// was dialled with). Default: DefaultNamespace.
+	Namespace string
+	// TaskQueue is whose workflows the index lists: those that wait on a
+	// decision and the recent ones. Default (empty): every task queue of
+	// the namespace.
+	TaskQueue string
+	// Path is where the console is mounted: its pages are Path and
+	// Path/workflows/{id}, and its forms post to Path/resolve. It starts
+	// with "/" and does not end with one. Default: DefaultPath.
+	Path string
 	// Token guards the console. Empty: the console is off, unless Dev.
 	// Otherwise it must pass CheckToken (at least 32 bytes' worth:
 	// `openssl rand -hex 32`). Failed attempts are limited per client
 	// address (FailedTokenBurst, FailedTokenInterval).
 	Token string
-	// Dev opens the console without a token (a -dev worker on loopback),
-	// to requests for a loopback host name only.
+	// Dev opens the console without a token (a development worker on
+	// loopback), to requests for a loopback host name only.
 	Dev bool
 	// Logger receives one line per decision. Default: discard.
 	Logger *slog.Logger
 	// Evidence supplies what the downstream says about each pending step,
-	// shown beside its decision forms and sent with the decision. Default:
-	// order.ChargeEvidence on Trail.Ledger (the order system's charge).
+	// shown beside its decision forms and sent with the decision; when it
+	// implements FactSource too, what the service holds about each
+	// workflow. Default: none; the decisions rest on the history alone.
 	Evidence operator.EvidenceSource
 	// Principal names who decides, for the decisions' audit (for example
 	// from an authenticating proxy's header). Default (nil, or an empty
 	// answer): "console".
 	Principal func(*http.Request) string
+	// Recent is how many recent workflows the index lists. Default:
+	// DefaultRecent.
+	Recent int
 }
 
-// Console serves /console.
-type Console struct {
-	cfg      Config
-	failures *failures
-	now      func() time.Time // the limit's clock
-}
-
-// New validates cfg.
-func New(cfg Config) (*Console, error) {
-	if cfg.Client == nil || cfg.Trail.Ledger == nil {
-		return nil, errors.New("console: Config.Client and Config.Trail.Ledger are required")
+// withDefaults fills in cfg's defaults and validates it.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Client == nil {
+		return cfg, errors.New("console: Config.Client is required: the Temporal client the workflows are read and decided through")
 	}
 	if cfg.Token != "" {
 		if err := CheckToken(cfg.Token); err != nil {
-			return nil, err
+			return cfg, err
 		}
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Path == "" {
+		cfg.Path = DefaultPath
+	}
+	if !strings.HasPrefix(cfg.Path, "/") || strings.HasSuffix(cfg.Path, "/") || strings.ContainsAny(cfg.Path, "{}?# ") {
+		return cfg, fmt.Errorf("console: Config.Path %q must start with / and not end with one, such as /console", cfg.Path)
+	}
+	if cfg.Recent <= 0 {
+		cfg.Recent = DefaultRecent
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Evidence == nil {
-		cfg.Evidence = order.ChargeEvidence{Ledger: cfg.Trail.Ledger}
-	}
-	return &Console{cfg: cfg, failures: newFailures(), now: time.Now}, nil
+	return cfg, nil
 }
 
-// Register adds the console's routes to mux.
+// FactSource is what a service holds about the business object a workflow
+// acts on (the order example's order and its ledger rows). A
+// Config.Evidence that implements it adds the Facts to the workflow's
+// page and their Summary to the index. It answers operator.ErrNoEvidence
+// for a workflow it knows nothing about; it must not change anything.
+type FactSource interface {
+	Facts(ctx context.Context, w Workflow) (Facts, error)
+}
+
+// Workflow names the workflow a FactSource is asked about.
+type Workflow struct {
+	ID, RunID, Type string
+}
+
+// Facts are what a service holds about one workflow's business object.
+type Facts struct {
+	// Title heads the facts on the workflow's page ("Order 01a2…").
+	Title string
+	// Summary is one line for the index ("completed, 19.99 USD").
+	Summary string
+	// Rows are the facts, one a row: a label and a value.
+	Rows []Fact
+}
+
+// Fact is one row of Facts.
+type Fact struct {
+	Label, Value string
+}
+
+// Console is the operator console: an http.Handler for the requests under
+// Config.Path.
+type Console struct {
+	cfg      Config
+	mux      *http.ServeMux
+	failures *failures
+	now      func() time.Time // the limit's clock
+}
+
+// New fills in cfg's defaults and validates it.
+func New(cfg Config) (*Console, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{cfg: cfg, mux: http.NewServeMux(), failures: newFailures(), now: time.Now}
+	c.routes(c.mux)
+	return c, nil
+}
+
+// Register adds the console's routes (Config.Path and below) to mux.
 func (c *Console) Register(mux *http.ServeMux) {
-	mux.Handle("GET /console", c.guard(http.HandlerFunc(c.index)))
-	mux.Handle("GET /console/orders/{id}", c.guard(http.HandlerFunc(c.order)))
-	mux.Handle("GET /console/workflows/{id}", c.guard(http.HandlerFunc(c.workflow)))
-	mux.Handle("POST /console/resolve", http.NewCrossOriginProtection().Handler(c.guard(http.HandlerFunc(c.resolve))))
+	mux.Handle(c.cfg.Path, c)
+	mux.Handle(c.cfg.Path+"/", c)
+}
+
+// ServeHTTP serves the console's pages and forms.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mux.ServeHTTP(w, r)
+}
+
+func (c *Console) routes(mux *http.ServeMux) {
+	p := c.cfg.Path
+	mux.Handle("GET "+p, c.guard(http.HandlerFunc(c.index)))
+	mux.Handle("GET "+p+"/workflows/{id}", c.guard(http.HandlerFunc(c.workflow)))
+	mux.Handle("POST "+p+"/resolve", http.NewCrossOriginProtection().Handler(c.guard(http.HandlerFunc(c.resolve))))
 }
 
 // guard lets a request through with the token (cookie or bearer), or
@@ -160,7 +219,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			http.Error(w, "the console is off: start the worker with -console-token (ONCEFLOW_CONSOLE_TOKEN)", http.StatusNotFound)
+			http.Error(w, "the console is off: give it a token (the worker's -console-token, ONCEFLOW_CONSOLE_TOKEN)", http.StatusNotFound)
 			return
 		}
 		// A client over its limit of failed attempts gets no comparison at
@@ -184,7 +243,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 				failed()
 				return
 			}
-			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: t, Path: "/console", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			http.SetCookie(w, &http.Cookie{Name: cookieName, Value: t, Path: c.cfg.Path, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 			q := r.URL.Query()
 			q.Del("token")
 			http.Redirect(w, r, r.URL.Path+query(q), http.StatusSeeOther)
@@ -209,7 +268,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 			failed()
 			return
 		}
-		http.Error(w, "open /console?token=<the -console-token> once to sign in", http.StatusUnauthorized)
+		http.Error(w, "open "+c.cfg.Path+"?token=<the console token> once to sign in", http.StatusUnauthorized)
 	})
 }
 
@@ -238,6 +297,8 @@ func (c *Console) tokenOK(t string) bool {
 // incident is one pending recovery as the page shows it, with the
 // evidence for it and the decision forms' values.
 type incident struct {
+	// Base is the console's Config.Path.
+	Base                                                                     string
 	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
 	Attempt, Rev                                                             int64
 	Checkpoint                                                               *onceflow.Checkpoint
@@ -250,14 +311,10 @@ type incident struct {
 	RequestID string
 	// Form is what the operator typed, kept when the decision failed.
 	Form form
-	// Page is the trail page that shows the incident ("" on the index):
-	// where a decision returns to.
+	// Page is the page that shows the incident (the index, or its
+	// workflow's): where a decision returns to.
 	Page page
 }
-
-// TrailPath is the path of the trail page of the incident's workflow
-// (which names its order), the index's link from each incident.
-func (i incident) TrailPath() string { return page{kind: "workflows", id: i.WorkflowID}.path() }
 
 // ReasonFor is the reason typed in decision d's form, when it failed.
 func (i incident) ReasonFor(d string) string {
@@ -269,6 +326,14 @@ func (i incident) ReasonFor(d string) string {
 
 // ConfirmFor says whether decision d's form was confirmed, when it failed.
 func (i incident) ConfirmFor(d string) bool { return i.Form.Decision == d && i.Form.Confirm }
+
+// TrailPath is the address of the incident's workflow's page: the index's
+// link from each incident to its trail (and the business object the
+// service's facts name).
+func (i incident) TrailPath() string { return page{id: i.WorkflowID}.path(i.Base) }
+
+// OnIndex says the incident is shown on the index.
+func (i incident) OnIndex() bool { return i.Page.id == "" }
 
 // form is a decision form's input.
 type form struct {
@@ -301,53 +366,69 @@ func (i incident) Implies() string {
 	return string(i.Evidence.Implies)
 }
 
-// page names a trail page: an order's (kind "orders") or a workflow's
-// ("workflows"); the zero page is the index.
-type page struct{ kind, id string }
+// page names a page of the console: a workflow's (id), or the index (the
+// zero page).
+type page struct{ id string }
 
-// parsePage reads a page from a form's "page" field ("orders/ID" or
-// "workflows/ID"); anything else is the index.
+// parsePage reads a page from a form's "page" field ("workflows/ID");
+// anything else is the index.
 func parsePage(v string) page {
-	kind, id, _ := strings.Cut(v, "/")
-	if (kind != "orders" && kind != "workflows") || id == "" {
+	id, ok := strings.CutPrefix(v, "workflows/")
+	if !ok || id == "" {
 		return page{}
 	}
-	return page{kind: kind, id: id}
+	return page{id: id}
 }
 
 // String is the page as a form carries it.
 func (p page) String() string {
-	if p.kind == "" {
+	if p.id == "" {
 		return ""
 	}
-	return p.kind + "/" + p.id
+	return "workflows/" + p.id
 }
 
-// path is the page's address.
-func (p page) path() string {
-	if p.kind == "" {
-		return "/console"
+// path is the page's address under the console's path base.
+func (p page) path(base string) string {
+	if p.id == "" {
+		return base
 	}
-	return "/console/" + p.kind + "/" + url.PathEscape(p.id)
+	return base + "/workflows/" + url.PathEscape(p.id)
 }
 
+// recent is one row of the index's recent workflows.
+type recent struct {
+	ID, RunID, Type, Status string
+	Started                 time.Time
+	// Path is the workflow's page.
+	Path string
+	// Summary is the FactSource's one line about it.
+	Summary string
+}
+
+// view is what a page shows.
 type view struct {
-	Index      bool
-	Message    string
-	Failed     bool
-	TaskQueue  string
-	Pending    []incident
-	Orders     []ledger.Order
-	OrderID    string
-	WorkflowID string
-	// Self is the page's own address (its refresh link).
-	Self            string
-	Trail           string
-	Timeline        []trail.Event
-	TimelineError   string
-	Decisions       []idemwf.Decided
-	DecisionsError  string
-	ListPendingFail string
+	Base    string
+	Index   bool
+	Self    string
+	Message string
+	Failed  bool
+	// TaskQueue is the task queue listed, "" for every one.
+	TaskQueue string
+	Pending   []incident
+	Recent    []recent
+
+	// A workflow's page.
+	WorkflowID, RunID, Type, Status string
+	Facts                           *Facts
+	FactsError                      string
+	Input                           []string
+	Timeline                        []operator.Event
+	TimelineError                   string
+	Truncated                       bool
+	Decisions                       []idemwf.Decided
+	DecisionsError                  string
+	Raw                             string
 }
 
 // fail adds a failure to v's message.
@@ -405,7 +486,7 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 	for _, a := range assessed {
 		p := a.Pending
 		in := incident{
-			WorkflowID: a.WorkflowID, RunID: a.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
+			Base: c.cfg.Path, WorkflowID: a.WorkflowID, RunID: a.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
 			Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
 			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint,
 			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Page: pg,
@@ -420,99 +501,160 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 	}
 }
 
-// renderIndex answers the index page with status and a message of the
-// console's own; posted is the failed form to show again, or nil.
-func (c *Console) renderIndex(w http.ResponseWriter, r *http.Request, status int, msg string, failed bool, posted *incident) {
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
-	defer cancel()
-	v := view{Index: true, Self: "/console", TaskQueue: c.cfg.TaskQueue, Message: msg, Failed: failed}
-	c.pending(ctx, &v, "", page{}, posted)
-	orders, err := c.cfg.Trail.Ledger.RecentOrders(ctx, 20)
-	if err != nil {
-		v.fail("reading the ledger failed: " + err.Error())
+// recentQuery is the visibility query of the workflows the index lists.
+func (c *Console) recentQuery() string {
+	if c.cfg.TaskQueue == "" {
+		return ""
 	}
-	// Only orders whose workflow the Temporal server knows: after a -dev
-	// reset the ledger may hold orders of workflows that no longer exist.
-	for _, o := range orders {
-		if o.WorkflowID == "" {
-			continue
-		}
-		_, err := c.cfg.Client.DescribeWorkflowExecution(ctx, o.WorkflowID, "")
-		var nf *serviceerror.NotFound
-		switch {
-		case errors.As(err, &nf):
-			continue
-		case err != nil:
-			v.fail("asking Temporal about the workflow " + o.WorkflowID + " failed: " + err.Error())
-			continue
-		}
-		v.Orders = append(v.Orders, o)
-	}
-	render(w, status, v)
+	return fmt.Sprintf("TaskQueue = '%s'", strings.ReplaceAll(c.cfg.TaskQueue, "'", "''"))
 }
 
-func (c *Console) order(w http.ResponseWriter, r *http.Request) {
-	c.renderTrail(w, r, page{kind: "orders", id: r.PathValue("id")}, http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
+// recent lists the task queue's recent workflows, each with its facts'
+// summary when the evidence source has facts.
+func (c *Console) recent(ctx context.Context, v *view) {
+	resp, err := c.cfg.Client.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Namespace: c.cfg.Namespace, PageSize: int32(c.cfg.Recent), Query: c.recentQuery()})
+	if err != nil {
+		v.fail("listing the recent workflows failed: " + err.Error())
+		return
+	}
+	facts, _ := c.cfg.Evidence.(FactSource)
+	for i, e := range resp.GetExecutions() {
+		if i == c.cfg.Recent {
+			break
+		}
+		rw := recent{ID: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId(), Type: e.GetType().GetName(),
+			Status: status(e.GetStatus()), Started: e.GetStartTime().AsTime()}
+		rw.Path = page{id: rw.ID}.path(c.cfg.Path)
+		if facts != nil {
+			f, err := facts.Facts(ctx, Workflow{ID: rw.ID, RunID: rw.RunID, Type: rw.Type})
+			switch {
+			case errors.Is(err, operator.ErrNoEvidence):
+			case err != nil:
+				rw.Summary = "the service's facts could not be read: " + err.Error()
+			default:
+				rw.Summary = strings.TrimSpace(f.Title + ": " + f.Summary)
+			}
+		}
+		v.Recent = append(v.Recent, rw)
+	}
+}
+
+// status is a workflow status as the console shows it: RUNNING,
+// COMPLETED, ….
+func status(s enumspb.WorkflowExecutionStatus) string { return strings.ToUpper(s.String()) }
+
+// renderIndex answers the index page with status and a message of the
+// console's own; posted is the failed form to show again, or nil.
+func (c *Console) renderIndex(w http.ResponseWriter, r *http.Request, code int, msg string, failed bool, posted *incident) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	v := view{Base: c.cfg.Path, Index: true, Self: c.cfg.Path, TaskQueue: c.cfg.TaskQueue, Message: msg, Failed: failed}
+	c.pending(ctx, &v, "", page{}, posted)
+	c.recent(ctx, &v)
+	render(w, code, v)
 }
 
 func (c *Console) workflow(w http.ResponseWriter, r *http.Request) {
-	c.renderTrail(w, r, page{kind: "workflows", id: r.PathValue("id")}, http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
+	c.renderWorkflow(w, r, page{id: r.PathValue("id")}, http.StatusOK, message(r.URL.Query().Get("msg")), false, nil)
 }
 
-// renderTrail answers a trail page (an order's or a workflow's): its
-// timeline, the decisions, the raw trail, and the decision forms of the
-// incidents its workflow waits on. An order the ledger does not know, or
-// a workflow Temporal does not, is a 404.
-func (c *Console) renderTrail(w http.ResponseWriter, r *http.Request, pg page, status int, msg string, failed bool, posted *incident) {
+// closedQueryTimeout bounds the query of a closed workflow's decisions,
+// which waits for a worker to replay it.
+const closedQueryTimeout = 5 * time.Second
+
+// renderWorkflow answers a workflow's page: what the service holds about
+// it, its timeline and input from its history, the decision forms of the
+// incidents it waits on, its decisions, and the raw trail. A workflow
+// Temporal does not know is a 404.
+func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, pg page, code int, msg string, failed bool, posted *incident) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	v := view{Self: pg.path(), Message: msg, Failed: failed}
-	q := trail.Query{WorkflowID: pg.id}
-	if pg.kind == "orders" {
-		v.OrderID, q = pg.id, trail.Query{OrderID: pg.id}
-		_, ok, err := c.cfg.Trail.Ledger.Order(ctx, pg.id)
-		switch {
-		case err != nil:
-			v.fail("reading the ledger failed: " + err.Error())
-			render(w, http.StatusInternalServerError, v)
-			return
-		case !ok:
-			v.fail("no order " + pg.id + " in the ledger")
-			render(w, http.StatusNotFound, v)
-			return
-		}
-	}
-	t, err := trail.Build(ctx, c.cfg.Trail, q)
-	if pg.kind == "workflows" && t.Status == "NOT_FOUND" {
-		v.WorkflowID = pg.id
+	v := view{Base: c.cfg.Path, Self: pg.path(c.cfg.Path), Message: msg, Failed: failed, WorkflowID: pg.id}
+	d, err := c.cfg.Client.DescribeWorkflowExecution(ctx, pg.id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
 		v.fail("no workflow " + pg.id + " in the namespace " + c.cfg.Namespace)
 		render(w, http.StatusNotFound, v)
 		return
+	case err != nil:
+		v.fail("asking Temporal about the workflow failed: " + err.Error())
+		render(w, http.StatusBadGateway, v)
+		return
 	}
-	var buf bytes.Buffer
-	if werr := trail.Write(&buf, t, c.cfg.Dev); werr != nil && err == nil {
-		err = werr
-	}
-	v.OrderID, v.WorkflowID = t.OrderID, t.WorkflowID
-	v.Trail, v.Decisions, v.DecisionsError = buf.String(), t.Decisions, t.DecisionsError
-	v.Timeline, v.TimelineError = t.Timeline, t.TimelineError
+	info := d.GetWorkflowExecutionInfo()
+	v.RunID, v.Type, v.Status = info.GetExecution().GetRunId(), info.GetType().GetName(), status(info.GetStatus())
+	h, err := operator.ReadHistory(ctx, c.cfg.Client, pg.id, v.RunID, d)
 	if err != nil {
-		v.fail(err.Error())
+		v.TimelineError = err.Error()
 	}
-	if t.Status == "RUNNING" {
-		c.pending(ctx, &v, t.WorkflowID, pg, posted)
+	v.Timeline, v.Truncated = h.Timeline, h.Truncated
+	for _, in := range h.Input {
+		var buf bytes.Buffer
+		if json.Indent(&buf, in, "", "  ") == nil {
+			v.Input = append(v.Input, buf.String())
+		}
 	}
-	render(w, status, v)
+	if facts, ok := c.cfg.Evidence.(FactSource); ok {
+		f, err := facts.Facts(ctx, Workflow{ID: pg.id, RunID: v.RunID, Type: v.Type})
+		switch {
+		case errors.Is(err, operator.ErrNoEvidence):
+		case err != nil:
+			v.FactsError = err.Error()
+		default:
+			v.Facts = &f
+		}
+	}
+	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		c.pending(ctx, &v, pg.id, pg, posted)
+		if v.Decisions, err = operator.Decisions(ctx, c.cfg.Client, pg.id, v.RunID); err != nil {
+			v.DecisionsError = "the workflow's decisions could not be read: " + err.Error()
+		}
+	} else {
+		// A closed workflow answers a query by a worker's replay of its
+		// history: bounded, and not fatal without one.
+		qctx, cancel := context.WithTimeout(ctx, closedQueryTimeout)
+		v.Decisions, err = operator.Decisions(qctx, c.cfg.Client, pg.id, v.RunID)
+		cancel()
+		if err != nil {
+			v.DecisionsError = "the closed workflow's decisions could not be read (is a worker running to replay it?): " + err.Error()
+		}
+	}
+	v.Raw = raw(v, h)
+	render(w, code, v)
 }
 
-func render(w http.ResponseWriter, status int, v view) {
+// raw is the workflow's trail as indented JSON: the page's raw text.
+func raw(v view, h operator.History) string {
+	var steps []operator.Step
+	for _, p := range v.Pending {
+		steps = append(steps, operator.Step{WorkflowID: p.WorkflowID, RunID: p.RunID, Pending: idemwf.PendingRecovery{
+			Incident: idemwf.Incident{RecordKey: p.RecordKey, Attempt: p.Attempt, Rev: p.Rev}, RecordKey: p.RecordKey, Activity: p.Activity, ResultType: p.ResultType}})
+	}
+	b, err := json.MarshalIndent(struct {
+		WorkflowID string           `json:"workflow_id"`
+		RunID      string           `json:"run_id"`
+		Status     string           `json:"status"`
+		History    operator.History `json:"history"`
+		Pending    []operator.Step  `json:"pending,omitempty"`
+		Decisions  []idemwf.Decided `json:"decisions,omitempty"`
+		Facts      *Facts           `json:"facts,omitempty"`
+	}{v.WorkflowID, v.RunID, v.Status, h, steps, v.Decisions, v.Facts}, "", "  ")
+	if err != nil {
+		return "the trail does not encode as JSON: " + err.Error()
+	}
+	return string(b)
+}
+
+func render(w http.ResponseWriter, code int, v view) {
 	var buf bytes.Buffer
 	if err := tmpl.ExecuteTemplate(&buf, "index", v); err != nil {
 		http.Error(w, "console: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
+	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
 }
 
@@ -525,12 +667,12 @@ func render(w http.ResponseWriter, status int, v view) {
 func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	var posted incident
 	var from page
-	fail := func(status int, msg string) {
-		if from.kind != "" {
-			c.renderTrail(w, r, from, status, msg, true, &posted)
+	fail := func(code int, msg string) {
+		if from.id != "" {
+			c.renderWorkflow(w, r, from, code, msg, true, &posted)
 			return
 		}
-		c.renderIndex(w, r, status, msg, true, &posted)
+		c.renderIndex(w, r, code, msg, true, &posted)
 	}
 	if err := r.ParseForm(); err != nil {
 		fail(http.StatusBadRequest, "the form did not parse: "+err.Error())
@@ -612,7 +754,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadGateway, "sending the decision failed: "+err.Error())
 	case reply.Signalled:
 		c.cfg.Logger.Info("onceflow console: decision sent as a signal", "workflow_id", wfID, "incident", res.Incident().String(), "decision", res.Decision, "request", res.RequestID)
-		back(w, r, from, "signalled-"+string(res.Decision))
+		c.back(w, r, from, "signalled-"+string(res.Decision))
 	default:
 		code := "applied-"
 		if reply.Repeated {
@@ -620,7 +762,7 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		}
 		c.cfg.Logger.Info("onceflow console: decision applied", "workflow_id", wfID, "incident", reply.Applied.String(), "decision", reply.Decision,
 			"request", res.RequestID, "by", res.By, "repeated", reply.Repeated)
-		back(w, r, from, code+string(reply.Decision))
+		c.back(w, r, from, code+string(reply.Decision))
 	}
 }
 
@@ -635,8 +777,8 @@ func (c *Console) principal(r *http.Request) string {
 	return "console"
 }
 
-// back redirects to the page the form was on (the index, or a trail
+// back redirects to the page the form was on (the index, or a workflow's
 // page), with a message code (post/redirect/get).
-func back(w http.ResponseWriter, r *http.Request, from page, code string) {
-	http.Redirect(w, r, from.path()+"?"+url.Values{"msg": {code}}.Encode(), http.StatusSeeOther)
+func (c *Console) back(w http.ResponseWriter, r *http.Request, from page, code string) {
+	http.Redirect(w, r, from.path(c.cfg.Path)+"?"+url.Values{"msg": {code}}.Encode(), http.StatusSeeOther)
 }
