@@ -20,7 +20,7 @@ type command struct {
 func commands() []command {
 	operator := func(name string) func(context.Context, []string, func(string) string, io.Writer) error {
 		return func(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-			return cli.RunOperator(ctx, name, args, getenv, out)
+			return cli.RunOperator(ctx, name, args, getenv, out, ledgerEvidence())
 		}
 	}
 	return []command{

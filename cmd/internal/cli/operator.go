@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os/user"
@@ -14,9 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
-	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
@@ -30,29 +28,30 @@ var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
 func operatorSynopsis(command string) string {
 	switch command {
 	case "pending":
-		return `usage: worker pending [-task-queue Q] [-limit N] [-json] [-ledger-dsn DSN] [-dev] [Temporal flags]
+		return `usage: worker pending [-task-queue Q] [-limit N] [-json] [-dev] [Temporal flags]
        worker pending -workflow-id ID [-run-id ID] [-dev] [Temporal flags]
 
 Lists the running workflows of the task queue that wait on a decision, one
 line per incident, with the resolve command to send. Visibility finds them
 by the OnceflowPending search attribute, newest first, at most -limit of
 them, and only those are asked for their incidents; a namespace without
-the attribute is an error naming the fix. With the order ledger
-(-ledger-dsn, or -dev's), each charge's evidence follows the table: the
-gateway's calls and the payment row, and the decision they imply, ready to
-send. With -workflow-id: the incidents that workflow waits on and the
+the attribute is an error naming the fix. Where the binary has an
+evidence source (the order example's ledger), each incident's evidence
+follows the table, with the decision it implies ready to send. With
+-workflow-id: the incidents that workflow waits on and the
 decisions it refused, as JSON.`
 	case "resolve":
 		return `usage: worker resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N
                       -decision completed|retry|fail [-result JSON] [-reason TEXT]
-                      [-request-id ID] [-confirm] [-ledger-dsn DSN] [-signal] [-dev]
+                      [-request-id ID] [-confirm] [-signal] [-dev]
 
 Sends the decision about that incident as an Update and prints whether it
 was applied or refused (with -signal: as a signal, fire and forget). The
 request ID (a new one when not given, printed) makes a resend apply once;
-the decision carries who sent it ($USER) and when. With the ledger, the
-charge's evidence goes with it, and a decision against it is refused
-unless -confirm and -reason say why it stands.`
+the decision carries who sent it ($USER) and when. Where the binary has an
+evidence source (the order example's ledger), the step's evidence goes
+with it, and a decision against it is refused unless -confirm and -reason
+say why it stands.`
 	case "reopen":
 		return `usage: worker reopen -record KEY [-reason TEXT] [-redis-url URL] [-key-namespace NS] [-dev]
 
@@ -70,6 +69,39 @@ A corrupt record is reported and the command fails.`
 	return ""
 }
 
+// EvidenceFlags plug a service's evidence into the operator commands
+// pending and resolve (cmd/worker has none; the order example's binary
+// plugs its ledger): flags of its own, and the operator.EvidenceSource
+// they open. pending prints each incident's evidence after its table, with
+// the decision it implies ready to send; resolve sends it with the
+// decision, so that a decision against it is refused unless confirmed.
+type EvidenceFlags struct {
+	// Register adds the source's flags to the command's flag set.
+	Register func(fs *flag.FlagSet, getenv func(string) string)
+	// Open opens the source once the flags are parsed; dev says the
+	// command runs with -dev. A nil source means none was asked for.
+	// close releases it.
+	Open func(ctx context.Context, dev bool) (src operator.EvidenceSource, close func(), err error)
+}
+
+// open opens the evidence source of e, which may be nil (no source).
+func (e *EvidenceFlags) open(ctx context.Context, dev bool) (operator.EvidenceSource, func(), error) {
+	if e == nil || e.Open == nil {
+		return nil, func() {}, nil
+	}
+	src, closeSrc, err := e.Open(ctx, dev)
+	if closeSrc == nil {
+		closeSrc = func() {}
+	}
+	return src, closeSrc, err
+}
+
+func (e *EvidenceFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	if e != nil && e.Register != nil {
+		e.Register(fs, getenv)
+	}
+}
+
 // RunOperator runs an operator command (package operator does the work;
 // this parses the arguments and prints): pending, resolve, reopen or
 // inspect, each with a flag set of its own (worker COMMAND -h lists it;
@@ -81,8 +113,9 @@ A corrupt record is reported and the command fails.`
 // (-temporal-address, -namespace, the TLS files and the API key), each
 // falling back to the same environment variable; reopen and inspect take
 // Redis' (-redis-url, -key-namespace). With -dev, what is not given comes
-// from the running -dev worker's endpoints file.
-func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer) error {
+// from the running -dev worker's endpoints file. ev, when not nil, plugs
+// a service's evidence into pending and resolve.
+func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer, ev *EvidenceFlags) error {
 	env := Env(getenv)
 	fs := NewFlagSet(command)
 	help := Help{Out: out, Synopsis: operatorSynopsis(command)}
@@ -103,7 +136,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
 		limit := fs.Int("limit", 100, "list at most this many waiting workflows")
 		asJSON := fs.Bool("json", false, "print JSON")
-		ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "the order ledger whose gateway calls and payments are each charge's evidence, read-only, printed after the table (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
+		ev.register(fs, getenv)
 		useDev := dev("")
 		if err := Parse(fs, args, help); err != nil {
 			return err
@@ -115,12 +148,16 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 			return err
 		}
 		if *wfID == "" {
-			if *ledgerDSN == "" && *useDev {
-				if dsn, err := devstate.ReadLedgerDSN(); err == nil {
-					*ledgerDSN = dsn
+			var src operator.EvidenceSource
+			if !*asJSON {
+				s, closeSrc, err := ev.open(ctx, *useDev)
+				if err != nil {
+					return fmt.Errorf("pending: %w", err)
 				}
+				defer closeSrc()
+				src = s
 			}
-			return pendingList(ctx, c, *limit, *asJSON, *ledgerDSN, *useDev, out)
+			return pendingList(ctx, c, *limit, *asJSON, src, *useDev, out)
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
@@ -136,7 +173,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		signal := fs.Bool("signal", false, "send the decision as a signal, without waiting for an answer")
 		requestID := fs.String("request-id", "", "the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
 		confirm := fs.Bool("confirm", false, "confirm a decision that contradicts the evidence it carries (needs -reason)")
-		ledgerDSN := fs.String("ledger-dsn", env("LEDGER_DSN", ""), "the order ledger whose gateway calls and payments are the charge's evidence, read-only, sent with the decision (LEDGER_DSN; with -dev the -dev worker's; none: no evidence)")
+		ev.register(fs, getenv)
 		useDev := dev("")
 		if err := Parse(fs, args, help); err != nil {
 			return err
@@ -158,12 +195,12 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
 			return err
 		}
-		if *ledgerDSN == "" && *useDev {
-			if dsn, err := devstate.ReadLedgerDSN(); err == nil {
-				*ledgerDSN = dsn
-			}
+		src, closeSrc, err := ev.open(ctx, *useDev)
+		if err != nil {
+			return fmt.Errorf("resolve: %w", err)
 		}
-		return resolve(ctx, c, *wfID, *runID, res, *signal, *ledgerDSN, *useDev, out)
+		defer closeSrc()
+		return resolve(ctx, c, *wfID, *runID, res, *signal, src, *useDev, out)
 	case "reopen":
 		record := fs.String("record", "", "the record key, as pending or inspect shows it (required)")
 		reason := fs.String("reason", "", "why, for the record")
@@ -268,7 +305,7 @@ func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Wr
 // pendingList prints every waiting workflow of the task queue. What could
 // be read is printed; the workflows that could not be asked make the
 // command fail after it.
-func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, ledgerDSN string, dev bool, out io.Writer) error {
+func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, src operator.EvidenceSource, dev bool, out io.Writer) error {
 	tc, err := Dial(ctx, c, "pending")
 	if err != nil {
 		return err
@@ -282,28 +319,13 @@ func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, l
 		return listErr
 	}
 	var assessed []operator.Assessed
-	if ledgerDSN != "" && !asJSON {
-		l, err := openLedgerReadOnly(ctx, ledgerDSN)
-		if err != nil {
-			return fmt.Errorf("pending: %w", err)
-		}
-		defer l.Close()
-		assessed, _ = operator.Assess(ctx, order.ChargeEvidence{Ledger: l}, list) // a failure is in its step's EvidenceError
+	if src != nil && !asJSON {
+		assessed, _ = operator.Assess(ctx, src, list) // a failure is in its step's EvidenceError
 	}
 	if err := printPending(list, assessed, c.TaskQueue, asJSON, dev, out); err != nil {
 		return err
 	}
 	return listErr
-}
-
-// openLedgerReadOnly opens the ledger dsn names without creating
-// anything (ledger.OpenReadOnly).
-func openLedgerReadOnly(ctx context.Context, dsn string) (*ledger.Ledger, error) {
-	l, err := ledger.OpenReadOnly(ctx, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("%w (check -ledger-dsn / LEDGER_DSN)", err)
-	}
-	return l, nil
 }
 
 // printPending prints the waiting workflows as JSON or a table; assessed,
@@ -367,14 +389,14 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 }
 
 // resolve sends a decision and prints the workflow's answer.
-func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, ledgerDSN string, dev bool, out io.Writer) error {
+func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, src operator.EvidenceSource, dev bool, out io.Writer) error {
 	tc, err := Dial(ctx, c, "resolve")
 	if err != nil {
 		return err
 	}
 	defer tc.Close()
-	if ledgerDSN != "" {
-		if err := attachEvidence(ctx, tc, wfID, runID, ledgerDSN, &res); err != nil {
+	if src != nil {
+		if err := attachEvidence(ctx, tc, wfID, runID, src, &res); err != nil {
 			return fmt.Errorf("resolve: %w", err)
 		}
 	}
@@ -408,11 +430,11 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 	return err
 }
 
-// attachEvidence reads the charge's evidence for the incident res names
-// from the ledger and puts it in res, so that a decision against it is
+// attachEvidence reads the evidence for the incident res names from src
+// and puts it in res, so that a decision against it is
 // refused unless confirmed, and the history keeps what it said. An
 // incident the workflow does not list is left to the workflow to refuse.
-func attachEvidence(ctx context.Context, tc client.Client, wfID, runID, ledgerDSN string, res *idemwf.Resolution) error {
+func attachEvidence(ctx context.Context, tc client.Client, wfID, runID string, src operator.EvidenceSource, res *idemwf.Resolution) error {
 	pending, err := operator.PendingRecoveries(ctx, tc, wfID, runID)
 	if err != nil {
 		return err
@@ -421,12 +443,7 @@ func attachEvidence(ctx context.Context, tc client.Client, wfID, runID, ledgerDS
 		if p.Incident != res.Incident() {
 			continue
 		}
-		l, err := openLedgerReadOnly(ctx, ledgerDSN)
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		ev, err := order.ChargeEvidence{Ledger: l}.Evidence(ctx, operator.Step{WorkflowID: wfID, RunID: runID, Pending: p})
+		ev, err := src.Evidence(ctx, operator.Step{WorkflowID: wfID, RunID: runID, Pending: p})
 		switch {
 		case errors.Is(err, operator.ErrNoEvidence):
 			return nil

@@ -51,7 +51,7 @@ func TestReopenCommand(t *testing.T) {
 	}
 	var out bytes.Buffer
 	args := []string{"-record", ref.String(), "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns, "-reason", "no charge at the provider"}
-	if err := cli.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out); err != nil ||
+	if err := cli.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out, nil); err != nil ||
 		!strings.Contains(out.String(), "reopened") || !strings.Contains(out.String(), "ABANDONED") {
 		t.Fatalf("reopen: %q, %v", out.String(), err)
 	}
@@ -59,11 +59,11 @@ func TestReopenCommand(t *testing.T) {
 		t.Fatalf("after reopen: %+v, %v, %d runs", res, err, runs)
 	}
 	out.Reset()
-	if err := cli.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out); err == nil || !strings.Contains(err.Error(), "COMPLETED") {
+	if err := cli.RunOperator(t.Context(), "reopen", args, func(string) string { return "" }, &out, nil); err == nil || !strings.Contains(err.Error(), "COMPLETED") {
 		t.Fatalf("reopening a COMPLETED record: %v", err)
 	}
 	missing := []string{"-record", onceflow.Ref{Code: "http", Digest: dig.Digest("never used")}.String(), "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
-	if err := cli.RunOperator(t.Context(), "reopen", missing, func(string) string { return "" }, &out); err == nil || !strings.Contains(err.Error(), "-key-namespace") {
+	if err := cli.RunOperator(t.Context(), "reopen", missing, func(string) string { return "" }, &out, nil); err == nil || !strings.Contains(err.Error(), "-key-namespace") {
 		t.Fatalf("reopening a missing record: %v, want it to name -key-namespace", err)
 	}
 }
@@ -102,7 +102,7 @@ func TestInspectCommandPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 	}
 	args := []string{"-code", "charge-card", "-key", "order-1/charge", "-namespace", "default", "-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
 	var out bytes.Buffer
-	if err := cli.RunOperator(t.Context(), "inspect", args, getenv, &out); err != nil ||
+	if err := cli.RunOperator(t.Context(), "inspect", args, getenv, &out, nil); err != nil ||
 		!strings.Contains(out.String(), ref.String()) || !strings.Contains(out.String(), "COMPLETED attempt 1 rev 2") || !strings.Contains(out.String(), "response 4 bytes") {
 		t.Fatalf("inspect: %q, %v", out.String(), err)
 	}
@@ -110,7 +110,7 @@ func TestInspectCommandPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	out.Reset()
-	err = cli.RunOperator(t.Context(), "inspect", append(args, "-json"), getenv, &out)
+	err = cli.RunOperator(t.Context(), "inspect", append(args, "-json"), getenv, &out, nil)
 	if !errors.Is(err, onceflow.ErrCorruptRecord) || !strings.Contains(out.String(), `"corrupt"`) {
 		t.Fatalf("a corrupt record: %q, %v", out.String(), err)
 	}

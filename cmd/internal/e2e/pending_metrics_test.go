@@ -206,7 +206,7 @@ func TestPendingNeedsTheSearchAttribute(t *testing.T) {
 		t.Errorf("CountPending: %v, want ErrPendingAttributeMissing", err)
 	}
 	var out bytes.Buffer
-	err = cli.RunOperator(t.Context(), "pending", []string{"-temporal-address", temporalServer.Address(), "-namespace", ns}, func(string) string { return "" }, &out)
+	err = cli.RunOperator(t.Context(), "pending", []string{"-temporal-address", temporalServer.Address(), "-namespace", ns}, func(string) string { return "" }, &out, nil)
 	if !errors.Is(err, operator.ErrPendingAttributeMissing) || !strings.Contains(err.Error(), fix) {
 		t.Errorf("worker pending: %v, want an error naming %q", err, fix)
 	}

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,8 @@ import (
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/operator"
@@ -86,8 +89,29 @@ func (h *harness) operator(command string, args ...string) (string, error) {
 		all = append(args, "-redis-url", "redis://"+redistest.Addr(h.t)+"/0", "-key-namespace", h.keys)
 	}
 	var buf bytes.Buffer
-	err := cli.RunOperator(context.Background(), command, all, func(string) string { return "" }, &buf)
+	err := cli.RunOperator(context.Background(), command, all, func(string) string { return "" }, &buf, ledgerEvidence())
 	return buf.String(), err
+}
+
+// ledgerEvidence plugs the order ledger (-ledger-dsn) into pending and
+// resolve, as the order system's binary does.
+func ledgerEvidence() *cli.EvidenceFlags {
+	var dsn string
+	return &cli.EvidenceFlags{
+		Register: func(fs *flag.FlagSet, getenv func(string) string) {
+			fs.StringVar(&dsn, "ledger-dsn", getenv("LEDGER_DSN"), "the order ledger")
+		},
+		Open: func(ctx context.Context, _ bool) (operator.EvidenceSource, func(), error) {
+			if dsn == "" {
+				return nil, nil, nil
+			}
+			l, err := ledger.OpenReadOnly(ctx, dsn)
+			if err != nil {
+				return nil, nil, err
+			}
+			return order.ChargeEvidence{Ledger: l}, func() { _ = l.Close() }, nil
+		},
+	}
 }
 
 // pendingOf waits until the workflow lists want incidents, and returns
