@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemhttp"
 )

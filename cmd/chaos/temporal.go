@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/cmd/temporalproc"
 )
 
 // temporalServer is the dev Temporal server (`worker dev-server`, a

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 )
 

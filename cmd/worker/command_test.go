@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 )
 
 // worker -h lists every subcommand and the worker's flags, on the writer

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 )
 
 // TestProductionBuildHasNoFaultKnobs: the production build (-tags nodev)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 )
 
 // TestSimulationBuildHasTheFaultKnobs: development and simulation builds

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/operator"

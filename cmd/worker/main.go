@@ -44,7 +44,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 	_ "modernc.org/sqlite"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 )
 
 func main() {

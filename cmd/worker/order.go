@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"

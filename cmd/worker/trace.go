@@ -8,7 +8,7 @@ import (
 	"io"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/worker"

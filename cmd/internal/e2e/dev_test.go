@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/cmd/devstate"
+	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/cmd/internal/trail"
 	"github.com/onceflow/onceflow/internal/childproc"
 )

@@ -34,7 +34,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"

@@ -24,8 +24,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/childproc"
 	"github.com/onceflow/onceflow/operator"

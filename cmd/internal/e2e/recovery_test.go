@@ -25,7 +25,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore/redisstore"

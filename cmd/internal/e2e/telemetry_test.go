@@ -14,7 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/onceflow/onceflow/cmd/internal/telemetry"
+	"github.com/onceflow/onceflow/cmd/telemetry"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"

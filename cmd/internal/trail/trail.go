@@ -19,7 +19,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemhttp"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/internal/redistest"

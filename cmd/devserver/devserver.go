@@ -24,7 +24,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/internal/redisproc"
 	"github.com/onceflow/onceflow/worker"
 )

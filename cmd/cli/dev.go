@@ -3,7 +3,7 @@ package cli
 import (
 	"fmt"
 
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/worker"
 )
 

@@ -143,7 +143,7 @@ func (t *Telemetry) WatchPending(ctx context.Context, cfg PendingConfig) error {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	m := t.MeterProvider.Meter("github.com/onceflow/onceflow/cmd/internal/telemetry")
+	m := t.MeterProvider.Meter("github.com/onceflow/onceflow/cmd/telemetry")
 	errs, err := m.Int64Counter(MetricPendingCountErrors,
 		metric.WithDescription("Visibility counts behind onceflow_pending_recoveries that failed (the gauge is absent while the last one failed)."))
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/onceflow/onceflow/cmd/internal/devstate"
+	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/worker"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/worker"
 )
 
