@@ -34,7 +34,7 @@ import (
 // workerPackage is the worker's import path; cmdModule is the module it
 // is built in.
 const (
-	workerPackage = "github.com/onceflow/onceflow/cmd/worker"
+	workerPackage = "github.com/onceflow/onceflow/examples/order/cmd/worker"
 	cmdModule     = "github.com/onceflow/onceflow/cmd"
 )
 

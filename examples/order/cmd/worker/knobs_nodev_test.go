@@ -13,7 +13,7 @@ import (
 // TestProductionBuildHasNoFaultKnobs: the production build (-tags nodev)
 // defines none of the gateway's knobs, ignores their environment
 // variables, and never wires the crash hook that exits the process. Run it
-// with go test -tags nodev ./cmd/worker/ (scripts/test does).
+// with go test -tags nodev ./examples/order/cmd/worker/ (scripts/test does).
 func TestProductionBuildHasNoFaultKnobs(t *testing.T) {
 	if simulation {
 		t.Fatal("a nodev build without the simulate tag has the simulation wiring")

@@ -58,7 +58,7 @@ func parseFlags(args []string, out io.Writer) (config, error) {
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "usage: go run ./cmd/chaos [flags]\n")
+		fmt.Fprintf(out, "usage: go run ./examples/order/cmd/chaos [flags]\n")
 		for _, topo := range []string{topoStandalone, topoSentinel, topoCluster} {
 			fmt.Fprintf(out, "\nphases under -redis %s (-phases, in this order):\n", topo)
 			for _, p := range allPhases(topo) {

@@ -155,13 +155,13 @@ func TestTimelineCounts(t *testing.T) {
 // (docs/chaos.md); run it before a change to the executor, the recovery
 // or the order system lands:
 //
-//	ONCEFLOW_CHAOS=short go test -race -v -run '^TestChaosShort$' ./cmd/chaos/
+//	ONCEFLOW_CHAOS=short go test -race -v -run '^TestChaosShort$' ./examples/order/cmd/chaos/
 //
 // Longer runs, and the Sentinel and Cluster topologies, are go run
-// ./cmd/chaos (docs/chaos.md).
+// ./examples/order/cmd/chaos (docs/chaos.md).
 func TestChaosShort(t *testing.T) {
 	if os.Getenv("ONCEFLOW_CHAOS") != "short" {
-		t.Skip("a long run (docs/chaos.md): ONCEFLOW_CHAOS=short go test -race -run '^TestChaosShort$' ./cmd/chaos/")
+		t.Skip("a long run (docs/chaos.md): ONCEFLOW_CHAOS=short go test -race -run '^TestChaosShort$' ./examples/order/cmd/chaos/")
 	}
 	if err := run([]string{"-short"}); err != nil {
 		t.Fatal(err)
@@ -216,10 +216,10 @@ func TestQuickArgsParse(t *testing.T) {
 // TestChaosQuick is CI's chaos run (scripts/test runs it): about a minute,
 // every class of fault once (quickPhases), failing on any violation:
 //
-//	ONCEFLOW_CHAOS=quick ONCEFLOW_DEV_WORKER=<go build ./cmd/worker> go test -race -run '^TestChaosQuick$' ./cmd/chaos/
+//	ONCEFLOW_CHAOS=quick ONCEFLOW_DEV_WORKER=<go build ./examples/order/cmd/worker> go test -race -run '^TestChaosQuick$' ./examples/order/cmd/chaos/
 func TestChaosQuick(t *testing.T) {
 	if os.Getenv("ONCEFLOW_CHAOS") != "quick" {
-		t.Skip("CI's chaos run (scripts/test): ONCEFLOW_CHAOS=quick go test -race -run '^TestChaosQuick$' ./cmd/chaos/")
+		t.Skip("CI's chaos run (scripts/test): ONCEFLOW_CHAOS=quick go test -race -run '^TestChaosQuick$' ./examples/order/cmd/chaos/")
 	}
 	_, err := postgresBin()
 	if err != nil {

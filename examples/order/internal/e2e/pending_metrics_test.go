@@ -41,9 +41,9 @@ func TestPendingRecoveriesSurviveARestart(t *testing.T) {
 	bin := os.Getenv(temporalproc.EnvBinary)
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "worker")
-		build := exec.Command("go", "build", "-o", bin, "github.com/onceflow/onceflow/cmd/worker")
+		build := exec.Command("go", "build", "-o", bin, "github.com/onceflow/onceflow/examples/order/cmd/worker")
 		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/worker: %v\n%s", err, out)
+			t.Fatalf("go build ./examples/order/cmd/worker: %v\n%s", err, out)
 		}
 	}
 	spawn := childproc.New()
@@ -100,7 +100,7 @@ func TestPendingRecoveriesSurviveARestart(t *testing.T) {
 	for name := range metricNames(t, page) {
 		seen[name] = true
 	}
-	for _, file := range []string{"../../../deploy/prometheus/rules.yml", "../../../deploy/grafana/onceflow.json"} {
+	for _, file := range []string{"../../../../deploy/prometheus/rules.yml", "../../../../deploy/grafana/onceflow.json"} {
 		used := usedMetrics(t, file)
 		if len(used) < 4 {
 			t.Fatalf("%s uses only %v: the pattern is stale", file, used)

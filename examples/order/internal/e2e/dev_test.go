@@ -19,7 +19,7 @@ import (
 
 	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/cmd/temporalproc"
-	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/internal/childproc"
 )
 
@@ -67,9 +67,9 @@ func TestDevMode(t *testing.T) {
 	bin := os.Getenv(temporalproc.EnvBinary)
 	if bin == "" {
 		bin = filepath.Join(t.TempDir(), "worker")
-		build := exec.Command("go", "build", "-o", bin, "github.com/onceflow/onceflow/cmd/worker")
+		build := exec.Command("go", "build", "-o", bin, "github.com/onceflow/onceflow/examples/order/cmd/worker")
 		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build ./cmd/worker: %v\n%s", err, out)
+			t.Fatalf("go build ./examples/order/cmd/worker: %v\n%s", err, out)
 		}
 	}
 	spawn := childproc.New()

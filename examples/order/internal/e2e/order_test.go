@@ -30,7 +30,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/cmd/internal/trail"
+	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
@@ -428,7 +428,7 @@ func TestTimeoutAfterChargeWaitsForADecision(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile("../../../examples/order/testdata/place-order-resolved.json", append(b, '\n'), 0o644); err != nil {
+			if err := os.WriteFile("../../testdata/place-order-resolved.json", append(b, '\n'), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

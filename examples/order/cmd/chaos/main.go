@@ -2,12 +2,12 @@
 // that no card was charged twice, no money went unrecorded and no order
 // was lost:
 //
-//	go run ./cmd/chaos -short                 # 40 orders, 5 s phases: about 3 minutes
-//	go run ./cmd/chaos -orders 1000 -phase-duration 30s -ledger postgres   # every phase, its own PostgreSQL
-//	go run ./cmd/chaos -orders 300 -ledger-dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
-//	go run ./cmd/chaos -phases worker-kill,redis-wipe -phase-duration 30s -seed 7
-//	go run ./cmd/chaos -short -redis sentinel -redis-durability replicas
-//	go run ./cmd/chaos -short -redis cluster -phases redis-failover,redis-primary-kill,redis-reshard
+//	go run ./examples/order/cmd/chaos -short                 # 40 orders, 5 s phases: about 3 minutes
+//	go run ./examples/order/cmd/chaos -orders 1000 -phase-duration 30s -ledger postgres   # every phase, its own PostgreSQL
+//	go run ./examples/order/cmd/chaos -orders 300 -ledger-dsn 'postgres://postgres@127.0.0.1:5432/test?sslmode=disable'
+//	go run ./examples/order/cmd/chaos -phases worker-kill,redis-wipe -phase-duration 30s -seed 7
+//	go run ./examples/order/cmd/chaos -short -redis sentinel -redis-durability replicas
+//	go run ./examples/order/cmd/chaos -short -redis cluster -phases redis-failover,redis-primary-kill,redis-reshard
 //
 // It starts, all on 127.0.0.1 and all its own: the Temporal dev server
 // (`worker dev-server`, a process of its own, its history in a SQLite file
