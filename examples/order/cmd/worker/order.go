@@ -15,8 +15,8 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow/cmd/cli"
-	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/worker"
 )

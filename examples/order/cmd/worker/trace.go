@@ -9,8 +9,8 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/cli"
-	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/worker"
 )
 

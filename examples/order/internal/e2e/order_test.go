@@ -30,8 +30,8 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/onceflow/onceflow"
-	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/examples/order/internal/trail"
 	"github.com/onceflow/onceflow/examples/order/ledger"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
