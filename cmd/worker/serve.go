@@ -84,6 +84,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	s.cfg.HTTPAddr = s.httpAddr // the endpoints file names it
 	if s.dev {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 		s.cfg.Dev = true
@@ -93,7 +94,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		}
 		defer dev.Stop()
 	}
+	queue := s.cfg.TaskQueue // empty: every task queue, not Defaults' one
 	cli.Defaults(&s.cfg)
+	s.cfg.TaskQueue = queue
 	tc, err := cli.Dial(ctx, s.cfg, "worker")
 	if err != nil {
 		return err
