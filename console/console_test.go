@@ -16,11 +16,15 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/serviceerror"
+	updatepb "go.temporal.io/api/update/v1"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
@@ -390,5 +394,78 @@ func TestConsoleLimitsFailedTokens(t *testing.T) {
 	}
 	if a := attempts[2]("[2001:db8:1:2::b]:1"); a.status != http.StatusTooManyRequests {
 		t.Fatalf("another address of the same IPv6 /64: %d", a.status)
+	}
+}
+
+// oneClosed is a Temporal client with one completed workflow,
+// transfer-1, whose history is a withdrawal that failed once and then
+// completed after a decision.
+type oneClosed struct{ noWorkflows }
+
+func (oneClosed) DescribeWorkflowExecution(_ context.Context, id, _ string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	if id != "transfer-1" {
+		return nil, serviceerror.NewNotFound("workflow not found")
+	}
+	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+		Execution: &commonpb.WorkflowExecution{WorkflowId: id, RunId: "run-1"}, Type: &commonpb.WorkflowType{Name: "Transfer"},
+		Status: enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED}}, nil
+}
+
+func (oneClosed) GetWorkflowHistory(context.Context, string, string, bool, enumspb.HistoryEventFilterType) client.HistoryEventIterator {
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(time.Date(2026, 1, 2, 3, 4, s, 0, time.UTC)) }
+	input, _ := converter.GetDefaultDataConverter().ToPayloads(map[string]any{"reference": "T-42", "amount": 12345})
+	decision, _ := converter.GetDefaultDataConverter().ToPayloads(idemwf.Resolution{Decision: idemwf.Retry, By: "alice", Reason: "the bank shows nothing"})
+	return &events{list: []*historypb.HistoryEvent{
+		{EventId: 1, EventTime: at(0), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, Attributes: &historypb.HistoryEvent_WorkflowExecutionStartedEventAttributes{
+			WorkflowExecutionStartedEventAttributes: &historypb.WorkflowExecutionStartedEventAttributes{WorkflowType: &commonpb.WorkflowType{Name: "Transfer"}, Input: input, Identity: "starter"}}},
+		{EventId: 5, EventTime: at(1), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, Attributes: &historypb.HistoryEvent_ActivityTaskScheduledEventAttributes{
+			ActivityTaskScheduledEventAttributes: &historypb.ActivityTaskScheduledEventAttributes{ActivityType: &commonpb.ActivityType{Name: "Withdraw"}}}},
+		{EventId: 6, EventTime: at(2), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED, Attributes: &historypb.HistoryEvent_ActivityTaskStartedEventAttributes{
+			ActivityTaskStartedEventAttributes: &historypb.ActivityTaskStartedEventAttributes{ScheduledEventId: 5, Attempt: 3, Identity: "worker-7"}}},
+		{EventId: 7, EventTime: at(3), EventType: enumspb.EVENT_TYPE_ACTIVITY_TASK_FAILED, Attributes: &historypb.HistoryEvent_ActivityTaskFailedEventAttributes{
+			ActivityTaskFailedEventAttributes: &historypb.ActivityTaskFailedEventAttributes{ScheduledEventId: 5, Identity: "worker-7", Failure: &failurepb.Failure{
+				Message: "bank: timed out", FailureInfo: &failurepb.Failure_ApplicationFailureInfo{ApplicationFailureInfo: &failurepb.ApplicationFailureInfo{Type: "onceflow.EffectUnknown"}}}}}},
+		{EventId: 9, EventTime: at(4), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED, Attributes: &historypb.HistoryEvent_WorkflowExecutionUpdateAcceptedEventAttributes{
+			WorkflowExecutionUpdateAcceptedEventAttributes: &historypb.WorkflowExecutionUpdateAcceptedEventAttributes{AcceptedRequest: &updatepb.Request{
+				Meta: &updatepb.Meta{Identity: "cli@host"}, Input: &updatepb.Input{Name: idemwf.ResolveUpdate, Args: decision}}}}},
+		{EventId: 12, EventTime: at(5), EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED},
+	}}
+}
+
+func (oneClosed) QueryWorkflow(context.Context, string, string, string, ...any) (converter.EncodedValue, error) {
+	return jsonValue("[]"), nil
+}
+
+// events is a history iterator over list.
+type events struct{ list []*historypb.HistoryEvent }
+
+func (e *events) HasNext() bool { return len(e.list) > 0 }
+
+func (e *events) Next() (*historypb.HistoryEvent, error) {
+	ev := e.list[0]
+	e.list = e.list[1:]
+	return ev, nil
+}
+
+// A workflow's page comes from its own history, for any workflow: the
+// timeline (time, step, state, attempt, actor), a decision's row naming
+// who sent it, the input, and the raw trail collapsed.
+func TestAWorkflowsPageIsItsHistory(t *testing.T) {
+	t.Parallel()
+	mux := newMuxWith(t, oneClosed{}, Config{Dev: true})
+	a := do(mux, "GET", "localhost", "/console/workflows/transfer-1", "")
+	if a.status != http.StatusOK {
+		t.Fatalf("the page: %d %s", a.status, a.body)
+	}
+	for _, want := range []string{
+		`<h2>Workflow transfer-1</h2>`, `<strong class="status">COMPLETED</strong>`,
+		`<td>2026-01-02 03:04:02.000</td><td class="step"><code>Withdraw</code></td><td class="state">started</td><td class="attempt">3</td><td class="actor">worker-7</td>`,
+		`<td class="state">failed (onceflow.EffectUnknown)</td><td class="attempt">3</td><td class="actor">worker-7</td><td>bank: timed out</td>`,
+		`<td class="step"><code>onceflow.decide</code></td><td class="state">decision: retry</td><td class="attempt"></td><td class="actor">alice</td><td>the bank shows nothing</td>`,
+		`&#34;reference&#34;: &#34;T-42&#34;`, `<details id="raw">`,
+	} {
+		if !strings.Contains(a.body, want) {
+			t.Errorf("no %q in the page: %s", want, a.body)
+		}
 	}
 }
