@@ -1,6 +1,10 @@
 package onceflow
 
-import "strconv"
+import (
+	"context"
+	"strconv"
+	"time"
+)
 
 // Stable ApplicationError type strings. Workflows match on them
 // (temporal.ApplicationError.Type()) and may list the non-retryable ones in
@@ -184,6 +188,61 @@ type EffectUnknownDetails struct {
 	// cannot repeat its effect. The workflow package's Execute then
 	// retries by itself instead of waiting for a person.
 	IdempotentDownstream bool `json:"idempotentDownstream,omitempty"`
+	// DownstreamKey is the reference the downstream knows the operation
+	// by (the activity package's DownstreamKey option, such as a
+	// transfer's reference ID), when the activity declares one: what an
+	// operator looks the effect up by.
+	DownstreamKey string `json:"downstreamKey,omitempty"`
+}
+
+// WrappedActivity describes an activity registered through onceflow, for
+// the workflow side: the workflow package's Interceptor schedules it with
+// HeartbeatTimeout when the workflow set none, and checks a decided
+// result with Decodes before accepting the decision.
+type WrappedActivity struct {
+	// Name is the activity type name, as the SDK names the function.
+	Name string
+	// Code is its operation code.
+	Code OperationCode
+	// HeartbeatTimeout is the heartbeat timeout it is scheduled with when
+	// the workflow's ActivityOptions leave it zero.
+	HeartbeatTimeout time.Duration
+	// ResultType is the Go type of its result, for the operator.
+	ResultType string
+	// Decodes reports whether a result, as JSON, decodes into the result
+	// type.
+	Decodes func(json []byte) error
+}
+
+// ActivityCatalog finds the wrapped activities by name: the activity
+// package's Wrapper is one.
+type ActivityCatalog interface {
+	// WrappedActivity returns the wrapped activity registered under name.
+	WrappedActivity(name string) (WrappedActivity, bool)
+}
+
+// NonRetryableTypesHeader is the Temporal header in which the workflow
+// package's Interceptor passes an activity the NonRetryableErrorTypes of
+// the RetryPolicy it is scheduled with (a JSON list of strings), for the
+// activity package to recognize a business error Temporal will not retry
+// where the activity's info does not carry the policy (the SDK testsuite).
+const NonRetryableTypesHeader = "onceflow-non-retryable-types"
+
+// nonRetryableTypesKey is the context key of WithNonRetryableTypes.
+type nonRetryableTypesKey struct{}
+
+// WithNonRetryableTypes returns ctx carrying the NonRetryableErrorTypes
+// of the running activity's retry policy, as NonRetryableTypesHeader
+// brought them: the workflow package's Interceptor sets them on the
+// activity's context, where the activity package reads them.
+func WithNonRetryableTypes(ctx context.Context, types []string) context.Context {
+	return context.WithValue(ctx, nonRetryableTypesKey{}, types)
+}
+
+// NonRetryableTypes returns what WithNonRetryableTypes put on ctx.
+func NonRetryableTypes(ctx context.Context) []string {
+	t, _ := ctx.Value(nonRetryableTypesKey{}).([]string)
+	return t
 }
 
 // ResolveRecordActivity is the registered name of Wrapper.ResolveRecord;

@@ -64,6 +64,11 @@ type Wrapper struct {
 	// resolvers encode a decided result (JSON) with the codec of the
 	// wrapped activity of its operation code, for ResolveRecord.
 	resolvers sync.Map // onceflow.OperationCode → resolver
+	// activities are the activities Register registered, by name, for
+	// the workflow side (WrappedActivity); resolveOn are the registries
+	// that have ResolveRecord.
+	activities sync.Map // string → onceflow.WrappedActivity
+	resolveOn  sync.Map // Registry → struct{}
 	// mu guards running and idle: running counts the wrapped activities
 	// that have not returned yet, and idle is closed when it falls to
 	// zero, so Wait can wait for them without a goroutine of its own.
@@ -159,6 +164,24 @@ type Options[In, Out any] struct {
 	// another workflow, with BusinessScoped) holds the operation.
 	// InProgressDefault waits for BusinessScoped and retries otherwise.
 	InProgress InProgressPolicy
+	// DownstreamKey returns the reference the downstream system knows
+	// the operation by, such as a transfer's reference ID. When set,
+	// KeyForDownstream (and so AskFirst's lookup and call) and Reconcile's
+	// context get it instead of the operation key, and an unknown
+	// effect's details carry it for the operator.
+	DownstreamKey func(In) string
+	// NoEffect classifies fn's errors: true means the attempt certainly
+	// had no effect. Such an error is recorded as no effect and returned
+	// to Temporal as it is, with its own type, message and retryability.
+	// Whatever NoEffect says, these are treated so too: an error marked
+	// with the NoEffect function, an ApplicationError marked
+	// non-retryable, and an error whose type (the ApplicationError type,
+	// or the Go type's name, as Temporal reports it) the activity's
+	// RetryPolicy lists in NonRetryableErrorTypes. Temporal runs no
+	// attempt after a non-retryable error, so nothing could run twice.
+	// Any other error means the effect may have happened
+	// (TypeEffectUnknown).
+	NoEffect func(error) bool
 }
 
 // InProgressPolicy says what an attempt does when the operation is in
@@ -210,9 +233,11 @@ func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(dat
 // the retained attempt. fn runs at most once per scope whenever Redis can
 // know; its result is stored as JSON and replayed to later attempts and,
 // for WorkflowScoped and BusinessScoped, to other workflows. fn's error
-// marks what happened: wrap it with idemstore.RetryableNoEffect when the
-// effect certainly did not happen; any other error means the effect may
-// have happened and fails the workflow's activity with TypeEffectUnknown.
+// marks what happened: a business error that says nothing happened (see
+// Options.NoEffect, and the NoEffect function) is returned to Temporal as
+// it is; idemstore.RetryableNoEffect marks a retryable error with no
+// effect; any other error means the effect may have happened and fails
+// the workflow's activity with TypeEffectUnknown.
 //
 // The activity must be scheduled with a HeartbeatTimeout: the wrapper
 // heartbeats and renews its lease on a ticker derived from it and from the
@@ -241,7 +266,8 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	info := sdkactivity.GetInfo(ctx)
 	if info.HeartbeatTimeout <= 0 {
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"onceflow: activity %s was scheduled without a HeartbeatTimeout; set ActivityOptions.HeartbeatTimeout "+
+			"onceflow: activity %s was scheduled without a HeartbeatTimeout; install onceflow's interceptor on the workflow's worker "+
+				"(sdkworker.Options{Interceptors: ...}, see worker.Attach), which sets one, or set ActivityOptions.HeartbeatTimeout "+
 				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
 			onceflow.TypeHeartbeatTimeoutRequired, nil)
 	}
@@ -261,6 +287,14 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", h.prev.Attempt, "checkpoint_rev", h.prev.Rev, "phase", h.prev.Phase)
 	}
 	codec := opts.codec()
+	nonRetryable := nonRetryableTypes(ctx, info.RetryPolicy)
+	downstreamKey := ""
+	if opts.DownstreamKey != nil {
+		if downstreamKey = opts.DownstreamKey(in); downstreamKey == "" {
+			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.DownstreamKey returned an empty key", onceflow.TypeInvalidInput, nil)
+		}
+		ctx = context.WithValue(ctx, downstreamKeyKey{}, downstreamKey)
+	}
 	req := idemstore.Request{
 		Codec:                codec.ID(),
 		Ref:                  onceflow.Ref{Code: opts.Code, Digest: digest},
@@ -291,6 +325,9 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		}
 		out, err := fn(actx, in)
 		if err != nil {
+			if own, ok := noEffect(err, opts, nonRetryable); ok {
+				return nil, idemstore.RetryableNoEffect(&passthrough{err: own})
+			}
 			return nil, err
 		}
 		b, err := codec.Marshal(out)
@@ -318,8 +355,12 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	if errors.As(err, &re) && re.Recorded {
 		h.settled(ctx, log)
 	}
+	var own *passthrough
+	if errors.As(err, &own) {
+		return zero, own.err // the activity's own error, as Temporal knew it before onceflow
+	}
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, h.prev, opts.IdempotentDownstream)
+		return zero, toTemporal(err, req.Ref, rawOp, h.prev, opts.IdempotentDownstream, downstreamKey)
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
@@ -538,7 +579,7 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 // carry more (the incident's details, the retry delay, the decision's
 // reason) add it here. idempotent is the activity's IdempotentDownstream,
 // carried in an unknown effect's details so the workflow can decide it.
-func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, idempotent bool) error {
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, idempotent bool, downstreamKey string) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -554,7 +595,7 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 		opts.Details = []any{onceflow.EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
-			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: idempotent,
+			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: idempotent, DownstreamKey: downstreamKey,
 		}}
 	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)
@@ -571,18 +612,8 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 
 // OperationKey returns the stable operation key inside a wrapped activity:
 // pass it to a downstream provider as its idempotency key. "" outside one.
+// KeyForDownstream is the activity's DownstreamKey when it declares one.
 func OperationKey(ctx context.Context) string { return idemstore.OperationKey(ctx) }
-
-// AskFirst runs call, asking lookup first when an earlier attempt's
-// effect is unknown (it may have reached the action): the pattern for
-// a downstream call that does not deduplicate by OperationKey but can be
-// looked up by it. See idemstore.AskFirst.
-func AskFirst[T any](ctx context.Context,
-	lookup func(ctx context.Context, key string) (T, bool, error),
-	call func(ctx context.Context, key string) (T, error),
-) (T, error) {
-	return idemstore.AskFirst(ctx, lookup, call)
-}
 
 // EarlierEffectUnknown says why an earlier attempt may have had an
 // effect, inside a wrapped activity that runs although it might have ("" when the record
@@ -608,3 +639,36 @@ func Fence(ctx context.Context) (onceflow.Fence, bool) {
 func (w *Wrapper) BusinessOperationKey(namespace string, code onceflow.OperationCode, key string) string {
 	return onceflow.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
 }
+
+// catalog records a wrapped activity for WrappedActivity; a second
+// activity under the same name is an error.
+func (w *Wrapper) catalog(a onceflow.WrappedActivity) error {
+	if _, loaded := w.activities.LoadOrStore(a.Name, a); loaded {
+		return fmt.Errorf("activity: an activity named %s is registered already; give this one another name with Name", a.Name)
+	}
+	return nil
+}
+
+// WrappedActivity returns the activity Register registered under name,
+// for the workflow package's Interceptor (worker.Attach connects them).
+func (w *Wrapper) WrappedActivity(name string) (onceflow.WrappedActivity, bool) {
+	a, ok := w.activities.Load(name)
+	if !ok {
+		return onceflow.WrappedActivity{}, false
+	}
+	return a.(onceflow.WrappedActivity), true
+}
+
+// registerResolve registers ResolveRecord with r, once per registry.
+func (w *Wrapper) registerResolve(r Registry) {
+	if _, loaded := w.resolveOn.LoadOrStore(r, struct{}{}); loaded {
+		return
+	}
+	r.RegisterActivityWithOptions(w.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
+}
+
+// RegisterResolve registers onceflow's own activity (ResolveRecord), which
+// the workflow side's recovery calls, with r, unless Register did already.
+// A worker that registers its activities with Wrap instead of Register
+// calls it once.
+func (w *Wrapper) RegisterResolve(r Registry) { w.registerResolve(r) }

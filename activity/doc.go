@@ -9,6 +9,12 @@
 //		onceactivity "github.com/onceflow/onceflow/activity"
 //	)
 //
+// Register wraps an activity and registers it under the name the SDK gives
+// the function, so a workflow keeps calling workflow.ExecuteActivity(ctx,
+// a.Withdraw, in); its code and options are checked at registration. A
+// business error keeps its own type for Temporal: see Options.NoEffect and
+// NoEffect.
+//
 // Inside a wrapped activity:
 //
 //   - the operation ID is namespace + workflow ID + run ID + activity ID, so

@@ -232,4 +232,4 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 
 // TestMain checks that no goroutine (a server, a poller) outlived the
 // tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.MainM(m)) }

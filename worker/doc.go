@@ -15,12 +15,23 @@
 //	}
 //	return w.Run(ctx) // until ctx ends, then a clean stop
 //
+// A service that keeps its own Temporal client, SDK worker and Redis
+// client attaches onceflow to them instead (docs/adopting.md):
+//
+//	once, err := worker.Attach(ctx, c, rdb, worker.AttachConfig{Secret: secret})
+//	if err != nil {
+//		return err
+//	}
+//	defer once.Close()
+//	w := sdkworker.New(c, queue, sdkworker.Options{Interceptors: once.Interceptors()})
+//	activity.Register(w, once.Activities, a.Withdraw, "withdraw")
+//
 // Config documents every setting and its default; New fills the defaults
 // in and validates the whole, in one place. The package reads no flags or
 // environment variables: cmd/worker maps its flags onto a Config. The
 // operator API (pending recoveries, decisions, reopen, inspect) is package
 // operator.
 //
-// Its tests include the end-to-end suite (cmd/internal/e2e), which runs
+// Its tests include the end-to-end suite (examples/order/internal/e2e), which runs
 // against a real in-process Temporal server and a real redis-server.
 package worker

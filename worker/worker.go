@@ -15,7 +15,6 @@ import (
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -279,6 +278,10 @@ func (w *Worker) newWrapper(p *parts) error {
 
 // newTemporalWorker makes the Temporal worker of the task queue; its stop
 // timeout is StopTimeout unless WorkerOptions set one.
+// Unlike Attach, it installs no workflow interceptor: its workflows
+// recover with the workflow package's Execute, or handle
+// onceflow.TypeEffectUnknown themselves; WorkerOptions.Interceptors may add
+// the workflow package's Interceptor.
 func (w *Worker) newTemporalWorker(p *parts) {
 	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, w.workerOptions())
 }
@@ -324,7 +327,7 @@ func (w *Worker) newHealthMux(p *parts) {
 // resolution) and then the application's, through Config.Register.
 func (w *Worker) register(p *parts) error {
 	c := w.cfg
-	p.tw.RegisterActivityWithOptions(p.wrapper.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
+	p.wrapper.RegisterResolve(p.tw)
 	if c.Register == nil {
 		return nil
 	}

@@ -75,10 +75,11 @@ func (r *Recovery) decidesAutomatically(ctx workflow.Context) bool {
 // (the effect found; or, with Options.Settle, no effect found once the
 // settle time has passed), or the activity's IdempotentDownstream. ok
 // false: nothing proves the outcome, and a person must decide.
-func decide[T any](ctx workflow.Context, opts Options, d onceflow.EffectUnknownDetails, observed time.Time, args []any) (a automatic, ok bool, err error) {
+func decide(ctx workflow.Context, c call, d onceflow.EffectUnknownDetails, observed time.Time) (a automatic, ok bool, err error) {
+	opts := c.opts
 	base := Resolution{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev, By: Actor}
 	if opts.Reconcile != "" {
-		rr, answered := reconcile[T](ctx, opts.Reconcile, d, args)
+		rr, answered := reconcile(ctx, c, d)
 		if answered && !rr.Found && opts.Settle > 0 && !d.IdempotentDownstream {
 			// "Nothing there" proves nothing until the downstream's own
 			// request timeout has passed: ask again then.
@@ -87,7 +88,7 @@ func decide[T any](ctx workflow.Context, opts Options, d onceflow.EffectUnknownD
 					return automatic{}, false, err
 				}
 			}
-			rr, answered = reconcile[T](ctx, opts.Reconcile, d, args)
+			rr, answered = reconcile(ctx, c, d)
 			if answered && !rr.Found {
 				res := base
 				res.Decision = Retry
@@ -118,15 +119,16 @@ func decide[T any](ctx workflow.Context, opts Options, d onceflow.EffectUnknownD
 }
 
 // reconcile asks the reconcile activity. answered false: it failed, or the
-// effect it found does not decode into T; neither proves anything.
-func reconcile[T any](ctx workflow.Context, activity string, d onceflow.EffectUnknownDetails, args []any) (rr ReconcileResult, answered bool) {
+// effect it found does not decode into the result type; neither proves
+// anything.
+func reconcile(ctx workflow.Context, c call, d onceflow.EffectUnknownDetails) (rr ReconcileResult, answered bool) {
 	logger := workflow.GetLogger(ctx)
-	if err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, &rr); err != nil {
+	if err := c.exec(ctx, c.opts.Reconcile, c.args...).Get(ctx, &rr); err != nil {
 		logger.Warn("onceflow: reconcile activity failed; it proves nothing", "record", d.RecordKey, "error", err)
 		return ReconcileResult{}, false
 	}
 	if rr.Found {
-		if _, err := decode[T](rr.Result); err != nil {
+		if err := c.decodes(rr.Result); err != nil {
 			logger.Warn("onceflow: the reconciled result does not decode; it proves nothing", "record", d.RecordKey, "error", err)
 			return ReconcileResult{}, false
 		}

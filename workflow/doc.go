@@ -24,6 +24,12 @@
 // `cmd/worker pending`, `resolve` and `reopen` are the operator's side of
 // it.
 //
+// Interceptor does the same for workflows that call their activities with
+// plain workflow.ExecuteActivity, installed on the SDK worker
+// (worker.Attach's Interceptors): each workflow gets its Recovery at its
+// start, and an unknown effect is recovered behind the Future the call
+// returned.
+//
 // EffectUnknown and InProgress read what an idempotent activity's error
 // says, for workflows that handle it themselves.
 package workflow

@@ -37,7 +37,7 @@ func NewRecoveryWithOptions(ctx workflow.Context, opts RecoveryOptions) (*Recove
 	if err != nil {
 		return nil, err
 	}
-	r.upsertPending = opts.PendingSearchAttribute
+	r.upsertPending = r.upsertPending || opts.PendingSearchAttribute
 	return r, nil
 }
 

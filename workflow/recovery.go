@@ -243,8 +243,12 @@ type waiter struct {
 }
 
 // NewRecovery registers PendingQuery, RefusalsQuery and ResolveUpdate, and
-// starts listening on ResolveSignal.
+// starts listening on ResolveSignal. Under the Interceptor, which made the
+// workflow's Recovery at its start, it returns that one.
 func NewRecovery(ctx workflow.Context) (*Recovery, error) {
+	if r, ok := ctx.Value(recoveryKey{}).(*Recovery); ok && r != nil {
+		return r, nil
+	}
 	r := &Recovery{waiting: map[Incident]*waiter{}, byIncident: map[Incident]*Decided{}, byRequest: map[string]*Decided{}}
 	if err := workflow.SetQueryHandler(ctx, PendingQuery, func() ([]PendingRecovery, error) {
 		out := make([]PendingRecovery, 0, len(r.order))
@@ -466,25 +470,77 @@ type Options struct {
 func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity string, args ...any) (T, error) {
 	var zero T
 	ctx = workflow.WithActivityOptions(ctx, opts.Activity)
+	// Execute recovers by itself: the Interceptor, if any, lets its calls
+	// through.
+	ctx = workflow.WithValue(ctx, ownRecoveryKey{}, true)
+	c := call{
+		opts: opts, activity: activity, args: args, exec: executeActivity,
+		decodes: decodes[T], resultType: typeName[T](),
+	}
+	done, decided, err := r.execute(ctx, c, nil)
+	if err != nil {
+		return zero, err
+	}
+	if done != nil {
+		var out T
+		err := done.Get(ctx, &out)
+		return out, err
+	}
+	return decode[T](decided) // checked when the decision was taken
+}
+
+// ownRecoveryKey marks the context of Execute's calls, which the
+// Interceptor lets through.
+type ownRecoveryKey struct{}
+
+// executeActivity is workflow.ExecuteActivity by name.
+func executeActivity(ctx workflow.Context, activity string, args ...any) workflow.Future {
+	return workflow.ExecuteActivity(ctx, activity, args...)
+}
+
+// call is one activity call that execute sees to its end.
+type call struct {
+	opts     Options
+	activity string
+	args     []any
+	// exec schedules the activity (workflow.ExecuteActivity, or the next
+	// outbound interceptor's).
+	exec func(ctx workflow.Context, activity string, args ...any) workflow.Future
+	// decodes checks that a result decodes into the activity's result
+	// type, named resultType.
+	decodes    func(json.RawMessage) error
+	resultType string
+}
+
+// execute runs the activity (or, when first is not nil, waits on that
+// attempt of it) and recovers from an unknown effect: it returns the
+// future of the attempt that succeeded or failed otherwise (done), or the
+// result a decision completed it with (decided), or the error that ends
+// the call (a Fail decision, a cancelled wait).
+func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) (done workflow.Future, decided json.RawMessage, err error) {
 	reconciled := false
 	retried := 0 // automatic retries of this call
 	for {
-		var out T
-		err := workflow.ExecuteActivity(ctx, activity, args...).Get(ctx, &out)
+		f := first
+		if f == nil {
+			f = c.exec(ctx, c.activity, c.args...)
+		}
+		first = nil
+		err := f.Get(ctx, nil)
 		if err == nil {
-			return out, nil
+			return f, nil, nil
 		}
 		d, ok := EffectUnknown(err)
 		if !ok {
-			return zero, err
+			return f, nil, nil
 		}
 		var res Resolution
 		decided := false
 		if r.decidesAutomatically(ctx) {
 			if retried < MaxAutomaticRetries {
-				a, ok, err := decide[T](ctx, opts, d, workflow.Now(ctx), args)
+				a, ok, err := decide(ctx, c, d, workflow.Now(ctx))
 				if err != nil {
-					return zero, err
+					return nil, nil, err
 				}
 				if ok {
 					res, decided = r.record(ctx, a), true
@@ -495,37 +551,36 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 			} else {
 				workflow.GetLogger(ctx).Warn("onceflow: retried automatically too often; waiting for a person", "record", d.RecordKey, "retries", retried)
 			}
-		} else if opts.Reconcile != "" && !reconciled {
+		} else if c.opts.Reconcile != "" && !reconciled {
 			// Histories from before automaticChange: reconcile once,
 			// then wait for a person.
 			reconciled = true
 			var rr ReconcileResult
 			logger := workflow.GetLogger(ctx)
-			if rerr := workflow.ExecuteActivity(ctx, opts.Reconcile, args...).Get(ctx, &rr); rerr != nil {
+			if rerr := c.exec(ctx, c.opts.Reconcile, c.args...).Get(ctx, &rr); rerr != nil {
 				logger.Warn("onceflow: reconcile activity failed; waiting for a decision", "record", d.RecordKey, "error", rerr)
 			} else if rr.Found {
-				if out, derr := decode[T](rr.Result); derr == nil {
-					return complete(ctx, d, out, rr.Result, "reconciled by "+opts.Reconcile)
+				if derr := c.decodes(rr.Result); derr == nil {
+					return complete(ctx, d, rr.Result, "reconciled by "+c.opts.Reconcile)
 				} else {
 					logger.Warn("onceflow: the reconciled result does not decode; waiting for a decision", "record", d.RecordKey, "error", derr)
 				}
 			}
 		}
 		if !decided {
-			if res, err = r.wait(ctx, d, activity, decodes[T], typeName[T]()); err != nil {
-				return zero, err
+			if res, err = r.wait(ctx, d, c.activity, c.decodes, c.resultType); err != nil {
+				return nil, nil, err
 			}
 		}
 		switch res.Decision {
 		case Completed:
-			out, err := decode[T](res.Result) // checked when the decision was taken
-			if err != nil {
-				return zero, err
+			if err := c.decodes(res.Result); err != nil { // checked when the decision was taken
+				return nil, nil, err
 			}
-			return complete(ctx, d, out, res.Result, res.Reason)
+			return complete(ctx, d, res.Result, res.Reason)
 		case Retry:
 			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
-				return zero, err
+				return nil, nil, err
 			}
 			continue
 		default:
@@ -536,7 +591,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); err != nil {
 				workflow.GetLogger(ctx).Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", err)
 			}
-			return zero, temporal.NewNonRetryableApplicationError(
+			return nil, nil, temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("onceflow: the operation %s was failed by decision: %s", d.RecordKey, res.Reason), TypeRecoveryFailed, err)
 		}
 	}
@@ -550,13 +605,14 @@ func decode[T any](raw json.RawMessage) (T, error) {
 
 func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 
-func complete[T any](ctx workflow.Context, d onceflow.EffectUnknownDetails, out T, result json.RawMessage, reason string) (T, error) {
+// complete records a completed decision in the store and returns its
+// result.
+func complete(ctx workflow.Context, d onceflow.EffectUnknownDetails, result json.RawMessage, reason string) (workflow.Future, json.RawMessage, error) {
 	in := onceflow.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
 	if err := resolveRecord(ctx, d, in); err != nil {
-		var zero T
-		return zero, err
+		return nil, nil, err
 	}
-	return out, nil
+	return nil, result, nil
 }
 
 // resolveRecord settles the Redis record. When the store could not confirm

@@ -302,6 +302,9 @@ func runChild() int {
 	if os.Getenv(envChild) == "order" {
 		return runOrderChild()
 	}
+	if os.Getenv(envChild) == "transfer" {
+		return runTransferChild()
+	}
 	lease, _ := time.ParseDuration(os.Getenv(envLease))
 	cfg := workerConfig(os.Getenv(envTemporal), os.Getenv(envNamespace), os.Getenv(envQueue), os.Getenv(envRedis), os.Getenv(envKeys), lease)
 	cfg.HTTPAddr = "off"
