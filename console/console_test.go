@@ -412,7 +412,9 @@ func (oneClosed) DescribeWorkflowExecution(_ context.Context, id, _ string) (*wo
 }
 
 func (oneClosed) GetWorkflowHistory(context.Context, string, string, bool, enumspb.HistoryEventFilterType) client.HistoryEventIterator {
-	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(time.Date(2026, 1, 2, 3, 4, s, 0, time.UTC)) }
+	at := func(s int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 1, 2, 3, 4, s, 0, time.UTC))
+	}
 	input, _ := converter.GetDefaultDataConverter().ToPayloads(map[string]any{"reference": "T-42", "amount": 12345})
 	decision, _ := converter.GetDefaultDataConverter().ToPayloads(idemwf.Resolution{Decision: idemwf.Retry, By: "alice", Reason: "the bank shows nothing"})
 	return &events{list: []*historypb.HistoryEvent{
