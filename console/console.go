@@ -302,6 +302,9 @@ type incident struct {
 	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
 	Attempt, Rev                                                             int64
 	Checkpoint                                                               *onceflow.Checkpoint
+	// DownstreamKey is the reference the downstream knows the operation by
+	// (the activity's DownstreamKey option), "" when it declares none.
+	DownstreamKey string
 	// Evidence is what the downstream says (Config.Evidence), or nil;
 	// EvidenceError why it could not be read.
 	Evidence      *idemwf.Evidence
@@ -488,7 +491,7 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 		in := incident{
 			Base: c.cfg.Path, WorkflowID: a.WorkflowID, RunID: a.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
 			Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
-			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint,
+			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint, DownstreamKey: p.Details.DownstreamKey,
 			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Page: pg,
 		}
 		if posted != nil && posted.key() == in.key() {

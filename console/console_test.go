@@ -230,12 +230,14 @@ func TestAFailedFormKeepsItsInput(t *testing.T) {
 	t.Parallel()
 	key := "charge-card:d1:" + strings.Repeat("a", 64)
 	p := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: "order.ChargeCard", ResultType: "ledger.Payment"}
+	p.Details.DownstreamKey = "T-42"
 	mux := newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{p}}, Config{Dev: true, Evidence: orders{noCharge}})
 	page := do(mux, "GET", "localhost", "/console", "")
 	if page.status != http.StatusOK || !strings.Contains(page.body, "took no money under this operation key") || !strings.Contains(page.body, `class="retry implied"`) {
 		t.Fatalf("the page: %d %s", page.status, page.body)
 	}
-	for _, want := range []string{`<a class="trail-link" href="/console/workflows/order-1">`, `<td class="summary">Order 1: reserved, 19.99 USD</td>`} {
+	for _, want := range []string{`<a class="trail-link" href="/console/workflows/order-1">`, `<td class="summary">Order 1: reserved, 19.99 USD</td>`,
+		`downstream key <code class="downstream-key">T-42</code>`} {
 		if !strings.Contains(page.body, want) {
 			t.Errorf("no %q in the index: %s", want, page.body)
 		}

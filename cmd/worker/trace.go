@@ -111,6 +111,9 @@ func writeTrail(out io.Writer, t workflowTrail, dev bool) error {
 	p("workflow %s run %s: %s (%s)\n", q(t.WorkflowID), q(t.RunID), q(t.Status), q(t.History.Type))
 	for _, pr := range t.Pending {
 		p("  pending: %s %s since %s\n", q(pr.Activity), q(pr.Incident.String()), pr.Since.UTC().Format(time.RFC3339))
+		if k := pr.Details.DownstreamKey; k != "" {
+			p("    downstream key: %s\n", q(k))
+		}
 		p("    decide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision completed|retry|fail -reason TEXT\n",
 			cli.Command("resolve", dev), q(t.WorkflowID), q(pr.RecordKey), pr.Incident.Attempt, pr.Incident.Rev)
 	}
