@@ -32,6 +32,6 @@
 // operator API (pending recoveries, decisions, reopen, inspect) is package
 // operator.
 //
-// Its tests include the end-to-end suite (cmd/internal/e2e), which runs
+// Its tests include the end-to-end suite (examples/order/internal/e2e), which runs
 // against a real in-process Temporal server and a real redis-server.
 package worker

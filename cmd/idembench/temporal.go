@@ -15,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
-	"github.com/onceflow/onceflow/cmd/internal/temporalproc"
+	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/idemstore"
 )
 

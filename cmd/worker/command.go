@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 )
 
 // command is one subcommand of worker.
@@ -20,16 +20,13 @@ type command struct {
 func commands() []command {
 	operator := func(name string) func(context.Context, []string, func(string) string, io.Writer) error {
 		return func(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
-			return cli.RunOperator(ctx, name, args, getenv, out)
+			return cli.RunOperator(ctx, name, args, getenv, out, nil)
 		}
 	}
 	return []command{
-		{"order", "place an order with the running worker", placeOrder},
-		{"ledger", "print an order's ledger rows (reads only)", showLedger},
-		{"trace", "print every layer that deduplicates an order (reads only)", trace},
-		{"api-key", "issue or revoke an order API key of an account", apiKey},
 		{"pending", "list the workflows waiting on a recovery decision", operator("pending")},
 		{"resolve", "send a decision about a pending incident", operator("resolve")},
+		{"trace", "print a workflow's timeline, incidents and decisions (reads only)", trace},
 		{"reopen", "reopen a FAILED or ABANDONED record", operator("reopen")},
 		{"inspect", "print one Redis record (reads only)", operator("inspect")},
 		{"version", "print the version it was built at", func(_ context.Context, args []string, _ func(string) string, out io.Writer) error {
@@ -45,8 +42,8 @@ func commands() []command {
 	}
 }
 
-// dispatch runs the subcommand args[0] names, or the worker itself when
-// args[0] is a flag or there is none.
+// dispatch runs the subcommand args[0] names, or the console (with -dev,
+// and the development servers) when args[0] is a flag or there is none.
 func dispatch(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		for _, c := range commands() {
@@ -59,10 +56,10 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, ou
 	return serve(ctx, args, getenv, out)
 }
 
-// workerSynopsis is worker -h's text above the worker's flags.
+// workerSynopsis is worker -h's text above the console's flags.
 func workerSynopsis() string {
 	var b strings.Builder
-	b.WriteString(`usage: worker [flags]            run the worker (the example order system; -dev: with its own Temporal and Redis)
+	b.WriteString(`usage: worker [flags]            serve the operator console (-dev: with an embedded Temporal and Redis)
        worker COMMAND [flags]    run a command; worker COMMAND -h lists its flags
 
 Commands:

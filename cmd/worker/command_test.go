@@ -7,16 +7,20 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"os"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/operator"
+	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
-// worker -h lists every subcommand and the worker's flags, on the writer
-// it was given (standard output), and is no error.
+// worker -h lists every subcommand and the console's flags, and is no
+// error; the console outside -dev needs a token.
 func TestHelpListsTheCommands(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	err := dispatch(context.Background(), []string{"-h"}, func(string) string { return "" }, &out)
 	if !errors.Is(err, flag.ErrHelp) {
@@ -27,121 +31,40 @@ func TestHelpListsTheCommands(t *testing.T) {
 			t.Errorf("worker -h does not list %s:\n%s", c.name, out.String())
 		}
 	}
-	if !strings.Contains(out.String(), "-redis-url") {
-		t.Errorf("worker -h does not list the worker's flags:\n%s", out.String())
+	for _, f := range []string{"-console-token", "-task-queue", "-temporal-address", "-dev-reset"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("worker -h does not list %s", f)
+		}
+	}
+	err = dispatch(context.Background(), nil, func(string) string { return "" }, &out)
+	if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-console-token") {
+		t.Errorf("worker without -dev or a token: %v, want a usage error naming -console-token", err)
 	}
 }
 
-// Each subcommand has a flag set of its own: -h prints its flags to
-// standard output, and a flag of another command is a usage error (exit
-// 2) that prints nothing on standard output.
-func TestEachCommandHasItsOwnFlags(t *testing.T) {
-	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
-	noEnv := func(string) string { return "" }
-	own := map[string]string{"pending": "-limit", "resolve": "-decision", "reopen": "-record", "inspect": "-code",
-		"order": "-amount-cents", "ledger": "-order-id", "trace": "-idempotency-key", "api-key": "-revoke", "dev-server": "-db-file", "version": ""}
-	foreign := map[string]string{"pending": "-decision", "resolve": "-limit", "reopen": "-decision", "inspect": "-task-queue",
-		"order": "-limit", "ledger": "-decision", "trace": "-limit", "api-key": "-limit", "dev-server": "-limit", "version": "-limit"}
-	for _, c := range commands() {
-		var out bytes.Buffer
-		err := dispatch(context.Background(), []string{c.name, "-h"}, noEnv, &out)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: worker "+c.name) || !strings.Contains(out.String(), own[c.name]) {
-			t.Errorf("worker %s -h: %v\n%s\nwant its usage and %s on standard output", c.name, err, out.String(), own[c.name])
-		}
-		if c.name == "pending" && strings.Contains(out.String(), "-decision") {
-			t.Errorf("worker pending -h lists resolve's -decision:\n%s", out.String())
-		}
-		out.Reset()
-		err = dispatch(context.Background(), []string{c.name, foreign[c.name], "x"}, noEnv, &out)
-		var usage *cli.UsageError
-		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "worker "+c.name+" -h") || out.Len() != 0 {
-			t.Errorf("worker %s %s x: %v, printed %q; want a usage error naming -h and nothing on standard output", c.name, foreign[c.name], err, out.String())
+// trace prints any workflow's trail: its incidents with the resolve
+// command (with -dev when the trace was), its decisions and its timeline,
+// every stored value quoted when it is not printable text.
+func TestTracePrintsTheTrail(t *testing.T) {
+	t.Parallel()
+	hostile := "x\nforged\x1b[2J"
+	tr := workflowTrail{WorkflowID: "transfer-1", RunID: "r-1", Status: "RUNNING",
+		History: operator.History{Type: "Transfer", Timeline: []operator.Event{
+			{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Step: "Withdraw", State: "failed", Attempt: 2, Actor: "w-1", Detail: hostile}}},
+		Pending: []idemwf.PendingRecovery{{Activity: "Withdraw", RecordKey: "withdraw:d1:aa", Incident: idemwf.Incident{RecordKey: "withdraw:d1:aa", Attempt: 1, Rev: 2},
+			Details: onceflow.EffectUnknownDetails{DownstreamKey: "T-42"}}}}
+	var out bytes.Buffer
+	if err := writeTrail(&out, tr, true); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"workflow transfer-1 run r-1: RUNNING (Transfer)", "worker resolve -dev -workflow-id transfer-1 -record withdraw:d1:aa -attempt 1 -rev 2", "    downstream key: T-42\n",
+		"Withdraw  failed  attempt 2  w-1: " + `"x\nforged\x1b[2J"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in\n%s", want, s)
 		}
 	}
-}
-
-// Usage errors are *cli.UsageError (exit 2): an unknown command, an
-// argument where none goes, a required flag missing, a flag value that
-// does not parse.
-func TestUsageErrors(t *testing.T) {
-	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
-	t.Chdir(t.TempDir())
-	noEnv := func(string) string { return "" }
-	for _, args := range [][]string{
-		{"frobnicate"},
-		{"version", "extra"},
-		{"ledger"},
-		{"trace"},
-		{"resolve", "-workflow-id", "w"},
-		{"reopen"},
-		{"inspect"},
-		{"pending", "-limit", "0"},
-		{"-lease", "soon"},
-		{},
-	} {
-		err := dispatch(context.Background(), args, noEnv, &bytes.Buffer{})
-		if !errors.Is(err, cli.ErrUsage) {
-			t.Errorf("worker %q: %v, want a usage error (exit 2)", args, err)
-		}
-	}
-	if entries, _ := os.ReadDir("."); len(entries) != 0 {
-		t.Errorf("the usage errors created %v", entries)
-	}
-}
-
-// The embedded Temporal server has no authentication: -dev-temporal-address
-// and dev-server's -address take a loopback address, else a usage error
-// (exit 2) that names the flag that allows another, before anything
-// starts; with it, the address is accepted.
-func TestDevListenAddressesAreLoopbackOnly(t *testing.T) {
-	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
-	noEnv := func(string) string { return "" }
-	for _, c := range []struct {
-		args  []string
-		allow string
-	}{
-		{[]string{"-dev", "-dev-temporal-address", "0.0.0.0:7233"}, "-dev-allow-remote"},
-		{[]string{"-dev", "-dev-temporal-address", ":7233"}, "-dev-allow-remote"},
-		{[]string{"-dev", "-dev-temporal-address", "192.0.2.10:7233"}, "-dev-allow-remote"},
-		{[]string{"-dev", "-dev-temporal-address", "dev.example:7233"}, "-dev-allow-remote"},
-		{[]string{"dev-server", "-address", "0.0.0.0:7233"}, "-allow-remote"},
-		{[]string{"dev-server", "-address", "[::]:0"}, "-allow-remote"},
-	} {
-		err := dispatch(context.Background(), c.args, noEnv, &bytes.Buffer{})
-		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), c.allow) || !strings.Contains(err.Error(), "127.0.0.1") {
-			t.Errorf("worker %q: %v, want a usage error naming %s and loopback", c.args, err, c.allow)
-		}
-	}
-	if err := dispatch(context.Background(), []string{"-dev-allow-remote", "-ledger-dsn", "sqlite:never.db"}, noEnv, &bytes.Buffer{}); !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "go with -dev") {
-		t.Errorf("-dev-allow-remote without -dev: %v", err)
-	}
-	// With the flag (or on loopback) the address passes the check: this
-	// nodev build then says it has no server to start.
-	for _, args := range [][]string{
-		{"-dev", "-dev-allow-remote", "-dev-temporal-address", "0.0.0.0:7233"},
-		{"-dev", "-dev-temporal-address", "127.0.0.1:0"},
-		{"-dev", "-dev-temporal-address", "localhost:7233"},
-		{"dev-server", "-allow-remote", "-address", "0.0.0.0:0"},
-	} {
-		if err := dispatch(context.Background(), args, noEnv, &bytes.Buffer{}); err == nil || errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "nodev") {
-			t.Errorf("worker %q: %v, want the address accepted (and the nodev build's refusal to start a server)", args, err)
-		}
-	}
-}
-
-// A console token too short to hold 32 random bytes is a usage error
-// (exit 2) that says how to make one, before anything starts.
-func TestShortConsoleTokenIsAUsageError(t *testing.T) {
-	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
-	t.Chdir(t.TempDir())
-	env := map[string]string{"ONCEFLOW_CONSOLE_TOKEN": "console-e2e-token"}
-	for _, args := range [][]string{{"-ledger-dsn", "sqlite:never.db"}, {"-dev", "-console-token", "hunter2"}} {
-		err := dispatch(context.Background(), args, func(k string) string { return env[k] }, &bytes.Buffer{})
-		if !errors.Is(err, cli.ErrUsage) || !strings.Contains(err.Error(), "-console-token") || !strings.Contains(err.Error(), "openssl rand -hex 32") {
-			t.Errorf("worker %q with a short token: %v, want a usage error naming -console-token and how to make one", args, err)
-		}
-	}
-	if entries, _ := os.ReadDir("."); len(entries) != 0 {
-		t.Errorf("the refusal created %v", entries)
+	if strings.Contains(s, "\x1b") {
+		t.Errorf("a control character reached the output:\n%q", s)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/onceflow/onceflow/cmd/internal/cli"
-	"github.com/onceflow/onceflow/cmd/internal/devserver"
+	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/cmd/devserver"
 )
 
 // devServer runs only the embedded Temporal dev server, as `temporal

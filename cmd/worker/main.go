@@ -1,34 +1,29 @@
-// Command worker runs a onceflow worker with the example order system:
-// the PlaceOrder saga over a SQL ledger and a gateway simulator, and the
-// quick start's ChargeOrder, with /healthz and /readyz.
+// Command worker is onceflow's operator binary for any Temporal service
+// whose activities onceflow wraps: the development servers, the operator
+// console, and the operator commands, standing on the library alone.
 //
-//	go run ./cmd/worker -dev     # embedded Temporal (127.0.0.1:7233) and Redis, a SQLite ledger, all kept across restarts: nothing to install
-//	go run ./cmd/worker -dev -dev-reset                 # the same, starting from nothing
-//	ONCEFLOW_SECRET=... go run ./cmd/worker -temporal-address temporal:7233 -redis-url redis://redis:6379/0 -ledger-dsn postgres://…
-//	go run ./cmd/worker order -customer c-1 -item A-1:2 -amount-cents 1999   # place an order
-//	go run ./cmd/worker ledger -dev -order-id ID        # its rows: order, payments, gateway calls (-ledger-dsn outside -dev)
-//	go run ./cmd/worker trace -order-id ID              # every layer that deduplicates it: HTTP key, workflow, steps' records, ledger
-//	go run ./cmd/worker inspect -record KEY             # one Redis record
-//	go run ./cmd/worker pending                         # every workflow waiting on a recovery decision
+//	go run ./cmd/worker -dev      # embedded Temporal (127.0.0.1:7233) and Redis, kept across restarts, and the console on 127.0.0.1:8080
+//	go run ./cmd/worker -temporal-address temporal:7233 -namespace payments -task-queue transfers -console-token …   # the console for a service's workflows
+//	go run ./cmd/worker pending -dev                    # every workflow waiting on a recovery decision
 //	go run ./cmd/worker resolve -workflow-id ID -record KEY -attempt N -rev N -decision retry
-//	go run ./cmd/worker reopen -record KEY               # a record a fail decision left FAILED
-//	go run ./cmd/worker version                         # the version it was built at
+//	go run ./cmd/worker trace -workflow-id ID           # a workflow's timeline, incidents and decisions
+//	go run ./cmd/worker inspect -record KEY             # one Redis record
+//	go run ./cmd/worker reopen -record KEY              # a record a fail decision left FAILED
 //	go run ./cmd/worker dev-server                      # only the embedded Temporal server (no Temporal CLI needed)
+//	go run ./cmd/worker version                         # the version it was built at
 //
 // Every flag falls back to an environment variable; -h lists them. Given
-// -dev, the commands find the running -dev worker's Temporal and Redis in
-// the endpoints file it writes to the dev state directory, so nothing has
-// to be exported: go run ./cmd/worker order -dev, pending -dev, trace -dev.
+// -dev, the commands find the running -dev process's Temporal and Redis in
+// the endpoints file it writes to the dev state directory. A service's own
+// worker connects to the same servers (its own client.Dial and SDK worker,
+// or worker.New). The order example has a binary of its own that runs the
+// whole order system on these servers: go run ./examples/order/cmd/worker
+// -dev.
 //
-// Outside -dev the worker needs -ledger-dsn (LEDGER_DSN); ledger and
-// trace only read it (-ledger-dsn, or -dev for the dev ledger) and create
-// nothing.
-//
-// It is in a module of its own (github.com/onceflow/onceflow/cmd):
-// it embeds the Temporal dev server for -dev, which a service that imports
+// It is in a module of its own (github.com/onceflow/onceflow/cmd): it
+// embeds the Temporal dev server for -dev, which a service that imports
 // the library must not get in its build. Build with -tags nodev for a
-// production binary without it, and without the gateway simulator's
-// fault knobs (simulate.go); -tags nodev,simulate keeps the knobs.
+// binary without it.
 package main
 
 import (
@@ -40,11 +35,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	// The ledger's database drivers: pure Go SQLite, and pgx for PostgreSQL.
-	_ "github.com/jackc/pgx/v5/stdlib"
-	_ "modernc.org/sqlite"
-
-	"github.com/onceflow/onceflow/cmd/internal/cli"
+	"github.com/onceflow/onceflow/cmd/cli"
 )
 
 func main() {

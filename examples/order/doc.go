@@ -30,7 +30,7 @@
 // is bounded (PlaceOrderInput.Validate, MaxEventTypeLen and its
 // neighbours). dev.go has the -dev worker's public account and provider.
 //
-// `go run ./cmd/worker -dev` registers all of it and serves the API on
-// -http; `go run ./cmd/worker order` places an order from the command
+// `go run ./examples/order/cmd/worker -dev` registers all of it and serves the API on
+// -http; `go run ./examples/order/cmd/worker order` places an order from the command
 // line.
 package order

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -43,7 +42,7 @@ func (e ChargeEvidence) Evidence(ctx context.Context, step operator.Step) (idemw
 	var charged, declined *ledger.GatewayCall
 	for i, c := range calls {
 		ev.Facts = append(ev.Facts, fmt.Sprintf("gateway call %s at %s: %s%s, %s",
-			c.ID, c.CalledAt.UTC().Format(time.RFC3339), c.Outcome, chargeOf(c.ChargeID), money(c.AmountCents, c.Currency)))
+			c.ID, c.CalledAt.UTC().Format(time.RFC3339), c.Outcome, chargeOf(c.ChargeID), ledger.FormatMoney(c.AmountCents, c.Currency)))
 		switch {
 		case c.Charged() && charged == nil:
 			charged = &calls[i]
@@ -52,7 +51,7 @@ func (e ChargeEvidence) Evidence(ctx context.Context, step operator.Step) (idemw
 		}
 	}
 	if hasRow {
-		ev.Facts = append(ev.Facts, fmt.Sprintf("ledger payment %s: %s%s, %s", row.ID, row.Status, chargeOf(row.GatewayChargeID), money(row.AmountCents, row.Currency)))
+		ev.Facts = append(ev.Facts, fmt.Sprintf("ledger payment %s: %s%s, %s", row.ID, row.Status, chargeOf(row.GatewayChargeID), ledger.FormatMoney(row.AmountCents, row.Currency)))
 	} else {
 		ev.Facts = append(ev.Facts, "ledger: no payment row")
 	}
@@ -61,7 +60,7 @@ func (e ChargeEvidence) Evidence(ctx context.Context, step operator.Step) (idemw
 	case charged != nil:
 		ev.Implies = idemwf.Completed
 		implied = &completion{Status: ledger.PaymentCaptured, GatewayChargeID: charged.ChargeID, AmountCents: charged.AmountCents, Currency: charged.Currency}
-		ev.Summary = fmt.Sprintf("the gateway charged %s (charge %s, %s): complete the step with that charge", money(charged.AmountCents, charged.Currency),
+		ev.Summary = fmt.Sprintf("the gateway charged %s (charge %s, %s): complete the step with that charge", ledger.FormatMoney(charged.AmountCents, charged.Currency),
 			charged.ChargeID, charged.Outcome)
 	case declined != nil:
 		ev.Implies = idemwf.Completed
@@ -94,8 +93,4 @@ func chargeOf(id string) string {
 		return ""
 	}
 	return " " + id
-}
-
-func money(cents int64, currency string) string {
-	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }

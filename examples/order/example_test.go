@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { redistest.Main(m) }
 
 // The quick start: two workflows place the same order; the card is charged
 // once and the second workflow gets the first one's receipt. (The SDK's test
-// environment stands in for a Temporal server here; `go run ./cmd/worker
+// environment stands in for a Temporal server here; `go run ./examples/order/cmd/worker
 // -dev` runs the same code on a real one.)
 func Example() {
 	// What worker.Run assembles for you.

@@ -13,7 +13,7 @@ import (
 )
 
 // TestPlaceOrderReplaysItsRecordedHistory replays a history recorded on a
-// real server (cmd/internal/e2e's TestTimeoutAfterChargeWaitsForADecision,
+// real server (examples/order/internal/e2e's TestTimeoutAfterChargeWaitsForADecision,
 // rewritten with ONCEFLOW_UPDATE_TESTDATA=1): an order whose charge timed
 // out after the gateway charged, waited in the pending list, and was
 // resolved "completed" by an operator's Update. A change to PlaceOrder

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.temporal.io/sdk/activity"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
@@ -28,6 +30,10 @@ func TestACompensationOutlastsTheStepsRetries(t *testing.T) {
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 	env := suite.NewTestWorkflowEnvironment()
+	// The SDK's 1 s deadlock detector measures wall time: on two cores
+	// under -race beside other test binaries the workflow's coroutine can
+	// be starved that long without any deadlock (it failed so at load 15).
+	env.SetWorkerOptions(sdkworker.Options{DeadlockDetectionTimeout: time.Minute})
 	env.RegisterWorkflow(order.PlaceOrder)
 	// One failure more than a step's attempts: the SDK's test environment
 	// caps an unlimited retry policy at 10 attempts.

@@ -14,6 +14,7 @@ var libraryPackages = []string{
 	"github.com/onceflow/onceflow/workflow",
 	"github.com/onceflow/onceflow/worker",
 	"github.com/onceflow/onceflow/operator",
+	"github.com/onceflow/onceflow/console",
 	"github.com/onceflow/onceflow/idemstore",
 	"github.com/onceflow/onceflow/idemstore/driver",
 	"github.com/onceflow/onceflow/idemstore/redisstore",

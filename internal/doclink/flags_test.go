@@ -14,7 +14,7 @@ import (
 )
 
 // The sources of cmd/worker's flags and environment variables.
-var flagSources = []string{"cmd/worker", "cmd/internal/cli", "cmd/internal/devstate", "cmd/internal/telemetry"}
+var flagSources = []string{"cmd/worker", "examples/order/cmd/worker", "cmd/cli", "cmd/devstate", "cmd/telemetry"}
 
 var (
 	flagName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)

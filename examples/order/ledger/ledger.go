@@ -378,6 +378,9 @@ type Order struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
+// Amount is the order's amount in FormatMoney's format ("123.45 USD").
+func (o Order) Amount() string { return FormatMoney(o.AmountCents, o.Currency) }
+
 const orderColumns = "order_id, customer_id, items, amount_cents, currency, status, payment_id, reason, workflow_id, created_at, updated_at"
 
 func scanOrder(row interface{ Scan(...any) error }) (Order, error) {
@@ -439,6 +442,76 @@ func (l *Ledger) Order(ctx context.Context, id string) (Order, bool, error) {
 		return Order{}, false, fmt.Errorf("ledger: read order %s: %w", id, err)
 	}
 	return o, true, nil
+}
+
+// OrderByWorkflow reads the order the workflow wfID places (the latest,
+// should there be more than one).
+func (l *Ledger) OrderByWorkflow(ctx context.Context, wfID string) (Order, bool, error) {
+	o, err := scanOrder(l.queryRow(ctx, "SELECT "+orderColumns+" FROM orders WHERE workflow_id = ? ORDER BY created_at DESC LIMIT 1", wfID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Order{}, false, nil
+	}
+	if err != nil {
+		return Order{}, false, fmt.Errorf("ledger: read the order of workflow %s: %w", wfID, err)
+	}
+	return o, true, nil
+}
+
+// OrderRows are every row of one order.
+type OrderRows struct {
+	Order        *Order        `json:"order"`
+	Reservation  *Reservation  `json:"reservation"`
+	Payments     []Payment     `json:"payments"`
+	GatewayCalls []GatewayCall `json:"gateway_calls"`
+	// Refunds are the gateway's refunds of the order's charges.
+	Refunds  []GatewayRefund `json:"refunds"`
+	Shipment *Shipment       `json:"shipment"`
+}
+
+// Kept is the money the gateway kept of the order: what it charged less
+// what it refunded, in minor units of the order's currency.
+func (r OrderRows) Kept() int64 {
+	var kept int64
+	for _, c := range r.GatewayCalls {
+		if c.Charged() {
+			kept += c.AmountCents
+		}
+	}
+	for _, f := range r.Refunds {
+		kept -= f.AmountCents
+	}
+	return kept
+}
+
+// ReadOrderRows reads every row of an order; OrderRows.Order is nil when
+// the ledger has no such order.
+func (l *Ledger) ReadOrderRows(ctx context.Context, orderID string) (OrderRows, error) {
+	var r OrderRows
+	o, ok, err := l.Order(ctx, orderID)
+	if err != nil || !ok {
+		return r, err
+	}
+	r.Order = &o
+	if res, ok, err := l.ReservationOf(ctx, orderID); err != nil {
+		return r, err
+	} else if ok {
+		r.Reservation = &res
+	}
+	if r.Payments, err = l.Payments(ctx, orderID); err != nil {
+		return r, err
+	}
+	if r.GatewayCalls, err = l.GatewayCalls(ctx, orderID); err != nil {
+		return r, err
+	}
+	if r.Refunds, err = l.GatewayRefunds(ctx, orderID); err != nil {
+		return r, err
+	}
+	if s, ok, err := l.ShipmentOf(ctx, orderID); err != nil {
+		return r, err
+	} else if ok {
+		r.Shipment = &s
+	}
+	return r, nil
 }
 
 // RecentOrders lists the latest orders, newest first.

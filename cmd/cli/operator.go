@@ -1,0 +1,562 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/operator"
+	"github.com/onceflow/onceflow/worker"
+	idemwf "github.com/onceflow/onceflow/workflow"
+)
+
+// OperatorCommands are the commands RunOperator knows.
+var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
+
+// operatorSynopses are the operator commands' -h texts.
+func operatorSynopsis(command string) string {
+	switch command {
+	case "pending":
+		return `usage: worker pending [-task-queue Q] [-limit N] [-json] [-dev] [Temporal flags]
+       worker pending -workflow-id ID [-run-id ID] [-dev] [Temporal flags]
+
+Lists the running workflows of the task queue that wait on a decision, one
+line per incident, with the resolve command to send. Visibility finds them
+by the OnceflowPending search attribute, newest first, at most -limit of
+them, and only those are asked for their incidents; a namespace without
+the attribute is an error naming the fix. Where the binary has an
+evidence source (the order example's ledger), each incident's evidence
+follows the table, with the decision it implies ready to send. With
+-workflow-id: the incidents that workflow waits on and the
+decisions it refused, as JSON.`
+	case "resolve":
+		return `usage: worker resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N
+                      -decision completed|retry|fail [-result JSON] [-reason TEXT]
+                      [-request-id ID] [-confirm] [-override-retention TEXT]
+                      [-signal] [-dev]
+
+Sends the decision about that incident as an Update and prints whether it
+was applied or refused (with -signal: as a signal, fire and forget). The
+request ID (a new one when not given, printed) makes a resend apply once;
+the decision carries who sent it ($USER) and when. Where the binary has an
+evidence source (the order example's ledger), the step's evidence goes
+with it, and a decision against it is refused unless -confirm and -reason
+say why it stands. A retry past the downstream's retention of the
+operation's key (pending's RETENTION LEFT says expired) is refused unless
+-override-retention says why; the reason stays with the decision.`
+	case "reopen":
+		return `usage: worker reopen -record KEY [-reason TEXT] [-redis-url URL] [-key-namespace NS] [-dev]
+
+Reopens a record a fail decision left FAILED, or an ABANDONED one no
+workflow waits on (an idemhttp key whose outcome an operator has found to
+be "no effect"), so the next request or attempt runs.`
+	case "inspect":
+		return `usage: worker inspect -record KEY | -code CODE -key KEY [-namespace NS] [-json] [-dev]
+
+Prints one Redis record, read-only: state, attempt, rev, lease and TTL
+left, codec and response size. -code and -key name an activity's business
+key, digested with ONCEFLOW_SECRET (-dev: the dev secret) and -namespace.
+A corrupt record is reported and the command fails.`
+	}
+	return ""
+}
+
+// EvidenceFlags plug a service's evidence into the operator commands
+// pending and resolve (cmd/worker has none; the order example's binary
+// plugs its ledger): flags of its own, and the operator.EvidenceSource
+// they open. pending prints each incident's evidence after its table, with
+// the decision it implies ready to send; resolve sends it with the
+// decision, so that a decision against it is refused unless confirmed.
+type EvidenceFlags struct {
+	// Register adds the source's flags to the command's flag set.
+	Register func(fs *flag.FlagSet, getenv func(string) string)
+	// Open opens the source once the flags are parsed; dev says the
+	// command runs with -dev. A nil source means none was asked for.
+	// close releases it.
+	Open func(ctx context.Context, dev bool) (src operator.EvidenceSource, close func(), err error)
+}
+
+// open opens the evidence source of e, which may be nil (no source).
+func (e *EvidenceFlags) open(ctx context.Context, dev bool) (operator.EvidenceSource, func(), error) {
+	if e == nil || e.Open == nil {
+		return nil, func() {}, nil
+	}
+	src, closeSrc, err := e.Open(ctx, dev)
+	if closeSrc == nil {
+		closeSrc = func() {}
+	}
+	return src, closeSrc, err
+}
+
+func (e *EvidenceFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	if e != nil && e.Register != nil {
+		e.Register(fs, getenv)
+	}
+}
+
+// RunOperator runs an operator command (package operator does the work;
+// this parses the arguments and prints): pending, resolve, reopen or
+// inspect, each with a flag set of its own (worker COMMAND -h lists it;
+// operatorSynopsis says what each does). out receives what the command
+// prints, and its help when -h asks for it (the error flag.ErrHelp); a
+// command line it cannot run is a *UsageError.
+//
+// pending and resolve take the Temporal connection flags of the worker
+// (-temporal-address, -namespace, the TLS files and the API key), each
+// falling back to the same environment variable; reopen and inspect take
+// Redis' (-redis-url, -key-namespace). With -dev, what is not given comes
+// from the running -dev worker's endpoints file. ev, when not nil, plugs
+// a service's evidence into pending and resolve.
+func RunOperator(ctx context.Context, command string, args []string, getenv func(string) string, out io.Writer, ev *EvidenceFlags) error {
+	env := Env(getenv)
+	fs := NewFlagSet(command)
+	help := Help{Out: out, Synopsis: operatorSynopsis(command)}
+	var c worker.Config
+	dev := func(what string) *bool {
+		return fs.Bool("dev", env("ONCEFLOW_DEV", "") == "true",
+			"talk to the running -dev worker's servers (from its endpoints file) where no address is given"+what+" (ONCEFLOW_DEV=true)")
+	}
+	redisFlags := func() {
+		fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
+		fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+	}
+	switch command {
+	case "pending":
+		temporalFlags(fs, &c, env)
+		wfID := fs.String("workflow-id", "", "one workflow: print what it waits on and the decisions it refused, as JSON")
+		runID := fs.String("run-id", "", "with -workflow-id: its run ID (default: the latest run)")
+		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
+		limit := fs.Int("limit", 100, "list at most this many waiting workflows")
+		asJSON := fs.Bool("json", false, "print JSON")
+		ev.register(fs, getenv)
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if *limit <= 0 {
+			return Usagef(command, "-limit must be positive, got %d", *limit)
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
+			return err
+		}
+		if *wfID == "" {
+			var src operator.EvidenceSource
+			if !*asJSON {
+				s, closeSrc, err := ev.open(ctx, *useDev)
+				if err != nil {
+					return fmt.Errorf("pending: %w", err)
+				}
+				defer closeSrc()
+				src = s
+			}
+			return pendingList(ctx, c, *limit, *asJSON, src, *useDev, out)
+		}
+		return pending(ctx, c, *wfID, *runID, out)
+	case "resolve":
+		temporalFlags(fs, &c, env)
+		wfID := fs.String("workflow-id", "", "the waiting workflow's ID (required)")
+		runID := fs.String("run-id", "", "its run ID (default: the latest run)")
+		record := fs.String("record", "", "the record key of the incident, as pending lists it")
+		attempt := fs.Int64("attempt", 0, "the incident's attempt, as pending lists it")
+		rev := fs.Int64("rev", 0, "the incident's rev, as pending lists it")
+		decision := fs.String("decision", "", "completed, retry or fail")
+		result := fs.String("result", "", "with -decision completed: the activity's result as JSON")
+		reason := fs.String("reason", "", "why, for the workflow's history and the record")
+		signal := fs.Bool("signal", false, "send the decision as a signal, without waiting for an answer")
+		requestID := fs.String("request-id", "", "the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
+		confirm := fs.Bool("confirm", false, "confirm a decision that contradicts the evidence it carries (needs -reason)")
+		overrideRetention := fs.String("override-retention", "", "with -decision retry: why to retry although the downstream's retention of the key has passed (pending's RETENTION LEFT says expired); kept with the decision")
+		ev.register(fs, getenv)
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason,
+			RequestID: *requestID, By: User(getenv), RequestedAt: time.Now().UTC(), Confirmed: *confirm, OverrideRetention: *overrideRetention}
+		if res.OverrideRetention != "" && res.Decision != idemwf.Retry {
+			return Usagef(command, "-override-retention goes with -decision retry only")
+		}
+		if err := validateResolution(&res, *result); err != nil {
+			return &UsageError{Command: command, Err: err}
+		}
+		if res.Confirmed && strings.TrimSpace(res.Reason) == "" {
+			return Usagef(command, "-confirm needs -reason: say why the decision stands against the evidence")
+		}
+		if res.RequestID == "" {
+			res.RequestID = operator.NewRequestID()
+		}
+		if *wfID == "" {
+			return Usagef(command, "-workflow-id is required")
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
+			return err
+		}
+		src, closeSrc, err := ev.open(ctx, *useDev)
+		if err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+		defer closeSrc()
+		return resolve(ctx, c, *wfID, *runID, res, *signal, src, *useDev, out)
+	case "reopen":
+		record := fs.String("record", "", "the record key, as pending or inspect shows it (required)")
+		reason := fs.String("reason", "", "why, for the record")
+		redisFlags()
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if *record == "" {
+			return Usagef(command, "-record is required")
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Redis: true}, command); err != nil {
+			return err
+		}
+		return reopen(ctx, c, *record, *reason, out)
+	case "inspect":
+		record := fs.String("record", "", "the record key")
+		code := fs.String("code", "", "the operation code of the record (with -key)")
+		key := fs.String("key", "", "the business key of the record (with -code)")
+		fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "with -code and -key: the Temporal namespace the key is digested with (TEMPORAL_NAMESPACE; default "+worker.DefaultNamespace+")")
+		asJSON := fs.Bool("json", false, "print JSON")
+		redisFlags()
+		useDev := dev("; digest keys with the -dev secret when ONCEFLOW_SECRET is unset")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if (*record == "") == (*code == "" || *key == "") {
+			return Usagef(command, "give -record KEY, or -code CODE -key KEY")
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Redis: true}, command); err != nil {
+			return err
+		}
+		return inspect(ctx, c, getenv, *record, *code, *key, *useDev, *asJSON, out)
+	}
+	return Usagef("worker", "unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+}
+
+// devEndpoints fills in c from the -dev worker's endpoints when dev is
+// set, then the defaults.
+func devEndpoints(c *worker.Config, dev bool, need Needs, command string) error {
+	if dev {
+		if err := UseDevEndpoints(c, need, command); err != nil {
+			return err
+		}
+	}
+	Defaults(c)
+	return nil
+}
+
+// User names the CLI's user for a decision's audit: $USER, else the
+// operating system's user, else "unknown".
+func User(getenv func(string) string) string {
+	if u := getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "unknown"
+}
+
+// validateResolution checks what the command can before anything is sent:
+// the incident is named, the decision is known, a completed result is
+// non-empty JSON.
+func validateResolution(res *idemwf.Resolution, result string) error {
+	if _, err := onceflow.ParseRef(res.RecordKey); err != nil {
+		return fmt.Errorf("resolve: -record: %w (copy it from the pending list)", err)
+	}
+	if res.Attempt <= 0 || res.Rev <= 0 {
+		return errors.New("resolve: -attempt and -rev are required: they name the incident, as the pending list shows them")
+	}
+	switch res.Decision {
+	case idemwf.Completed:
+		if strings.TrimSpace(result) == "" || !json.Valid([]byte(result)) {
+			return errors.New("resolve: -decision completed needs -result with the activity's result as valid JSON (the pending list says its type)")
+		}
+		res.Result = json.RawMessage(result)
+	case idemwf.Retry, idemwf.Fail:
+		if result != "" {
+			return fmt.Errorf("resolve: -result goes with -decision completed only, not %s", res.Decision)
+		}
+	default:
+		return fmt.Errorf("resolve: -decision must be completed, retry or fail, got %q", res.Decision)
+	}
+	return nil
+}
+
+// pending prints what one workflow waits on, as JSON.
+func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Writer) error {
+	tc, err := Dial(ctx, c, "pending")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	rep, err := operator.Pending(ctx, tc, wfID, runID)
+	if err != nil {
+		return fmt.Errorf("pending: %w", err)
+	}
+	return printJSON(out, rep)
+}
+
+// pendingList prints every waiting workflow of the task queue. What could
+// be read is printed; the workflows that could not be asked make the
+// command fail after it.
+func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, src operator.EvidenceSource, dev bool, out io.Writer) error {
+	tc, err := Dial(ctx, c, "pending")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	list, listErr := operator.ListPending(ctx, tc, c.Namespace, c.TaskQueue, limit)
+	if listErr != nil {
+		listErr = fmt.Errorf("pending: %w", listErr)
+	}
+	if list == nil {
+		return listErr
+	}
+	var assessed []operator.Assessed
+	if src != nil && !asJSON {
+		assessed, _ = operator.Assess(ctx, src, list) // a failure is in its step's EvidenceError
+	}
+	if err := printPending(list, assessed, c.TaskQueue, asJSON, dev, out); err != nil {
+		return err
+	}
+	return listErr
+}
+
+// printPending prints the waiting workflows as JSON or a table; assessed,
+// when not empty, is each incident's evidence, printed after the table
+// with the decision it implies ready to send; dev adds -dev to the
+// commands it prints.
+func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQueue string, asJSON, dev bool, out io.Writer) error {
+	if asJSON {
+		return printJSON(out, list)
+	}
+	if len(list) == 0 {
+		_, err := fmt.Fprintf(out, "no running workflow of task queue %s waits on a decision\n", taskQueue)
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKFLOW ID\tACTIVITY\tRECORD\tATTEMPT\tREV\tSTATE\tRESULT TYPE\tSINCE\tRETENTION LEFT")
+	now := time.Now()
+	var first *operator.Waiting // the first with incidents, for the hint
+	for i, w := range list {
+		if len(w.Pending) == 0 {
+			fmt.Fprintf(tw, "%s\t(%d incidents: it did not answer the query; the error follows)\t\t\t\t\t\t\t\n", Printable(w.WorkflowID), w.Count)
+			continue
+		}
+		if first == nil {
+			first = &list[i]
+		}
+		for _, p := range w.Pending {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", Printable(w.WorkflowID), Printable(p.Activity), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev,
+				Printable(string(p.Details.State)), Printable(p.ResultType), p.Since.UTC().Format(time.RFC3339), RetentionLeft(p.RetentionEnds, p.RetentionPassed, now))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, a := range assessed {
+		inc := a.Pending.Incident
+		switch {
+		case a.Evidence != nil:
+			fmt.Fprintf(out, "\nevidence for %s in %s: %s\n", Printable(inc.String()), Printable(a.WorkflowID), Printable(a.Evidence.Summary))
+			for _, f := range a.Evidence.Facts {
+				fmt.Fprintf(out, "  %s\n", Printable(f))
+			}
+			if d := a.Evidence.Implies; d != "" {
+				result := ""
+				if len(a.Evidence.Result) > 0 {
+					result = " -result '" + string(a.Evidence.Result) + "'"
+				}
+				fmt.Fprintf(out, "  implies %s: %s -workflow-id %s -record %s -attempt %d -rev %d -decision %s%s -reason TEXT\n",
+					Printable(string(d)), Command("resolve", dev), Printable(a.WorkflowID), Printable(inc.RecordKey), inc.Attempt, inc.Rev, Printable(string(d)), Printable(result))
+			}
+		case a.EvidenceError != "":
+			fmt.Fprintf(out, "\nevidence for %s in %s could not be read: %s\n", Printable(inc.String()), Printable(a.WorkflowID), Printable(a.EvidenceError))
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	p := first.Pending[0]
+	_, err := fmt.Fprintf(out, "\ndecide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
+		Command("resolve", dev), Printable(first.WorkflowID), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev, Printable(p.ResultType))
+	return err
+}
+
+// resolve sends a decision and prints the workflow's answer.
+func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemwf.Resolution, signal bool, src operator.EvidenceSource, dev bool, out io.Writer) error {
+	tc, err := Dial(ctx, c, "resolve")
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if src != nil {
+		if err := attachEvidence(ctx, tc, wfID, runID, src, &res); err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+	}
+	if signal {
+		if err := operator.SignalResolve(ctx, tc, wfID, runID, res); err != nil {
+			return fmt.Errorf("resolve: %w", err)
+		}
+		_, err := fmt.Fprintf(out, "sent %s for %s to %s as a signal (request %s): no answer comes back; run %s -workflow-id %s to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID, Command("pending", dev), wfID)
+		return err
+	}
+	reply, err := operator.Resolve(ctx, tc, wfID, runID, res)
+	var refused *operator.DecisionRefusedError
+	var contradiction *operator.ContradictionError
+	switch {
+	case errors.As(err, &contradiction):
+		_, _ = fmt.Fprintf(out, "not sent: %s contradicts the evidence, which implies %s (%s)\n", res.Decision, contradiction.Evidence.Implies, contradiction.Evidence.Summary)
+		return fmt.Errorf("resolve: %w", err)
+	case errors.As(err, &refused):
+		_, _ = fmt.Fprintln(out, Printable(refused.Message))
+		return fmt.Errorf("resolve: the workflow %s %s", wfID, refused.Message)
+	case err != nil:
+		return fmt.Errorf("resolve: %w", err)
+	case reply.Signalled:
+		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal (request %s): run %s -workflow-id %s to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID, Command("pending", dev), wfID)
+		return err
+	case reply.Repeated:
+		_, err = fmt.Fprintf(out, "already applied by this request (%s): %s for %s in %s; nothing applied again\n", reply.RequestID, reply.Decision, reply.Applied, wfID)
+		return err
+	}
+	_, err = fmt.Fprintf(out, "applied: %s for %s in %s (request %s)\n", reply.Decision, reply.Applied, wfID, res.RequestID)
+	return err
+}
+
+// attachEvidence reads the evidence for the incident res names from src
+// and puts it in res, so that a decision against it is
+// refused unless confirmed, and the history keeps what it said. An
+// incident the workflow does not list is left to the workflow to refuse.
+func attachEvidence(ctx context.Context, tc client.Client, wfID, runID string, src operator.EvidenceSource, res *idemwf.Resolution) error {
+	pending, err := operator.PendingRecoveries(ctx, tc, wfID, runID)
+	if err != nil {
+		return err
+	}
+	for _, p := range pending {
+		if p.Incident != res.Incident() {
+			continue
+		}
+		ev, err := src.Evidence(ctx, operator.Step{WorkflowID: wfID, RunID: runID, Pending: p})
+		switch {
+		case errors.Is(err, operator.ErrNoEvidence):
+			return nil
+		case err != nil:
+			return fmt.Errorf("reading the evidence failed, so the decision was not sent: %w", err)
+		}
+		res.Evidence = &ev
+		return nil
+	}
+	return nil
+}
+
+// reopen reopens a FAILED or ABANDONED record and prints what it was.
+func reopen(ctx context.Context, c worker.Config, record, reason string, out io.Writer) error {
+	ref, err := onceflow.ParseRef(record)
+	if err != nil {
+		return fmt.Errorf("reopen: -record: %w", err)
+	}
+	store, closeStore, err := OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		return err
+	}
+	was, err := exec.Reopen(ctx, ref, reason)
+	switch {
+	case errors.Is(err, idemstore.ErrNoRecord) && !was.State.Valid():
+		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
+	case err != nil:
+		return fmt.Errorf("reopen: %w", err)
+	}
+	_, err = fmt.Fprintf(out, "reopened %s: the next attempt runs (it was %s: %s)\n", record, was.State, Printable(was.Reason))
+	return err
+}
+
+// inspect prints one record: by -record, or by -code and -key (a business
+// key, digested with the workers' secret and the Temporal namespace).
+func inspect(ctx context.Context, c worker.Config, getenv func(string) string, record, code, key string, dev, asJSON bool, out io.Writer) error {
+	var ref onceflow.Ref
+	switch {
+	case record != "":
+		r, err := onceflow.ParseRef(record)
+		if err != nil {
+			return fmt.Errorf("inspect: -record: %w", err)
+		}
+		ref = r
+	case code != "" && key != "":
+		oc, err := onceflow.ParseOperationCode(code)
+		if err != nil {
+			return fmt.Errorf("inspect: -code: %w", err)
+		}
+		dig, err := Digester(getenv, dev)
+		if err != nil {
+			return fmt.Errorf("inspect: %w", err)
+		}
+		ref = operator.BusinessRef(dig, c.Namespace, oc, key)
+	default:
+		return errors.New("inspect: give -record KEY, or -code CODE -key KEY")
+	}
+	store, closeStore, err := OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		return err
+	}
+	rep, err := operator.Inspect(ctx, exec, ref)
+	if asJSON {
+		if jerr := printJSON(out, rep); jerr != nil {
+			return jerr
+		}
+	} else if werr := WriteRecordReport(out, "", rep); werr != nil {
+		return werr
+	}
+	if err != nil {
+		return fmt.Errorf("inspect: %s: %w", ref, err)
+	}
+	return nil
+}
+
+// printJSON prints v as indented JSON.
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// RetentionLeft is the RETENTION LEFT column of an incident: the time
+// left at now before the downstream's retention of the operation's key
+// ends, "expired <d> ago" after it (a retry then needs
+// -override-retention), "expired" when the activity refused to run past
+// it, "-" when the activity declares no retention.
+func RetentionLeft(ends time.Time, passed bool, now time.Time) string {
+	switch {
+	case ends.IsZero() && passed:
+		return "expired"
+	case ends.IsZero():
+		return "-"
+	case !now.Before(ends):
+		return "expired " + now.Sub(ends).Truncate(time.Second).String() + " ago"
+	}
+	return ends.Sub(now).Truncate(time.Second).String()
+}

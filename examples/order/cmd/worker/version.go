@@ -1,0 +1,36 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+)
+
+// libraryModule is the library's module path.
+const libraryModule = "github.com/onceflow/onceflow"
+
+// version prints the binary's version from its build info: the module
+// version `go install …/cmd/worker@vX.Y.Z` stamps ("(devel)" for a build
+// from a checkout), the library's, Go's and the platform.
+func version(out io.Writer) error {
+	v, lib := "(devel)", "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, d := range bi.Deps {
+			if d.Path == libraryModule {
+				lib = d.Version
+				if d.Replace != nil {
+					lib = d.Replace.Version
+					if lib == "" {
+						lib = "(devel, " + d.Replace.Path + ")"
+					}
+				}
+			}
+		}
+	}
+	_, err := fmt.Fprintf(out, "onceflow worker %s (library %s, %s, %s/%s)\n", v, lib, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return err
+}
