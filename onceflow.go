@@ -54,6 +54,13 @@ const (
 	// a bug in onceflow or in a Store: report it. Retryable, since the
 	// record, not this answer, decides what the next attempt does.
 	TypeInternal = "onceflow.Internal"
+	// TypeReferenceReused: the activity's declared business reference
+	// (its DownstreamKey) arrived under a second operation key within its
+	// window, and the activity refuses that (the activity package's
+	// RefuseReusedReference): a key derived from a volatile field, or a
+	// new key per retry. Non-retryable: the same input derives the same
+	// key again. See docs/guards.md#the-business-reference.
+	TypeReferenceReused = "onceflow.ReferenceReused"
 )
 
 // Outcome is the class of an executor's result: the one classification
@@ -193,6 +200,42 @@ type EffectUnknownDetails struct {
 	// transfer's reference ID), when the activity declares one: what an
 	// operator looks the effect up by.
 	DownstreamKey string `json:"downstreamKey,omitempty"`
+	// ReachedAt is the earliest time an attempt may have reached the
+	// downstream, by the store's clock (the record's creation; see
+	// docs/guards.md#the-downstreams-retention). Zero when unknown.
+	ReachedAt time.Time `json:"reachedAt,omitzero"`
+	// DownstreamRetention is how long the downstream remembers the
+	// operation's key (the activity package's DownstreamRetention
+	// option); zero when the activity declares none. A retry decision
+	// later than ReachedAt plus DownstreamRetention is refused unless
+	// overridden with a reason.
+	DownstreamRetention time.Duration `json:"downstreamRetention,omitempty"`
+	// RetentionPassed: the activity refused to run again because the
+	// retention had passed.
+	RetentionPassed bool `json:"retentionPassed,omitempty"`
+}
+
+// ReferenceReusedDetails are the details of a TypeReferenceReused error:
+// the business reference, which is the activity's own input (it stays in
+// Temporal's history, as the input does, never in Redis), and the two
+// operation keys it arrived with.
+type ReferenceReusedDetails struct {
+	OperationCode string `json:"operationCode"`
+	// Reference is the activity's DownstreamKey.
+	Reference string `json:"reference"`
+	// Holder is the operation key that arrived first with it; Key this
+	// operation's.
+	Holder string `json:"holder"`
+	Key    string `json:"key"`
+}
+
+// RetentionEnds is when the downstream's retention of the operation's key
+// ends (ReachedAt plus DownstreamRetention); zero when either is unknown.
+func (d EffectUnknownDetails) RetentionEnds() time.Time {
+	if d.DownstreamRetention <= 0 || d.ReachedAt.IsZero() {
+		return time.Time{}
+	}
+	return d.ReachedAt.Add(d.DownstreamRetention)
 }
 
 // WrappedActivity describes an activity registered through onceflow, for
@@ -318,6 +361,14 @@ func RunScope(namespace, workflowID, runID, activityID string) RawScope {
 // across the runs of one workflow ID.
 func WorkflowScope(namespace, workflowID, activityID string) RawScope {
 	return RawScope{"workflow", namespace, workflowID, activityID}
+}
+
+// StandaloneScope is the scope of an activity started on its own (a
+// Temporal Standalone Activity, client.ExecuteActivity), run- or
+// workflow-scoped: its activity ID, which the caller chooses as the
+// operation's identity, across the activity's attempts and runs.
+func StandaloneScope(namespace, activityID string) RawScope {
+	return RawScope{"standalone", namespace, activityID}
 }
 
 // BusinessScope is a business-scoped activity's scope: one business key

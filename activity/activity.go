@@ -170,6 +170,29 @@ type Options[In, Out any] struct {
 	// context get it instead of the operation key, and an unknown
 	// effect's details carry it for the operator.
 	DownstreamKey func(In) string
+	// DownstreamRetention is how long the downstream remembers the key it
+	// deduplicates by: Stripe at least 24 hours, Braintree 30 days, Adyen
+	// at least 31 days. A re-run after an unknown effect (a takeover with
+	// IdempotentDownstream or a Reconcile that found nothing, the
+	// workflow's automatic retry, an operator's retry, a late redelivery)
+	// later than that after the first attempt may have reached the
+	// downstream is refused: the downstream may have forgotten the key
+	// and act again. The activity then ends with TypeEffectUnknown for a
+	// decision, and the workflow refuses a retry decision unless it is
+	// overridden with a reason (workflow.Resolution.OverrideRetention).
+	// Zero (the default): no limit. See
+	// docs/guards.md#the-downstreams-retention.
+	DownstreamRetention time.Duration
+	// RefuseReusedReference refuses an operation whose DownstreamKey (its
+	// business reference: an order number, a transfer reference) arrived
+	// under another operation key first, within DownstreamRetention
+	// (DefaultReferenceWindow when none): the activity fails with the
+	// non-retryable TypeReferenceReused and nothing runs. Without it such
+	// a reuse is flagged only: a warning line, the executor's
+	// onceflow.reference_reuses metric and an entry in the store's trail
+	// of reuses. Needs DownstreamKey; see
+	// docs/guards.md#the-business-reference.
+	RefuseReusedReference bool
 	// NoEffect classifies fn's errors: true means the attempt certainly
 	// had no effect. Such an error is recorded as no effect and returned
 	// to Temporal as it is, with its own type, message and retryability.
@@ -264,6 +287,13 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 	defer w.leave()
 	var zero Out
 	info := sdkactivity.GetInfo(ctx)
+	standalone := Standalone(info)
+	if info.HeartbeatTimeout <= 0 && standalone {
+		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: standalone activity %s was started without a HeartbeatTimeout; set StartActivityOptions.HeartbeatTimeout "+
+				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
+			onceflow.TypeHeartbeatTimeoutRequired, nil)
+	}
 	if info.HeartbeatTimeout <= 0 {
 		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: activity %s was scheduled without a HeartbeatTimeout; install onceflow's interceptor on the workflow's worker "+
@@ -280,6 +310,11 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, err
 	}
 	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	if standalone {
+		// No workflow: the activity ID, which the caller chose, is the
+		// operation's identity.
+		rawOp = info.Namespace + "/activity/" + info.ActivityID
+	}
 	opID := w.digester.Operation(rawOp)
 	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
 	h := newHeart(ctx, w, info)
@@ -304,6 +339,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		Reconcile:            reconcileOf(opts, codec, in),
 		IdempotentDownstream: opts.IdempotentDownstream,
 		ReachedAction:        evidence(info, h.prev, h.confirms),
+		DownstreamRetention:  opts.DownstreamRetention,
 	}
 	// Heartbeats drive renewal: each tick records a heartbeat (which also
 	// delivers cancellation) and then renews the lease.
@@ -337,6 +373,11 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		}
 		return b, nil
 	}
+	if downstreamKey != "" {
+		if err := checkReference(ctx, w, opts, info.Namespace, downstreamKey, req.Ref); err != nil {
+			return zero, err
+		}
+	}
 	var res idemstore.Result
 	if opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped {
 		// Another attempt holds the operation: wait for it here, beating
@@ -360,7 +401,7 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		return zero, own.err // the activity's own error, as Temporal knew it before onceflow
 	}
 	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, h.prev, opts.IdempotentDownstream, downstreamKey)
+		return zero, toTemporal(err, req.Ref, rawOp, h.prev, downstream{idempotent: opts.IdempotentDownstream, key: downstreamKey, retention: opts.DownstreamRetention})
 	}
 	var out Out
 	if err := codec.Unmarshal(res.Response, &out); err != nil {
@@ -371,6 +412,41 @@ func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn
 		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
 	}
 	return out, nil
+}
+
+// checkReference flags, or with RefuseReusedReference refuses, a business
+// reference (the DownstreamKey) that arrived under another operation key
+// first (idemstore.Executor.CheckReference). The reference is digested
+// with the worker's secret: Redis never holds it.
+func checkReference[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], namespace, reference string, ref onceflow.Ref) error {
+	window := opts.DownstreamRetention
+	if window <= 0 {
+		window = DefaultReferenceWindow
+	}
+	c := idemstore.ReferenceCheck{
+		Reference: onceflow.Ref{Code: opts.Code, Digest: w.digester.Digest("reference", namespace, reference)},
+		Key:       ref.String(), Window: window, Refuse: opts.RefuseReusedReference,
+	}
+	_, err := w.exec.CheckReference(ctx, c)
+	var reused *idemstore.ReferenceReusedError
+	switch {
+	case errors.As(err, &reused):
+		return temporal.NewNonRetryableApplicationError("onceflow: "+err.Error(), onceflow.TypeReferenceReused, err,
+			onceflow.ReferenceReusedDetails{OperationCode: string(opts.Code), Reference: reference, Holder: reused.Holder, Key: reused.Key})
+	case err != nil:
+		return toTemporal(err, ref, "", nil, downstream{})
+	}
+	return nil
+}
+
+// Standalone reports whether the activity runs on its own, started by a
+// client (a Temporal Standalone Activity, client.ExecuteActivity) rather
+// than scheduled by a workflow. Its operation is then named by its
+// activity ID, and an unknown effect waits in its record (ABANDONED) for
+// an operator, since no workflow holds a Recovery: see
+// docs/guards.md#standalone-activities.
+func Standalone(info sdkactivity.Info) bool {
+	return info.WorkflowExecution.ID == "" && !info.IsLocalActivity && info.ActivityID != ""
 }
 
 // codec is the activity's Codec, JSONCodec by default.
@@ -384,6 +460,10 @@ func (o Options[In, Out]) codec() Codec {
 // scopeDigest is the digest of the activity's scope (Options.Scope), or
 // an ApplicationError when the scope cannot be made.
 func scopeDigest[In, Out any](dig *onceflow.Digester, opts Options[In, Out], info sdkactivity.Info, in In) (onceflow.ScopeDigest, error) {
+	switch {
+	case opts.Scope != BusinessScoped && Standalone(info):
+		return dig.Digest(onceflow.StandaloneScope(info.Namespace, info.ActivityID)...), nil
+	}
 	switch opts.Scope {
 	case RunScoped:
 		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
@@ -574,12 +654,20 @@ var temporalErrors = map[onceflow.Outcome]temporalError{
 	onceflow.OutcomeError:               {onceflow.TypeInternal, true},
 }
 
+// downstream is what an activity declares about its downstream, carried
+// in an unknown effect's details so the workflow can decide it: its
+// IdempotentDownstream, DownstreamKey and DownstreamRetention.
+type downstream struct {
+	idempotent bool
+	key        string
+	retention  time.Duration
+}
+
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
-// reason) add it here. idempotent is the activity's IdempotentDownstream,
-// carried in an unknown effect's details so the workflow can decide it.
-func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, idempotent bool, downstreamKey string) error {
+// reason) add it here.
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, ds downstream) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -595,7 +683,8 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 		opts.Details = []any{onceflow.EffectUnknownDetails{
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
-			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: idempotent, DownstreamKey: downstreamKey,
+			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: ds.idempotent, DownstreamKey: ds.key,
+			ReachedAt: eu.Since, DownstreamRetention: ds.retention, RetentionPassed: eu.RetentionPassed,
 		}}
 	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)

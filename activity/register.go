@@ -26,6 +26,12 @@ import (
 // for a busy one.
 const DefaultHeartbeatTimeout = 10 * time.Second
 
+// DefaultReferenceWindow is how long a business reference (DownstreamKey)
+// stays with the first operation key it arrived with, when the activity
+// declares no DownstreamRetention: a day, the shortest retention of an
+// idempotency key among the large payment providers (Stripe's).
+const DefaultReferenceWindow = 24 * time.Hour
+
 // Registry is where Register registers an activity: an SDK worker
 // (go.temporal.io/sdk/worker.Worker) or the SDK testsuite's
 // TestWorkflowEnvironment.
@@ -55,6 +61,8 @@ type settings struct {
 	codec      Codec
 	inProgress InProgressPolicy
 	heartbeat  time.Duration
+	retention  time.Duration
+	refuseRef  bool
 }
 
 type optionFunc func(*settings) error
@@ -118,6 +126,28 @@ func DownstreamKey[In any](key func(In) string) Option {
 		s.downstream = key
 		return nil
 	})
+}
+
+// DownstreamRetention is Options.DownstreamRetention: how long the
+// downstream remembers the operation's key (Stripe at least 24 hours,
+// Braintree 30 days, Adyen at least 31 days). A re-run after an unknown
+// effect later than that is refused, unless an operator's decision
+// overrides it with a reason.
+func DownstreamRetention(retention time.Duration) Option {
+	return optionFunc(func(s *settings) error {
+		if retention < time.Second {
+			return fmt.Errorf("DownstreamRetention: %s is under a second; give the downstream's retention of an idempotency key, such as 24h", retention)
+		}
+		s.retention = retention
+		return nil
+	})
+}
+
+// RefuseReusedReference is Options.RefuseReusedReference: an operation
+// whose DownstreamKey arrived under another operation key first, within
+// the window, is refused instead of flagged. It needs DownstreamKey.
+func RefuseReusedReference() Option {
+	return optionFunc(func(s *settings) error { s.refuseRef = true; return nil })
 }
 
 // Reconcile is Options.Reconcile: asked whether an earlier attempt's
@@ -225,7 +255,11 @@ func options[In, Out any](fn any, code onceflow.OperationCode, opts []Option) (o
 			return o, "", 0, err
 		}
 	}
-	o = Options[In, Out]{Code: code, Scope: s.scope, IdempotentDownstream: s.idempotent, NoEffect: s.noEffect, Codec: s.codec, InProgress: s.inProgress}
+	o = Options[In, Out]{Code: code, Scope: s.scope, IdempotentDownstream: s.idempotent, NoEffect: s.noEffect, Codec: s.codec, InProgress: s.inProgress,
+		DownstreamRetention: s.retention, RefuseReusedReference: s.refuseRef}
+	if s.refuseRef && s.downstream == nil {
+		return o, "", 0, errors.New("RefuseReusedReference needs DownstreamKey: the business reference it guards")
+	}
 	if s.key != nil {
 		if o.Key, err = typed[func(In) string]("BusinessKey", s.key); err != nil {
 			return o, "", 0, err

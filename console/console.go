@@ -305,6 +305,12 @@ type incident struct {
 	// DownstreamKey is the reference the downstream knows the operation by
 	// (the activity's DownstreamKey option), "" when it declares none.
 	DownstreamKey string
+	// Retention is the time left in the downstream's retention of the
+	// operation's key ("23h59m0s left", "expired 1h0m0s ago"), "" when the
+	// activity declares none; RetentionExpired says a retry needs an
+	// override reason (the retry form asks for it).
+	Retention        string
+	RetentionExpired bool
 	// Evidence is what the downstream says (Config.Evidence), or nil;
 	// EvidenceError why it could not be read.
 	Evidence      *idemwf.Evidence
@@ -327,6 +333,30 @@ func (i incident) ReasonFor(d string) string {
 	return ""
 }
 
+// OverrideFor is the override reason typed in the retry form, when it
+// failed.
+func (i incident) OverrideFor() string {
+	if i.Form.Decision == string(idemwf.Retry) {
+		return i.Form.OverrideRetention
+	}
+	return ""
+}
+
+// retention is an incident's RETENTION LEFT, as worker pending shows it:
+// the time left at now, or how long ago it expired; "" without one.
+func retention(p idemwf.PendingRecovery, now time.Time) (text string, expired bool) {
+	ends := p.RetentionEnds
+	switch {
+	case ends.IsZero() && p.RetentionPassed:
+		return "expired", true
+	case ends.IsZero():
+		return "", false
+	case !now.Before(ends):
+		return "expired " + now.Sub(ends).Truncate(time.Second).String() + " ago", true
+	}
+	return ends.Sub(now).Truncate(time.Second).String() + " left", false
+}
+
 // ConfirmFor says whether decision d's form was confirmed, when it failed.
 func (i incident) ConfirmFor(d string) bool { return i.Form.Decision == d && i.Form.Confirm }
 
@@ -342,6 +372,9 @@ func (i incident) OnIndex() bool { return i.Page.id == "" }
 type form struct {
 	Decision, Result, Reason string
 	Confirm                  bool
+	// OverrideRetention is the retry's reason to go past the downstream's
+	// retention (Resolution.OverrideRetention).
+	OverrideRetention string
 }
 
 // key names an incident in the page.
@@ -494,6 +527,7 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint, DownstreamKey: p.Details.DownstreamKey,
 			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Page: pg,
 		}
+		in.Retention, in.RetentionExpired = retention(p, c.now())
 		if posted != nil && posted.key() == in.key() {
 			in.Form = posted.Form
 			if posted.RequestID != "" {
@@ -684,9 +718,11 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	f := r.PostForm
 	from = parsePage(f.Get("page"))
 	posted = incident{WorkflowID: f.Get("workflow_id"), RunID: f.Get("run_id"), RecordKey: f.Get("record"), Activity: f.Get("activity"),
-		RequestID: f.Get("request_id"), Form: form{Decision: f.Get("decision"), Result: f.Get("result"), Reason: f.Get("reason"), Confirm: f.Get("confirm") != ""}}
+		RequestID: f.Get("request_id"), Form: form{Decision: f.Get("decision"), Result: f.Get("result"), Reason: f.Get("reason"), Confirm: f.Get("confirm") != "",
+			OverrideRetention: f.Get("override_retention")}}
 	res := idemwf.Resolution{RecordKey: posted.RecordKey, Decision: idemwf.Decision(posted.Form.Decision), Reason: strings.TrimSpace(posted.Form.Reason),
-		RequestID: posted.RequestID, By: c.principal(r), RequestedAt: time.Now().UTC(), Confirmed: posted.Form.Confirm}
+		RequestID: posted.RequestID, By: c.principal(r), RequestedAt: time.Now().UTC(), Confirmed: posted.Form.Confirm,
+		OverrideRetention: strings.TrimSpace(posted.Form.OverrideRetention)}
 	var err error
 	if res.Attempt, err = strconv.ParseInt(f.Get("attempt"), 10, 64); err == nil {
 		res.Rev, err = strconv.ParseInt(f.Get("rev"), 10, 64)

@@ -473,3 +473,37 @@ func TestAWorkflowsPageIsItsHistory(t *testing.T) {
 		}
 	}
 }
+
+// TestTheConsoleShowsTheRetentionWindow (issue 36): an incident shows the
+// time left in the downstream's retention of its key; once it has
+// expired, the page says a retry needs an override, and the retry form
+// asks for its reason (override_retention), keeping it when the form
+// fails.
+func TestTheConsoleShowsTheRetentionWindow(t *testing.T) {
+	t.Parallel()
+	key := "charge-card:d1:" + strings.Repeat("a", 64)
+	within := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: "order.ChargeCard",
+		RetentionEnds: time.Now().Add(23*time.Hour + 30*time.Minute)}
+	page := do(newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{within}}, Config{Dev: true}), "GET", "localhost", "/console", "")
+	if page.status != http.StatusOK || !strings.Contains(page.body, `<span class="retention">23h`) || strings.Contains(page.body, "override_retention") {
+		t.Fatalf("within the window: %d %s", page.status, page.body)
+	}
+	expired := within
+	expired.RetentionEnds = time.Now().Add(-time.Hour)
+	down := operator.EvidenceFunc(func(context.Context, operator.Step) (idemwf.Evidence, error) {
+		return idemwf.Evidence{}, errors.New("ledger down")
+	})
+	mux := newMuxWith(t, oneWaiting{p: []idemwf.PendingRecovery{expired}}, Config{Dev: true, Evidence: down})
+	page = do(mux, "GET", "localhost", "/console", "")
+	for _, want := range []string{`<span class="retention expired">expired 1h`, "a retry needs a reason to override it", `name="override_retention" required`} {
+		if !strings.Contains(page.body, want) {
+			t.Errorf("past the window: no %q in %s", want, page.body)
+		}
+	}
+	form := url.Values{"workflow_id": {"order-1"}, "run_id": {"run-1"}, "record": {key}, "attempt": {"1"}, "rev": {"2"}, "activity": {"order.ChargeCard"},
+		"request_id": {"req-1"}, "decision": {"retry"}, "override_retention": {"the gateway shows no charge"}}.Encode()
+	a := do(mux, "POST", "localhost", "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded")
+	if a.status != http.StatusBadGateway || !strings.Contains(a.body, `value="the gateway shows no charge"`) {
+		t.Fatalf("a failed retry form lost its override: %d %s", a.status, a.body)
+	}
+}

@@ -137,6 +137,9 @@ type invocation struct {
 	leaseEnd time.Time
 	// epoch is the record's Fence.Epoch, once it started.
 	epoch int64
+	// since is when an attempt may first have reached the action, once
+	// it started (see reachedSince).
+	since time.Time
 }
 
 // fence is own's fencing token with the record's epoch.
@@ -255,7 +258,7 @@ func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, actio
 	case driver.AwaitingDecision:
 		r := o.Record
 		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
-			Recorded: true, AwaitingDecision: true, Reason: "the record is ABANDONED: " + r.Reason}
+			Recorded: true, AwaitingDecision: true, Reason: "the record is ABANDONED: " + r.Reason, Since: v.reachedSince(r)}
 	}
 	return Result{}, fmt.Errorf("%w: claim outcome %T", onceflow.ErrUnexpectedReply, out)
 }
@@ -347,6 +350,7 @@ func (v *invocation) effectUnknown(r onceflow.Record, from onceflow.State) strin
 func (v *invocation) started(ctx context.Context, own driver.Ownership, r onceflow.Record, from onceflow.State, action Action) (Result, error) {
 	v.leaseEnd = v.sent.Add(r.LeaseRemaining())
 	v.epoch = r.Fence().Epoch
+	v.since = v.reachedSince(r)
 	unknown := v.effectUnknown(r, from)
 	if err := v.runnable(ctx); err != nil {
 		if unknown != "" {
@@ -388,6 +392,9 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 			v.log(ctx, slog.LevelInfo, "onceflow: re-running although an earlier effect is unknown: downstream is idempotent", "attempt", r.Attempt)
 		default:
 			return v.abandon(ctx, own, unknown+": the earlier attempt's effect may have happened, and there is no Reconcile hook", nil)
+		}
+		if why := v.pastRetention(r); why != "" {
+			return v.refuseRerun(ctx, own, unknown, why)
 		}
 		// Reconcile may have outlasted the lease: confirm it is still ours
 		// before running, so two attempts never run side by side.

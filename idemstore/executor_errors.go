@@ -102,6 +102,14 @@ type EffectUnknownError struct {
 	AwaitingDecision bool
 	Reason           string
 	Err              error
+	// Since is the earliest time an attempt of the operation may have
+	// reached the action, by the store's clock: the record's creation, or
+	// an earlier incarnation's (Request.ReachedAction's fence) when the
+	// store lost it. Zero when the record was not read.
+	Since time.Time
+	// RetentionPassed is set when a re-run was refused because Since is
+	// further back than Request.DownstreamRetention.
+	RetentionPassed bool
 }
 
 func (e *EffectUnknownError) Error() string {

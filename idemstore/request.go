@@ -63,6 +63,16 @@ type Request struct {
 	// not ExecutorConfig.Codec. A completed record stored under another
 	// codec is not replayed (ErrCodecMismatch).
 	Codec string
+	// DownstreamRetention is how long the downstream remembers the key
+	// it deduplicates by (a payment provider keeps an idempotency key 24
+	// hours to 31 days). Past it, a re-run after an unknown effect (a
+	// Reconcile that found nothing, IdempotentDownstream) may reach a
+	// downstream that has forgotten the first attempt and acts again, so
+	// it is refused: the record is abandoned with
+	// EffectUnknownError.RetentionPassed, for a decision. Measured from
+	// EffectUnknownError.Since, by the store's clock (see
+	// docs/guards.md#the-downstreams-retention). Zero: no limit.
+	DownstreamRetention time.Duration
 }
 
 // ReachedAction is evidence, kept outside the store, that an earlier

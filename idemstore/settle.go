@@ -141,5 +141,5 @@ func (v *invocation) abandon(ctx context.Context, own driver.Ownership, reason s
 		attempt, rev, state = r.Attempt, r.Rev, r.State
 	}
 	return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: attempt, Rev: rev, State: state,
-		Recorded: recorded, Reason: reason, Err: cause}
+		Recorded: recorded, Reason: reason, Err: cause, Since: v.since}
 }

@@ -36,6 +36,14 @@ const (
 	// seconds: every store call (claim, start, complete, fail, renew,
 	// release, inspect, resolve), the action and reconcile.
 	MetricPhaseDuration = "onceflow.phase.duration"
+	// MetricRetentionRefusals counts re-runs after an unknown effect that
+	// were refused because the first attempt may have reached the
+	// downstream longer ago than Request.DownstreamRetention.
+	MetricRetentionRefusals = "onceflow.retention_refusals"
+	// MetricReferenceReuses counts business references
+	// (Executor.ClaimReference) that arrived under a second operation key
+	// within their retention, by action: flagged, refused.
+	MetricReferenceReuses = "onceflow.reference_reuses"
 )
 
 // Span attribute keys. None carries a raw key, principal, workflow ID or
@@ -70,6 +78,8 @@ const (
 	LabelResult = attribute.Key("result")
 	// LabelCause is MetricLostLeases' cause: lost, unconfirmed.
 	LabelCause = attribute.Key("cause")
+	// LabelAction is MetricReferenceReuses' action: flagged, refused.
+	LabelAction = attribute.Key("action")
 )
 
 // telemetry is an Executor's metric instruments; nil without a
@@ -80,6 +90,10 @@ type telemetry struct {
 	renewals   metric.Int64Counter
 	lostLeases metric.Int64Counter
 	phase      metric.Float64Histogram
+	// retentionRefusals and referenceReuses: see retention.go and
+	// reference.go.
+	retentionRefusals metric.Int64Counter
+	referenceReuses   metric.Int64Counter
 }
 
 func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
@@ -88,7 +102,7 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 	}
 	m := mp.Meter(tracerName)
 	var t telemetry
-	var errs [5]error
+	var errs [7]error
 	t.executions, errs[0] = m.Int64Counter(MetricExecutions, metric.WithDescription("Execute calls by operation code and outcome."))
 	t.takeovers, errs[1] = m.Int64Counter(MetricTakeovers, metric.WithDescription("Claims that took a record over, by the state taken over from."))
 	t.renewals, errs[2] = m.Int64Counter(MetricRenewals, metric.WithDescription("Lease renewals by result: renewed, failed, refused."))
@@ -96,6 +110,10 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 	t.phase, errs[4] = m.Float64Histogram(MetricPhaseDuration, metric.WithUnit("s"),
 		metric.WithDescription("Latency of each executor phase."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	t.retentionRefusals, errs[5] = m.Int64Counter(MetricRetentionRefusals,
+		metric.WithDescription("Re-runs after an unknown effect refused past the downstream's retention."))
+	t.referenceReuses, errs[6] = m.Int64Counter(MetricReferenceReuses,
+		metric.WithDescription("Business references that arrived under a second operation key within their retention, by action."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
@@ -440,4 +458,9 @@ func renewalResult(out driver.RenewOutcome, err error) string {
 		return "renewed"
 	}
 	return "refused"
+}
+
+// codeOption is the label set of a metric counted per operation code.
+func codeOption(code onceflow.OperationCode) metric.AddOption {
+	return metric.WithAttributes(LabelOperationCode.String(string(code)))
 }

@@ -70,7 +70,7 @@ func (v *countsView) WithTags(tags map[string]string) client.MetricsHandler {
 func (v *countsView) Counter(name string) client.MetricsCounter {
 	var kv []string
 	for _, k := range slices.Sorted(maps.Keys(v.tags)) {
-		if k == "decision" || k == "basis" { // the SDK adds its own tags (workflow_type, …)
+		if k == "decision" || k == "basis" || k == "by" { // the SDK adds its own tags (workflow_type, …)
 			kv = append(kv, k+"="+v.tags[k])
 		}
 	}

@@ -122,7 +122,7 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 	if own, _ := ctx.Value(ownRecoveryKey{}).(bool); own || o.rec == nil || activityType == onceflow.ResolveRecordActivity {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
-	c := call{activity: activityType, args: args, exec: o.Next.ExecuteActivity, resultType: "JSON",
+	c := call{activity: activityType, args: args, exec: o.Next.ExecuteActivity, resultType: "JSON", scheduled: workflow.Now(ctx),
 		decodes: func(raw json.RawMessage) error {
 			if !json.Valid(raw) {
 				return errors.New("not JSON")

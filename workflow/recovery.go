@@ -106,6 +106,12 @@ type Resolution struct {
 	// Evidence.Implies. Without it, and without a Reason, such a decision
 	// is refused.
 	Confirmed bool `json:"confirmed,omitempty"`
+	// OverrideRetention is why a Retry is applied although the
+	// downstream's retention of the operation's key has passed
+	// (PendingRecovery.RetentionEnds): the downstream may have forgotten
+	// the first attempt and act again. Without it such a Retry is
+	// refused. It stays with the decision (DecisionsQuery), as the audit.
+	OverrideRetention string `json:"overrideRetention,omitempty"`
 }
 
 // Evidence is what a downstream says about an incident's operation (for a
@@ -180,6 +186,14 @@ type PendingRecovery struct {
 	Since     time.Time                     `json:"since"`
 	// ResultType is the Go type a Completed result must decode into.
 	ResultType string `json:"resultType"`
+	// RetentionEnds is when the downstream's retention of the operation's
+	// key ends (the activity's DownstreamRetention after the first attempt
+	// may have reached it); zero when the activity declares none. A Retry
+	// after it needs Resolution.OverrideRetention.
+	RetentionEnds time.Time `json:"retentionEnds,omitzero"`
+	// RetentionPassed: the activity itself refused to run again past the
+	// retention.
+	RetentionPassed bool `json:"retentionPassed,omitempty"`
 }
 
 // Refusal is a decision the workflow refused.
@@ -284,7 +298,8 @@ func NewRecovery(ctx workflow.Context) (*Recovery, error) {
 			return DecisionReply{Applied: d.Incident, Decision: d.Resolution.Decision, RequestID: d.Resolution.RequestID, Repeated: repeated}, nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(ctx workflow.Context, res Resolution) error {
-			if _, err := r.check(res); err != nil {
+			if _, err := r.check(workflow.Now(ctx), res); err != nil {
+				r.noteRetentionRefusal(ctx, res)
 				workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "why", err.Error())
 				return err
 			}
@@ -316,7 +331,7 @@ func refused(format string, args ...any) error {
 // check says why res cannot be applied, or nil. It changes nothing. A
 // repeat of a request already applied (the same request ID, incident and
 // decision) is no error: check returns the decision it made.
-func (r *Recovery) check(res Resolution) (repeat *Decided, err error) {
+func (r *Recovery) check(now time.Time, res Resolution) (repeat *Decided, err error) {
 	switch res.Decision {
 	case Completed, Retry, Fail:
 	default:
@@ -352,6 +367,9 @@ func (r *Recovery) check(res Resolution) (repeat *Decided, err error) {
 			return nil, refused("result does not decode into %s: %v", w.info.ResultType, err)
 		}
 	}
+	if why := w.pastRetention(now, res); why != "" {
+		return nil, refused("%s", why)
+	}
 	if res.Contradicts() && (!res.Confirmed || strings.TrimSpace(res.Reason) == "") {
 		return nil, refused("%s contradicts the evidence, which implies %s (%s): confirm it, with a reason, to apply it anyway",
 			res.Decision, res.Evidence.Implies, res.Evidence.Summary)
@@ -378,7 +396,7 @@ func describe(res Resolution) string {
 // of a request already applied changes no decision: apply returns the
 // decision it made, and repeated true.
 func (r *Recovery) apply(ctx workflow.Context, res Resolution, via string) (d *Decided, repeated bool, err error) {
-	repeat, err := r.check(res)
+	repeat, err := r.check(workflow.Now(ctx), res)
 	switch {
 	case err != nil:
 		return nil, false, err
@@ -398,6 +416,10 @@ func (r *Recovery) apply(ctx workflow.Context, res Resolution, via string) (d *D
 	}
 	workflow.GetLogger(ctx).Info("onceflow: decision applied", "incident", inc.String(), "decision", res.Decision, "reason", res.Reason,
 		"request", res.RequestID, "by", res.By, "via", via)
+	if ends := r.waiting[inc].info.RetentionEnds; res.Decision == Retry && res.OverrideRetention != "" && !ends.IsZero() && ends.Before(d.AppliedAt) {
+		workflow.GetLogger(ctx).Warn("onceflow: retry past the downstream's retention, overridden", "incident", inc.String(),
+			"retention_ended", ends, "override", res.OverrideRetention, "by", res.By)
+	}
 	return d, false, nil
 }
 
@@ -419,6 +441,7 @@ const (
 
 // refuse makes a refusal visible: logged, counted, listed.
 func (r *Recovery) refuse(ctx workflow.Context, res Resolution, via string, err error) {
+	r.noteRetentionRefusal(ctx, res)
 	workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "via", via, "why", err.Error())
 	workflow.GetMetricsHandler(ctx).Counter(MetricDecisionsRefused).Inc(1)
 	r.refusals.Count++
@@ -474,7 +497,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 	// through.
 	ctx = workflow.WithValue(ctx, ownRecoveryKey{}, true)
 	c := call{
-		opts: opts, activity: activity, args: args, exec: executeActivity,
+		opts: opts, activity: activity, args: args, exec: executeActivity, scheduled: workflow.Now(ctx),
 		decodes: decodes[T], resultType: typeName[T](),
 	}
 	done, decided, err := r.execute(ctx, c, nil)
@@ -510,6 +533,9 @@ type call struct {
 	// type, named resultType.
 	decodes    func(json.RawMessage) error
 	resultType string
+	// scheduled is when the call's first attempt was scheduled: no
+	// attempt reached the downstream before it (see retentionEnds).
+	scheduled time.Time
 }
 
 // execute runs the activity (or, when first is not nil, waits on that
@@ -542,6 +568,9 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 				if err != nil {
 					return nil, nil, err
 				}
+				if ok && a.res.Decision == Retry {
+					ok = r.retryWithinRetention(ctx, c, d, a)
+				}
 				if ok {
 					res, decided = r.record(ctx, a), true
 					if res.Decision == Retry {
@@ -568,7 +597,7 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 			}
 		}
 		if !decided {
-			if res, err = r.wait(ctx, d, c.activity, c.decodes, c.resultType); err != nil {
+			if res, err = r.wait(ctx, d, c, c.decodes, c.resultType); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -628,14 +657,16 @@ func resolveRecord(ctx workflow.Context, d onceflow.EffectUnknownDetails, in onc
 
 // wait lists the incident as pending and blocks until a decision for it is
 // applied, or ctx is done.
-func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, activity string,
+func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, c call,
 	decodes func(json.RawMessage) error, resultType string,
 ) (Resolution, error) {
+	activity := c.activity
 	inc := Incident{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev}
 	w, ok := r.waiting[inc]
 	if !ok {
 		w = &waiter{decodes: decodes, info: PendingRecovery{
 			Incident: inc, RecordKey: d.RecordKey, Activity: activity, Details: d, Since: workflow.Now(ctx), ResultType: resultType,
+			RetentionEnds: retentionEnds(d, c.scheduled), RetentionPassed: d.RetentionPassed,
 		}}
 		r.waiting[inc] = w
 		r.order = append(r.order, inc)

@@ -43,7 +43,8 @@ decisions it refused, as JSON.`
 	case "resolve":
 		return `usage: worker resolve -workflow-id ID [-run-id ID] -record KEY -attempt N -rev N
                       -decision completed|retry|fail [-result JSON] [-reason TEXT]
-                      [-request-id ID] [-confirm] [-signal] [-dev]
+                      [-request-id ID] [-confirm] [-override-retention TEXT]
+                      [-signal] [-dev]
 
 Sends the decision about that incident as an Update and prints whether it
 was applied or refused (with -signal: as a signal, fire and forget). The
@@ -51,7 +52,9 @@ request ID (a new one when not given, printed) makes a resend apply once;
 the decision carries who sent it ($USER) and when. Where the binary has an
 evidence source (the order example's ledger), the step's evidence goes
 with it, and a decision against it is refused unless -confirm and -reason
-say why it stands.`
+say why it stands. A retry past the downstream's retention of the
+operation's key (pending's RETENTION LEFT says expired) is refused unless
+-override-retention says why; the reason stays with the decision.`
 	case "reopen":
 		return `usage: worker reopen -record KEY [-reason TEXT] [-redis-url URL] [-key-namespace NS] [-dev]
 
@@ -173,13 +176,17 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		signal := fs.Bool("signal", false, "send the decision as a signal, without waiting for an answer")
 		requestID := fs.String("request-id", "", "the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
 		confirm := fs.Bool("confirm", false, "confirm a decision that contradicts the evidence it carries (needs -reason)")
+		overrideRetention := fs.String("override-retention", "", "with -decision retry: why to retry although the downstream's retention of the key has passed (pending's RETENTION LEFT says expired); kept with the decision")
 		ev.register(fs, getenv)
 		useDev := dev("")
 		if err := Parse(fs, args, help); err != nil {
 			return err
 		}
 		res := idemwf.Resolution{RecordKey: *record, Attempt: *attempt, Rev: *rev, Decision: idemwf.Decision(*decision), Reason: *reason,
-			RequestID: *requestID, By: User(getenv), RequestedAt: time.Now().UTC(), Confirmed: *confirm}
+			RequestID: *requestID, By: User(getenv), RequestedAt: time.Now().UTC(), Confirmed: *confirm, OverrideRetention: *overrideRetention}
+		if res.OverrideRetention != "" && res.Decision != idemwf.Retry {
+			return Usagef(command, "-override-retention goes with -decision retry only")
+		}
 		if err := validateResolution(&res, *result); err != nil {
 			return &UsageError{Command: command, Err: err}
 		}
@@ -341,19 +348,20 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "WORKFLOW ID\tACTIVITY\tRECORD\tATTEMPT\tREV\tSTATE\tRESULT TYPE\tSINCE")
+	fmt.Fprintln(tw, "WORKFLOW ID\tACTIVITY\tRECORD\tATTEMPT\tREV\tSTATE\tRESULT TYPE\tSINCE\tRETENTION LEFT")
+	now := time.Now()
 	var first *operator.Waiting // the first with incidents, for the hint
 	for i, w := range list {
 		if len(w.Pending) == 0 {
-			fmt.Fprintf(tw, "%s\t(%d incidents: it did not answer the query; the error follows)\t\t\t\t\t\t\n", Printable(w.WorkflowID), w.Count)
+			fmt.Fprintf(tw, "%s\t(%d incidents: it did not answer the query; the error follows)\t\t\t\t\t\t\t\n", Printable(w.WorkflowID), w.Count)
 			continue
 		}
 		if first == nil {
 			first = &list[i]
 		}
 		for _, p := range w.Pending {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", Printable(w.WorkflowID), Printable(p.Activity), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev,
-				Printable(string(p.Details.State)), Printable(p.ResultType), p.Since.UTC().Format(time.RFC3339))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", Printable(w.WorkflowID), Printable(p.Activity), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev,
+				Printable(string(p.Details.State)), Printable(p.ResultType), p.Since.UTC().Format(time.RFC3339), RetentionLeft(p.RetentionEnds, p.RetentionPassed, now))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -534,4 +542,21 @@ func printJSON(out io.Writer, v any) error {
 	enc := json.NewEncoder(out)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// RetentionLeft is the RETENTION LEFT column of an incident: the time
+// left at now before the downstream's retention of the operation's key
+// ends, "expired <d> ago" after it (a retry then needs
+// -override-retention), "expired" when the activity refused to run past
+// it, "-" when the activity declares no retention.
+func RetentionLeft(ends time.Time, passed bool, now time.Time) string {
+	switch {
+	case ends.IsZero() && passed:
+		return "expired"
+	case ends.IsZero():
+		return "-"
+	case !now.Before(ends):
+		return "expired " + now.Sub(ends).Truncate(time.Second).String() + " ago"
+	}
+	return ends.Sub(now).Truncate(time.Second).String()
 }

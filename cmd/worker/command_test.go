@@ -52,13 +52,14 @@ func TestTracePrintsTheTrail(t *testing.T) {
 		History: operator.History{Type: "Transfer", Timeline: []operator.Event{
 			{Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Step: "Withdraw", State: "failed", Attempt: 2, Actor: "w-1", Detail: hostile}}},
 		Pending: []idemwf.PendingRecovery{{Activity: "Withdraw", RecordKey: "withdraw:d1:aa", Incident: idemwf.Incident{RecordKey: "withdraw:d1:aa", Attempt: 1, Rev: 2},
-			Details: onceflow.EffectUnknownDetails{DownstreamKey: "T-42"}}}}
+			Details: onceflow.EffectUnknownDetails{DownstreamKey: "T-42"}, RetentionPassed: true}}}
 	var out bytes.Buffer
 	if err := writeTrail(&out, tr, true); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
 	for _, want := range []string{"workflow transfer-1 run r-1: RUNNING (Transfer)", "worker resolve -dev -workflow-id transfer-1 -record withdraw:d1:aa -attempt 1 -rev 2", "    downstream key: T-42\n",
+		"    downstream's retention of the key: expired (past it, a retry needs -override-retention)\n",
 		"Withdraw  failed  attempt 2  w-1: " + `"x\nforged\x1b[2J"`} {
 		if !strings.Contains(s, want) {
 			t.Errorf("no %q in\n%s", want, s)

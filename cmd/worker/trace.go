@@ -114,6 +114,9 @@ func writeTrail(out io.Writer, t workflowTrail, dev bool) error {
 		if k := pr.Details.DownstreamKey; k != "" {
 			p("    downstream key: %s\n", q(k))
 		}
+		if left := cli.RetentionLeft(pr.RetentionEnds, pr.RetentionPassed, time.Now()); left != "-" {
+			p("    downstream's retention of the key: %s (past it, a retry needs -override-retention)\n", left)
+		}
 		p("    decide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision completed|retry|fail -reason TEXT\n",
 			cli.Command("resolve", dev), q(t.WorkflowID), q(pr.RecordKey), pr.Incident.Attempt, pr.Incident.Rev)
 	}
