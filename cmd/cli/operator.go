@@ -22,7 +22,7 @@ import (
 )
 
 // OperatorCommands are the commands RunOperator knows.
-var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect"}
+var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect", "reuses"}
 
 // operatorSynopses are the operator commands' -h texts.
 func operatorSynopsis(command string) string {
@@ -68,6 +68,15 @@ Prints one Redis record, read-only: state, attempt, rev, lease and TTL
 left, codec and response size. -code and -key name an activity's business
 key, digested with ONCEFLOW_SECRET (-dev: the dev secret) and -namespace.
 A corrupt record is reported and the command fails.`
+	case "reuses":
+		return `usage: worker reuses [-limit N] [-code CODE] [-json] [-redis-url URL] [-key-namespace NS] [-dev]
+
+Prints the trail of business references that arrived under a second
+operation key within their window (an activity's DownstreamKey, the
+key-derivation guard of docs/guards.md), newest first: when, the
+operation code, whether the second was flagged or refused, the key that
+holds the reference and the key that came second. The reference itself
+is shown only as its keyed digest, as Redis keeps it.`
 	}
 	return ""
 }
@@ -241,6 +250,22 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 			return err
 		}
 		return inspect(ctx, c, getenv, *record, *code, *key, *useDev, *asJSON, out)
+	case "reuses":
+		limit := fs.Int64("limit", 20, "print at most this many entries, newest first")
+		code := fs.String("code", "", "only this operation code's")
+		asJSON := fs.Bool("json", false, "print JSON")
+		redisFlags()
+		useDev := dev("")
+		if err := Parse(fs, args, help); err != nil {
+			return err
+		}
+		if *limit <= 0 {
+			return Usagef(command, "-limit must be positive")
+		}
+		if err := devEndpoints(&c, *useDev, Needs{Redis: true}, command); err != nil {
+			return err
+		}
+		return reuses(ctx, c, *limit, onceflow.OperationCode(*code), *asJSON, out)
 	}
 	return Usagef("worker", "unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
 }
@@ -559,4 +584,49 @@ func RetentionLeft(ends time.Time, passed bool, now time.Time) string {
 		return "expired " + now.Sub(ends).Truncate(time.Second).String() + " ago"
 	}
 	return ends.Sub(now).Truncate(time.Second).String()
+}
+
+// reuses prints the store's trail of reused business references.
+func reuses(ctx context.Context, c worker.Config, limit int64, code onceflow.OperationCode, asJSON bool, out io.Writer) error {
+	store, closeStore, err := OpenStore(c)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	list, err := store.Reuses(ctx, limit)
+	if err != nil {
+		return fmt.Errorf("reuses: %w", err)
+	}
+	type row struct {
+		At        time.Time `json:"at"`
+		Code      string    `json:"code"`
+		Action    string    `json:"action"`
+		Reference string    `json:"reference_digest"`
+		Holder    string    `json:"holder"`
+		Key       string    `json:"key"`
+	}
+	rows := make([]row, 0, len(list))
+	for _, u := range list {
+		if code != "" && u.Reference.Code != code {
+			continue
+		}
+		action := "flagged"
+		if u.Refused {
+			action = "refused"
+		}
+		rows = append(rows, row{At: u.At, Code: string(u.Reference.Code), Action: action, Reference: u.Reference.Digest.Hex, Holder: u.Holder, Key: u.Key})
+	}
+	if asJSON {
+		return printJSON(out, rows)
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(out, "no reused references")
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tCODE\tACTION\tHOLDER (FIRST KEY)\tSECOND KEY")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.At.Format(time.RFC3339), Printable(r.Code), r.Action, Printable(r.Holder), Printable(r.Key))
+	}
+	return tw.Flush()
 }

@@ -115,3 +115,46 @@ func TestInspectCommandPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 		t.Fatalf("a corrupt record: %q, %v", out.String(), err)
 	}
 }
+
+// TestReusesCommandPrintsTheTrail: a business reference that arrives
+// under a second operation key (once flagged, once refused) is listed by
+// `worker reuses`, newest first, and -code filters it.
+func TestReusesCommandPrintsTheTrail(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ns := redistest.Namespace(t)
+	store, err := redisstore.New(redisstore.Config{Client: redistest.NewClient(t, srv.Addr()), Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dig, err := onceflow.NewDigester([]byte("reuses test secret, 32 bytes...."), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := onceflow.Ref{Code: "withdraw", Digest: dig.Digest("transfer-7")}
+	for i, key := range []string{"withdraw:d1:first", "withdraw:d1:second", "withdraw:d1:third"} {
+		_, err := exec.CheckReference(t.Context(), idemstore.ReferenceCheck{Reference: ref, Key: key, Window: time.Hour, Refuse: i == 2})
+		if (err != nil) != (i == 2) {
+			t.Fatalf("check %d: %v", i, err)
+		}
+	}
+	args := []string{"-redis-url", "redis://" + srv.Addr() + "/0", "-key-namespace", ns}
+	var out bytes.Buffer
+	if err := cli.RunOperator(t.Context(), "reuses", args, func(string) string { return "" }, &out, nil); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[1], "refused") || !strings.Contains(lines[1], "withdraw:d1:third") ||
+		!strings.Contains(lines[2], "flagged") || !strings.Contains(lines[2], "withdraw:d1:first") || !strings.Contains(lines[2], "withdraw:d1:second") {
+		t.Fatalf("reuses printed:\n%s", out.String())
+	}
+	out.Reset()
+	if err := cli.RunOperator(t.Context(), "reuses", append(args, "-code", "deposit"), func(string) string { return "" }, &out, nil); err != nil ||
+		strings.TrimSpace(out.String()) != "no reused references" {
+		t.Fatalf("-code deposit: %q, %v", out.String(), err)
+	}
+}

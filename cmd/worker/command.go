@@ -29,6 +29,7 @@ func commands() []command {
 		{"trace", "print a workflow's timeline, incidents and decisions (reads only)", trace},
 		{"reopen", "reopen a FAILED or ABANDONED record", operator("reopen")},
 		{"inspect", "print one Redis record (reads only)", operator("inspect")},
+		{"reuses", "list business references reused under a second key (reads only)", operator("reuses")},
 		{"version", "print the version it was built at", func(_ context.Context, args []string, _ func(string) string, out io.Writer) error {
 			fs := cli.NewFlagSet("version")
 			if err := cli.Parse(fs, args, cli.Help{Out: out, Synopsis: "usage: worker version\n\nPrints the version it was built at."}); err != nil {

@@ -44,6 +44,9 @@ type ReferenceReuse struct {
 	// Refused is true when the second operation was refused, false when
 	// it was only flagged.
 	Refused bool
+	// At is when the store noted the reuse, by its clock; set on what a
+	// store reads back, ignored by NoteReuse.
+	At time.Time
 }
 
 // Validate checks a reference request.

@@ -3,7 +3,10 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -71,4 +74,55 @@ func (s *Store) NoteReuse(ctx context.Context, u driver.ReferenceReuse) error {
 		return classify(opReference, u.Reference, err)
 	}
 	return nil
+}
+
+// Reuses reads the newest limit entries of ReusesKey, newest first: the
+// trail of business references that arrived under a second operation key
+// (`worker reuses` prints it). An entry that does not decode is an error
+// naming its stream ID.
+func (s *Store) Reuses(ctx context.Context, limit int64) ([]driver.ReferenceReuse, error) {
+	if limit <= 0 {
+		return nil, fmt.Errorf("redisstore: Reuses: limit %d: want a positive number", limit)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	msgs, err := s.client.XRevRangeN(ctx, s.ReusesKey(), "+", "-", limit).Result()
+	if err != nil {
+		return nil, classify(opReference, onceflow.Ref{}, err)
+	}
+	out := make([]driver.ReferenceReuse, 0, len(msgs))
+	for _, m := range msgs {
+		u, err := decodeReuse(m)
+		if err != nil {
+			return nil, fmt.Errorf("redisstore: %s entry %s: %w", s.ReusesKey(), m.ID, err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// decodeReuse decodes one entry NoteReuse wrote.
+func decodeReuse(m redis.XMessage) (driver.ReferenceReuse, error) {
+	field := func(name string) string { v, _ := m.Values[name].(string); return v }
+	ms, _, _ := strings.Cut(m.ID, "-")
+	at, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return driver.ReferenceReuse{}, fmt.Errorf("stream ID: %w", err)
+	}
+	code, err := onceflow.ParseOperationCode(field("code"))
+	if err != nil {
+		return driver.ReferenceReuse{}, fmt.Errorf("code: %w", err)
+	}
+	var refused bool
+	switch a := field("action"); a {
+	case "refused":
+		refused = true
+	case "flagged":
+	default:
+		return driver.ReferenceReuse{}, fmt.Errorf("action %q: want flagged or refused", a)
+	}
+	return driver.ReferenceReuse{
+		Reference: onceflow.Ref{Code: code, Digest: onceflow.ScopeDigest{Hex: field("reference")}},
+		Holder:    field("holder"), Key: field("key"), Refused: refused, At: time.UnixMilli(at).UTC(),
+	}, nil
 }

@@ -38,9 +38,9 @@ func TestHelpListsTheCommands(t *testing.T) {
 func TestEachCommandHasItsOwnFlags(t *testing.T) {
 	t.Setenv("ONCEFLOW_DEV_STATE_DIR", t.TempDir())
 	noEnv := func(string) string { return "" }
-	own := map[string]string{"pending": "-limit", "resolve": "-decision", "reopen": "-record", "inspect": "-code",
+	own := map[string]string{"pending": "-limit", "resolve": "-decision", "reopen": "-record", "inspect": "-code", "reuses": "-limit",
 		"order": "-amount-cents", "ledger": "-order-id", "trace": "-idempotency-key", "api-key": "-revoke", "dev-server": "-db-file", "version": ""}
-	foreign := map[string]string{"pending": "-decision", "resolve": "-limit", "reopen": "-decision", "inspect": "-task-queue",
+	foreign := map[string]string{"pending": "-decision", "resolve": "-limit", "reopen": "-decision", "inspect": "-task-queue", "reuses": "-decision",
 		"order": "-limit", "ledger": "-decision", "trace": "-limit", "api-key": "-limit", "dev-server": "-limit", "version": "-limit"}
 	for _, c := range commands() {
 		var out bytes.Buffer
