@@ -94,3 +94,13 @@ func TestStartRefusesARemoteTemporalAddress(t *testing.T) {
 		}
 	}
 }
+
+// The production build has no Temporal server for dev-server to run, and
+// says how to get one.
+func TestDevServerCommandInAProductionBuild(t *testing.T) {
+	var out strings.Builder
+	err := Command(t.Context(), []string{"-address", "127.0.0.1:0"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "go build ./cmd/worker") {
+		t.Fatalf("dev-server in a nodev build: %v, want it to say how to get a build with the server", err)
+	}
+}

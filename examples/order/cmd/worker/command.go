@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/cmd/devserver"
 )
 
 // command is one subcommand of worker.
@@ -38,10 +39,10 @@ func commands() []command {
 			if err := cli.Parse(fs, args, cli.Help{Out: out, Synopsis: "usage: worker version\n\nPrints the version it was built at."}); err != nil {
 				return err
 			}
-			return version(out)
+			return cli.Version(out)
 		}},
 		{"dev-server", "run only the embedded Temporal dev server", func(ctx context.Context, args []string, _ func(string) string, out io.Writer) error {
-			return devServer(ctx, args, out)
+			return devserver.Command(ctx, args, out)
 		}},
 	}
 }

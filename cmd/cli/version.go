@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,10 +10,11 @@ import (
 // libraryModule is the library's module path.
 const libraryModule = "github.com/onceflow/onceflow"
 
-// version prints the binary's version from its build info: the module
-// version `go install …/cmd/worker@vX.Y.Z` stamps ("(devel)" for a build
-// from a checkout), the library's, Go's and the platform.
-func version(out io.Writer) error {
+// Version prints a worker binary's version from its build info (the
+// `version` command of cmd/worker and of the order example's binary): the
+// module version `go install …/cmd/worker@vX.Y.Z` stamps ("(devel)" for a
+// build from a checkout), the library's, Go's and the platform.
+func Version(out io.Writer) error {
 	v, lib := "(devel)", "(devel)"
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
