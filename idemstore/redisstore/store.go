@@ -255,7 +255,7 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 	if err != nil {
 		return nil, err
 	}
-	return decodeClaim(op, req.Ref, raw)
+	return decodeClaim(op, req, nonce, raw)
 }
 
 // Start implements driver.Store.
