@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -380,18 +381,18 @@ func (s *Store) call(ctx context.Context, op string, ref onceflow.Ref, sc script
 
 // callKey is call for a key already built.
 func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key string, sc script, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	run := s.run
-	if s.durable.covers(op) {
-		run = s.runDurable
-	}
+	durable := s.durable.covers(op)
 	var v any
 	var err error
-	if s.guarded {
-		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return run(ctx, sc, key, args...) })
-	} else {
-		v, err = run(ctx, sc, key, args...)
+	switch {
+	case s.guarded:
+		v, err = s.callGuarded(ctx, durable, sc, key, slices.Clone(args))
+	case durable:
+		v, err = s.runDurable(withDeadline(ctx, s.timeout), sc, key, args...)
+	default:
+		// Called directly, not through a function value: args stays the
+		// caller's (on its stack), as run copies it.
+		v, err = s.run(withDeadline(ctx, s.timeout), sc, key, args...)
 	}
 	if err != nil {
 		return nil, classify(op, ref, err)
@@ -399,19 +400,30 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 	return v, nil
 }
 
+// callGuarded is callKey's call for a client that does not stop at the
+// context's deadline: under a timer, in a goroutine of its own.
+func (s *Store) callGuarded(ctx context.Context, durable bool, sc script, key string, args []any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return runGuarded(ctx, func(ctx context.Context) (any, error) {
+		if durable {
+			return s.runDurable(ctx, sc, key, args...)
+		}
+		return s.run(ctx, sc, key, args...)
+	})
+}
+
 // replay sends the replay read (replay.go) under the command timeout. Its
 // transport error is classified as the claim's would be: Indeterminate,
 // although a read changes nothing, so that a caller handles a failed
 // claim one way whichever command failed.
 func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, key string) (replayRead, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	var rd replayRead
 	var err error
 	if s.guarded {
 		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
-		rd, err = s.readReplay(ctx, key, req)
+		rd, err = s.readReplay(withDeadline(ctx, s.timeout), key, req)
 	}
 	if err != nil {
 		return replayRead{}, classify(op, req.Ref, err)
@@ -423,6 +435,8 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 // context's deadline (a function of its own, so that only this path pays
 // for the closure's copy of the request).
 func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
 	rd, _ := v.(replayRead)
 	return rd, err
