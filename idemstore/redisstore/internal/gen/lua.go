@@ -628,7 +628,7 @@ func expandMacros(src string) (string, error) {
 			delete(given, name)
 			switch {
 			case ok:
-			case i == schema.FUncertain:
+			case i == schema.FEffectUnknown:
 				v = "'0'"
 			case i == schema.FSum:
 				v = "''"
