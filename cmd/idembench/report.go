@@ -157,8 +157,12 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	freshRedis := results[fresh][last].redisUsPerOp
 	row(fmt.Sprintf("Redis µs per fresh operation (%d goroutines)", last), "≤ 35", freshRedis, "%.1f", freshRedis <= 35)
 	row(fmt.Sprintf("Redis µs per renewal (%d in flight)", b.cfg.inFlight), "≤ 10", rc.redisUsPerOp, "%.1f", rc.redisUsPerOp <= 10)
-	freshCPU := results[fresh][first].clientUsPerOp
-	row(fmt.Sprintf("client CPU µs per fresh operation (%d goroutine)", first), "≤ 45", freshCPU, "%.1f", freshCPU <= 45)
+	// With one goroutine a process' CPU includes the scheduler's idling
+	// between round trips; at the highest concurrency it is the work.
+	for _, g := range []int{last, first} {
+		freshCPU := results[fresh][g].clientUsPerOp
+		row(fmt.Sprintf("client CPU µs per fresh operation (%d goroutines; two trivial EVALSHAs: %.1f)", g, results[floor2][g].clientUsPerOp), "≤ 45", freshCPU, "%.1f", freshCPU <= 45)
+	}
 	if s := results[fresh][1]; s.hasAllocations {
 		row("allocations per fresh operation (this harness, with the key)", "≤ 35", s.allocs, "%.0f", s.allocs <= 35)
 	}
