@@ -44,7 +44,11 @@ type Config struct {
 	// Namespace prefixes every key: "<Namespace>:idem:v1:…". Default
 	// "onceflow". It must not contain '{' or '}'.
 	Namespace string
-	// CommandTimeout bounds each script call. Default 200ms.
+	// CommandTimeout bounds each script call. Default 200ms. It is the
+	// call's context deadline: with ContextTimeoutEnabled, go-redis sets
+	// every read and write of the call by it, and a wait for a connection
+	// ends by it too (it ends as soon as the caller's context is done only
+	// when that was before the wait began).
 	CommandTimeout time.Duration
 	// MaxResponseBytes is the largest response Complete and Resolve store.
 	// Default 1 MiB (driver.DefaultMaxResponseBytes).
@@ -161,6 +165,8 @@ type Store struct {
 	noReadOnlyEval atomic.Bool
 	// durable is Config.Durability, resolved (durability.go).
 	durable durability
+	// deadlines closes the calls' Done channels (deadline.go).
+	deadlines deadlines
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -388,11 +394,11 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 	case s.guarded:
 		v, err = s.callGuarded(ctx, durable, sc, key, slices.Clone(args))
 	case durable:
-		v, err = s.runDurable(withDeadline(ctx, s.timeout), sc, key, args...)
+		v, err = s.runDurable(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
 	default:
 		// Called directly, not through a function value: args stays the
 		// caller's (on its stack), as run copies it.
-		v, err = s.run(withDeadline(ctx, s.timeout), sc, key, args...)
+		v, err = s.run(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
 	}
 	if err != nil {
 		return nil, classify(op, ref, err)
@@ -423,7 +429,7 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 	if s.guarded {
 		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
-		rd, err = s.readReplay(withDeadline(ctx, s.timeout), key, req)
+		rd, err = s.readReplay(withDeadline(ctx, s.timeout, &s.deadlines), key, req)
 	}
 	if err != nil {
 		return replayRead{}, classify(op, req.Ref, err)
