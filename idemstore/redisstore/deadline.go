@@ -78,6 +78,7 @@ type deadlines struct {
 	mu     sync.Mutex
 	at     map[int64]chan struct{}
 	closed chan struct{}
+	swept  int64 // when the last sweep ran, in Unix milliseconds
 }
 
 // keep is how long a closed channel is kept.
@@ -101,12 +102,13 @@ func (d *deadlines) done(t time.Time) <-chan struct{} {
 	if d.at == nil {
 		d.at = make(map[int64]chan struct{})
 	}
-	if len(d.at) >= 4096 {
+	if now := time.Now().UnixMilli(); now-d.swept > keep.Milliseconds() {
 		// Forget the channels closed more than keep ago (past deadlines
-		// up to keep/2 are still asked for, and get theirs).
-		old := time.Now().Add(-keep).UnixMilli()
+		// up to keep/2 are still asked for, and get theirs): the map holds
+		// the milliseconds of deadlines of the last two keeps at most.
+		d.swept = now
 		for k := range d.at {
-			if k < old {
+			if k < now-keep.Milliseconds() {
 				delete(d.at, k)
 			}
 		}

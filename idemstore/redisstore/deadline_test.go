@@ -50,3 +50,28 @@ func TestDeadlineCtxKeepsTheContextContract(t *testing.T) {
 		t.Errorf("Err() after the caller cancelled = %v, want Canceled", err)
 	}
 }
+
+// TestDeadlinesForgetClosedChannels: the channels of deadlines long past
+// are dropped, so a store keeps no more than a few seconds' worth.
+func TestDeadlinesForgetClosedChannels(t *testing.T) {
+	t.Parallel()
+	var d deadlines
+	past := time.Now().Add(-keep / 4)
+	for i := range 100 {
+		<-d.done(past.Add(time.Duration(i) * time.Millisecond))
+	}
+	d.mu.Lock()
+	d.swept = 0 // the next channel made sweeps
+	old := make(map[int64]chan struct{}, len(d.at))
+	for k, ch := range d.at {
+		old[k-2*keep.Milliseconds()] = ch // as if made two keeps ago
+	}
+	d.at = old
+	d.mu.Unlock()
+	d.done(time.Now().Add(time.Second))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.at) != 1 {
+		t.Errorf("%d channels kept after a sweep, want 1 (the new one)", len(d.at))
+	}
+}
