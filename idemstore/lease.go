@@ -110,6 +110,9 @@ func (l *lease) stop() {
 	if stopRenews != nil {
 		stopRenews()
 	}
+	if renewed == nil && l.looped == nil {
+		return // nothing in flight: no timer to wait with
+	}
 	t := time.NewTimer(l.margin / 2)
 	defer t.Stop()
 	for _, ch := range []chan struct{}{renewed, l.looped} {

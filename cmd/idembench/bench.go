@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -211,6 +212,7 @@ type sample struct {
 	p50, p99       time.Duration
 	allocs, bytes  float64 // per op; measured with one goroutine only
 	redisUsPerOp   float64
+	clientUsPerOp  float64 // this process' CPU (user + system) per op
 	hasAllocations bool
 }
 
@@ -228,6 +230,10 @@ func (b *bench) measure(ctx context.Context, w workload, goroutines int) (sample
 	if goroutines == 1 {
 		runtime.GC()
 		runtime.ReadMemStats(&ms0)
+	}
+	cpu0, err := processCPU()
+	if err != nil {
+		return sample{}, err
 	}
 	lat := make([][]time.Duration, goroutines)
 	errs := make([]error, goroutines)
@@ -250,6 +256,10 @@ func (b *bench) measure(ctx context.Context, w workload, goroutines int) (sample
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu1, err := processCPU()
+	if err != nil {
+		return sample{}, err
+	}
 	if goroutines == 1 {
 		runtime.ReadMemStats(&ms1)
 	}
@@ -267,6 +277,7 @@ func (b *bench) measure(ctx context.Context, w workload, goroutines int) (sample
 		return s, fmt.Errorf("%s: no operation finished", w.name)
 	}
 	s.opsPerSec = float64(s.ops) / elapsed.Seconds()
+	s.clientUsPerOp = float64((cpu1 - cpu0).Microseconds()) / float64(s.ops)
 	s.p50, s.p99 = all[len(all)/2], all[len(all)*99/100]
 	if goroutines == 1 {
 		s.hasAllocations = true
@@ -299,6 +310,7 @@ func median(ss []sample) sample {
 		allocs:         pick(func(s sample) float64 { return s.allocs }),
 		bytes:          pick(func(s sample) float64 { return s.bytes }),
 		redisUsPerOp:   pick(func(s sample) float64 { return s.redisUsPerOp }),
+		clientUsPerOp:  pick(func(s sample) float64 { return s.clientUsPerOp }),
 		hasAllocations: ss[0].hasAllocations,
 	}
 }
@@ -345,4 +357,14 @@ func infoField(ctx context.Context, rdb *redis.Client, section, field string) (s
 		}
 	}
 	return "", fmt.Errorf("INFO %s has no %s", section, field)
+}
+
+// processCPU is this process' CPU time so far, user and system: the
+// client's, as redis-server is a process of its own.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

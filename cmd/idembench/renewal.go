@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/onceflow/onceflow"
@@ -93,11 +92,10 @@ func (b *bench) measureRenewal(ctx context.Context, n int) (renewalCost, error) 
 // cpuSnapshot reads this process' CPU time, Redis' CPU seconds and its
 // command statistics.
 func (b *bench) cpuSnapshot(ctx context.Context) (time.Duration, float64, map[string]cmdStat, error) {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	client, err := processCPU()
+	if err != nil {
 		return 0, 0, nil, err
 	}
-	client := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	var redisCPU float64
 	for _, f := range []string{"used_cpu_user", "used_cpu_sys"} {
 		v, err := infoField(ctx, b.rdb, "cpu", f)

@@ -64,7 +64,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		for _, w := range ws {
 			for _, g := range b.cfg.goroutines {
 				s := results[w.name][g]
-				p("%s, %d goroutines: %.0f ops/s, p50 %s, %.0f allocs/op, %.1f Redis µs/op\n", w.name, g, s.opsPerSec, us(s.p50), s.allocs, s.redisUsPerOp)
+				p("%s, %d goroutines: %.0f ops/s, p50 %s, %.0f allocs/op, %.1f Redis µs/op, %.1f client CPU µs/op\n", w.name, g, s.opsPerSec, us(s.p50), s.allocs, s.redisUsPerOp, s.clientUsPerOp)
 			}
 		}
 		return nil
@@ -72,10 +72,10 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 
 	p("## Operations\n\n")
 	p("Medians of %d repetitions of %v each. Allocations per operation with one goroutine (they include building the record's key). ", b.cfg.reps, b.cfg.cell)
-	p("Redis µs/op is the script's (or the commands') time inside Redis, from `INFO commandstats`. ")
+	p("Redis µs/op is the script's (or the commands') time inside Redis, from `INFO commandstats`; client CPU µs/op is this process' CPU time (user + system) per operation, redis-server's not included. ")
 	p("Ratios: the executor's fresh operations against two EVALSHAs and against the naive code, its replays against one EVALSHA.\n\n")
-	p("| workload | goroutines | ops/s | p50 | p99 | allocs/op | B/op | Redis µs/op | ÷ floor | ÷ naive |\n")
-	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| workload | goroutines | ops/s | p50 | p99 | allocs/op | B/op | Redis µs/op | client CPU µs/op | ÷ floor | ÷ naive |\n")
+	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, w := range ws {
 		for _, g := range b.cfg.goroutines {
 			s := results[w.name][g]
@@ -96,7 +96,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 					vsNaive = ratio(s.opsPerSec, results[naiveReplay][g].opsPerSec)
 				}
 			}
-			p("| %s | %d | %.0f | %s | %s | %s | %s | %.1f | %s | %s |\n", w.name, g, s.opsPerSec, us(s.p50), us(s.p99), allocs, bytes, s.redisUsPerOp, vsFloor, vsNaive)
+			p("| %s | %d | %.0f | %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n", w.name, g, s.opsPerSec, us(s.p50), us(s.p99), allocs, bytes, s.redisUsPerOp, s.clientUsPerOp, vsFloor, vsNaive)
 		}
 	}
 
@@ -138,7 +138,8 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		"\"This module version is not available\"), so it cannot be a dependency of this module. " +
 		"The naive code above (`SET NX PX` marker, `SET` of the response, `GET` on duplicates) runs on the same server, through the same client, with the same payload.\n")
 
-	// The targets of the performance issue (round two), from this run.
+	// The targets of the performance issue (round three, issue 34), from
+	// this run.
 	p("\n## Targets\n\n| figure | target | measured | |\n|---|---|---|---|\n")
 	row := func(name, target string, got float64, format string, ok bool) {
 		mark := "met"
@@ -149,27 +150,35 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	}
 	last := b.cfg.goroutines[len(b.cfg.goroutines)-1]
 	first := b.cfg.goroutines[0]
-	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
-	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 0.9", replayTput, "%.2f", replayTput >= 0.9)
-	cachedTput := results[replayCached][last].opsPerSec / results[floor1][last].opsPerSec
-	row(fmt.Sprintf("the same, client-side cache on, hot key, %d goroutines", last), "≥ 1.5", cachedTput, "%.2f", cachedTput >= 1.5)
-	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
-	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.05", replayP50, "%.2f", replayP50 <= 1.05)
 	freshFloor := results[fresh][last].opsPerSec / results[floor2][last].opsPerSec
-	row(fmt.Sprintf("fresh ÷ two trivial EVALSHAs, throughput at %d goroutines", last), "≥ 0.7", freshFloor, "%.2f", freshFloor >= 0.7)
+	row(fmt.Sprintf("fresh ÷ two trivial EVALSHAs, throughput at %d goroutines", last), "≥ 0.5", freshFloor, "%.2f", freshFloor >= 0.5)
 	freshNaive := results[fresh][last].opsPerSec / results[naiveFresh][last].opsPerSec
-	row(fmt.Sprintf("fresh ÷ naive `SET NX` + `SET`, throughput at %d goroutines", last), "≥ 0.7", freshNaive, "%.2f", freshNaive >= 0.7)
-	row(fmt.Sprintf("Redis µs per renewal (%d in flight)", b.cfg.inFlight), "≤ 6", rc.redisUsPerOp, "%.1f", rc.redisUsPerOp <= 6)
-	ex := float64(memOf["EXECUTING"])
-	row("`MEMORY USAGE`, EXECUTING", "≤ 400 B", ex, "%.0f B", ex <= 400)
-	c100 := float64(memOf["COMPLETED, 100 B response"])
-	row("`MEMORY USAGE`, COMPLETED with a 100 B response", "≤ 450 B", c100, "%.0f B", c100 <= 450)
-	if s := results[replayHot][1]; s.hasAllocations {
-		row("allocations per replay (this harness, with the key; `go test -bench` gives the executor's own)", "≤ 15", s.allocs, "%.0f", s.allocs <= 15)
+	row(fmt.Sprintf("fresh ÷ naive `SET NX` + `SET`, throughput at %d goroutines", last), "≥ 0.5", freshNaive, "%.2f", freshNaive >= 0.5)
+	freshRedis := results[fresh][last].redisUsPerOp
+	row(fmt.Sprintf("Redis µs per fresh operation (%d goroutines)", last), "≤ 35", freshRedis, "%.1f", freshRedis <= 35)
+	row(fmt.Sprintf("Redis µs per renewal (%d in flight)", b.cfg.inFlight), "≤ 10", rc.redisUsPerOp, "%.1f", rc.redisUsPerOp <= 10)
+	// With one goroutine a process' CPU includes the scheduler's idling
+	// between round trips; at the highest concurrency it is the work.
+	for _, g := range []int{last, first} {
+		freshCPU := results[fresh][g].clientUsPerOp
+		row(fmt.Sprintf("client CPU µs per fresh operation (%d goroutines; two trivial EVALSHAs: %.1f)", g, results[floor2][g].clientUsPerOp), "≤ 45", freshCPU, "%.1f", freshCPU <= 45)
 	}
 	if s := results[fresh][1]; s.hasAllocations {
-		row("allocations per fresh operation (this harness, with the key)", "≤ 40", s.allocs, "%.0f", s.allocs <= 40)
+		row("allocations per fresh operation (this harness, with the key)", "≤ 35", s.allocs, "%.0f", s.allocs <= 35)
 	}
+	if s := results[replayHot][1]; s.hasAllocations {
+		row("allocations per replay (this harness, with the key; `go test -bench` gives the executor's own)", "≤ 12", s.allocs, "%.0f", s.allocs <= 12)
+	}
+	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
+	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 0.9", replayTput, "%.2f", replayTput >= 0.9)
+	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
+	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.05", replayP50, "%.2f", replayP50 <= 1.05)
+	c100 := float64(memOf["COMPLETED, 100 B response"])
+	row("`MEMORY USAGE`, COMPLETED with a 100 B response", "≤ 450 B", c100, "%.0f B", c100 <= 450)
+	cachedTput := results[replayCached][last].opsPerSec / results[floor1][last].opsPerSec
+	row(fmt.Sprintf("replay, client-side cache on, hot key, %d goroutines ÷ one trivial EVALSHA (round two)", last), "≥ 1.5", cachedTput, "%.2f", cachedTput >= 1.5)
+	ex := float64(memOf["EXECUTING"])
+	row("`MEMORY USAGE`, EXECUTING (round two)", "≤ 400 B", ex, "%.0f B", ex <= 400)
 	p("| the closest peer, same server | onceflow faster on replay and fresh | not measured (the module proxy refuses it) | **missed** |\n")
 	if b.cfg.temporal {
 		r := tc.wrapped / tc.bare

@@ -41,11 +41,18 @@ type reply struct {
 // interpreted; anything they do not recognise is an ErrUnexpectedReply,
 // never a guess.
 
-// decodeClaim decodes the reply of claim.lua; op is opClaim or opClaimStart.
-func decodeClaim(op string, ref onceflow.Ref, raw any) (driver.ClaimOutcome, error) {
+// decodeClaim decodes the reply of claim.lua to req; op is opClaim or
+// opClaimStart (with nonce).
+func decodeClaim(op string, req driver.ClaimRequest, nonce onceflow.Nonce, raw any) (driver.ClaimOutcome, error) {
+	ref := req.Ref
 	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
+	}
+	if rp.code == schema.Acquired && !rp.hasRec && rp.extra == "" && !rp.now.IsZero() {
+		// claim.lua's fast path: it created the record from req alone.
+		rec := created(req, nonce, rp)
+		return driver.Acquired{Ownership: driver.Ownership{Ref: ref, Operation: req.Operation, Owner: req.Owner, Attempt: 1, Rev: 1}, Record: rec}, nil
 	}
 	rec, own, err := rp.record(op, ref)
 	if err != nil {
@@ -78,6 +85,21 @@ func decodeClaim(op string, ref onceflow.Ref, raw any) (driver.ClaimOutcome, err
 		return driver.CodecMismatch{Record: rec}, nil
 	}
 	return nil, unexpected(op, ref, rp.code)
+}
+
+// created is the record claim.lua creates for req at the reply's time:
+// the fast path's ACQUIRED carries no record, as every value in it is the
+// request's or the time.
+func created(req driver.ClaimRequest, nonce onceflow.Nonce, rp reply) onceflow.Record {
+	state := onceflow.StateClaimed
+	if nonce != "" {
+		state = onceflow.StateExecuting
+	}
+	return onceflow.Record{
+		State: state, Owner: req.Owner, Attempt: 1, Rev: 1, Operation: req.Operation, Fingerprint: req.Fingerprint,
+		Codec: req.Codec, Policy: req.Policy, LeaseUntil: rp.now.Add(time.Duration(ms(req.Lease)) * time.Millisecond), Nonce: nonce,
+		CreatedAt: rp.now, UpdatedAt: rp.now, ServerTime: rp.now, TTL: rp.pttl,
+	}
 }
 
 // decodeTransition decodes the reply of transition.lua; op is opStart,

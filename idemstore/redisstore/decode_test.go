@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
@@ -20,7 +21,13 @@ var allOps = []string{opClaim, opClaimStart, opStart, opComplete, opFail, opRene
 func decode(op string, ref onceflow.Ref, raw any) (any, error) {
 	switch op {
 	case opClaim, opClaimStart:
-		return decodeClaim(op, ref, raw)
+		req := driver.ClaimRequest{Ref: ref, Operation: "op", Fingerprint: onceflow.Fingerprint(testRef.Digest.Hex), Owner: onceflow.NewOwner(),
+			Codec: "json", Policy: 1, Lease: time.Second, Retention: time.Second}
+		var nonce onceflow.Nonce
+		if op == opClaimStart {
+			nonce = onceflow.NewNonce()
+		}
+		return decodeClaim(op, req, nonce, raw)
 	case opStart, opComplete, opFail:
 		return decodeTransition(op, ref, raw)
 	case opRenew:

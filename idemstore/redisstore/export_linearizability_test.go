@@ -1,20 +1,23 @@
 package redisstore
 
-import (
-	"strings"
-
-	"github.com/redis/go-redis/v9"
-)
+import "strings"
 
 // MutateScript makes s send a copy of the generated script name
-// ("transition") with the first old replaced by new: a broken script,
-// for the test that proves the linearizability check catches one.
-func MutateScript(s *Store, name, old, new string) {
-	if name != "transition" || !strings.Contains(transitionLua, old) {
-		panic("redisstore: MutateScript: no " + old + " in " + name)
+// ("transition") with the first of each old replaced by the new after it
+// (oldNew is old, new, old, new, …): a broken script, for the test that
+// proves the linearizability check catches one.
+func MutateScript(s *Store, name string, oldNew ...string) {
+	if name != "transition" || len(oldNew)%2 != 0 {
+		panic("redisstore: MutateScript: only transition, with pairs of old and new")
+	}
+	src := transitionLua
+	for i := 0; i < len(oldNew); i += 2 {
+		if !strings.Contains(src, oldNew[i]) {
+			panic("redisstore: MutateScript: no " + oldNew[i] + " in " + name)
+		}
+		src = strings.Replace(src, oldNew[i], oldNew[i+1], 1)
 	}
 	ss := *s.scripts
-	src := strings.Replace(transitionLua, old, new, 1)
-	ss.transition = script{name: name, readOnly: ss.transition.readOnly, Script: redis.NewScript(src)}
+	ss.transition = newScript(name, src, ss.transition.readOnly)
 	s.scripts = &ss
 }

@@ -476,6 +476,46 @@ func TestCallsNeverOutliveTheirContext(t *testing.T) {
 	}
 }
 
+// TestAWaitForAConnectionEndsAtTheDeadline: a call that waits for a free
+// connection (a pool of one, held by a call on a black-holed network with
+// a longer timeout) returns by its own deadline, not the client's
+// PoolTimeout: its context's Done closes at the deadline although the
+// store arms no timer of its own per call.
+func TestAWaitForAConnectionEndsAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, PoolSize: 1, PoolTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = client.Close() })
+	ns := redistest.Namespace(t)
+	holder := newStore(t, redisstore.Config{Client: client, Namespace: ns, CommandTimeout: time.Second})
+	const timeout = 100 * time.Millisecond
+	waiter := newStore(t, redisstore.Config{Client: client, Namespace: ns, CommandTimeout: timeout})
+	if err := holder.LoadScripts(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetFault(redistest.BlackHole)
+	f := storetest.NewFixture()
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.Inspect(context.Background(), f.Ref)
+		held <- err
+	}()
+	redistest.WaitFor(t, time.Second, func() bool { return client.PoolStats().TotalConns == 1 && client.PoolStats().IdleConns == 0 },
+		"the holder's call to take the only connection")
+	start := time.Now()
+	_, err := waiter.Inspect(context.Background(), f.Ref)
+	took := time.Since(start)
+	if !errors.Is(err, onceflow.ErrUnavailable) {
+		t.Errorf("the waiting call: err = %v, want ErrUnavailable", err)
+	}
+	if took > timeout+100*time.Millisecond {
+		t.Errorf("the waiting call returned after %v, past its %v deadline", took, timeout)
+	}
+	proxy.SetFault(redistest.Pass)
+	<-held
+}
+
 // TestInspectIsReadOnly: INSPECT is declared no-writes and sent with
 // EVALSHA_RO, so it answers on a read-only replica, under CLIENT PAUSE
 // WRITE and when Redis is out of memory, where every script that may

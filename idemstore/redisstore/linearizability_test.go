@@ -449,12 +449,16 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 // faults (a lost reply would hide the broken answer it carried), on stores
 // whose transition script forgets to check the revision; the checker
 // reports the history not linearizable (and writes its visualisation).
+// The script checks the revision in two places: its fast path (a complete
+// by the record's own invocation) and the full path; both are broken.
 func TestLinearizabilityCatchesABrokenScript(t *testing.T) {
 	t.Parallel()
 	stores, proxy, _ := linStores(t)
 	broken := func() *redisstore.Store {
 		s := stores()
-		redisstore.MutateScript(s, "transition", "if tonumber(r.rev) ~= rev then return", "if false then return")
+		redisstore.MutateScript(s, "transition",
+			"if attempt and sum == '' and tonumber(mrev) == rev and", "if attempt and sum == '' and",
+			"if tonumber(r.rev) ~= rev then return", "if false then return")
 		return s
 	}
 	history := linRun(t, broken, proxy, 16, 80, 24, false)

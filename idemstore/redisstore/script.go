@@ -36,8 +36,22 @@ type script struct {
 	// readOnly is set for a script whose shebang declares it no-writes
 	// (inspect): the store runs it with EVALSHA_RO / EVAL_RO.
 	readOnly bool
+	// hash and src are the script's SHA-1 and its source as interface
+	// values, boxed once: run hands them to go-redis on every call.
+	hash, src any
 	*redis.Script
 }
+
+// The command names and the key count of a script call, as interface
+// values boxed once (converting a string to an interface allocates). They
+// are never written.
+var (
+	cmdEvalSha   any = "evalsha"
+	cmdEval      any = "eval"
+	cmdEvalShaRO any = "evalsha_ro"
+	cmdEvalRO    any = "eval_ro"
+	oneKey       any = 1
+)
 
 // scriptSet is every script, built one way.
 type scriptSet struct {
@@ -56,7 +70,7 @@ func newScriptSet(shebang bool) *scriptSet {
 		if !shebang {
 			src = withoutShebang(src)
 		}
-		return script{name: name, readOnly: readOnly, Script: redis.NewScript(src)}
+		return newScript(name, src, readOnly)
 	}
 	return &scriptSet{
 		claim:      mk("claim", claimLua),
@@ -66,6 +80,12 @@ func newScriptSet(shebang bool) *scriptSet {
 		inspect:    mk("inspect", inspectLua),
 		resolve:    mk("resolve", resolveLua),
 	}
+}
+
+// newScript builds one script from its source.
+func newScript(name, src string, readOnly bool) script {
+	sc := redis.NewScript(src)
+	return script{name: name, readOnly: readOnly, hash: sc.Hash(), src: src, Script: sc}
 }
 
 // withoutShebang turns a script's Redis 7 "#!lua…" first line (with its
@@ -108,15 +128,17 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // (Redis before 7.0, miniredis) answers "unknown command", which proves
 // nothing ran: the store then remembers that, logs it once, and sends
 // EVALSHA / EVAL from then on.
+//
+// The command is built here, once, as go-redis' Script would build it
+// (the name, the script, one key, the arguments; the key's position set
+// for a Cluster's routing): with the name and the script boxed once, it
+// costs one allocation for the arguments and one for the key.
 func (s *Store) run(ctx context.Context, sc script, key string, args ...any) (any, error) {
-	keys := []string{key}
+	cmd := make([]any, 4+len(args))
+	cmd[2], cmd[3] = oneKey, key
+	copy(cmd[4:], args)
 	if sc.readOnly && !s.noReadOnlyEval.Load() {
-		v, err := sc.EvalShaRO(ctx, s.client, keys, args...).Result()
-		if isNoScript(err) {
-			s.reloads.Add(1)
-			s.logger.DebugContext(ctx, "onceflow: script not cached on the server; sending it whole", "script", sc.name)
-			v, err = sc.EvalRO(ctx, s.client, keys, args...).Result()
-		}
+		v, err := s.send(ctx, sc, cmd, cmdEvalShaRO, cmdEvalRO)
 		if err == nil || !redis.HasErrorPrefix(err, "unknown command") {
 			return v, err
 		}
@@ -125,13 +147,29 @@ func (s *Store) run(ctx context.Context, sc script, key string, args ...any) (an
 				"script", sc.name, "err", err)
 		}
 	}
-	v, err := sc.EvalSha(ctx, s.client, keys, args...).Result()
+	return s.send(ctx, sc, cmd, cmdEvalSha, cmdEval)
+}
+
+// send sends cmd (its name and script left for it to set) by its hash
+// with byHash, and, when the server does not have it, whole with whole.
+func (s *Store) send(ctx context.Context, sc script, cmd []any, byHash, whole any) (any, error) {
+	cmd[0], cmd[1] = byHash, sc.hash
+	v, err := s.process(ctx, cmd)
 	if isNoScript(err) {
 		s.reloads.Add(1)
 		s.logger.DebugContext(ctx, "onceflow: script not cached on the server; sending it whole", "script", sc.name)
-		v, err = sc.Eval(ctx, s.client, keys, args...).Result()
+		cmd[0], cmd[1] = whole, sc.src
+		v, err = s.process(ctx, cmd)
 	}
 	return v, err
+}
+
+// process sends one script call whose key is its fourth argument.
+func (s *Store) process(ctx context.Context, args []any) (any, error) {
+	c := redis.NewCmd(ctx, args...)
+	c.SetFirstKeyPos(3)
+	_ = s.client.Process(ctx, c)
+	return c.Result()
 }
 
 // isNoScript reports whether err is the server's NOSCRIPT (go-redis may

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,7 +44,11 @@ type Config struct {
 	// Namespace prefixes every key: "<Namespace>:idem:v1:…". Default
 	// "onceflow". It must not contain '{' or '}'.
 	Namespace string
-	// CommandTimeout bounds each script call. Default 200ms.
+	// CommandTimeout bounds each script call. Default 200ms. It is the
+	// call's context deadline: with ContextTimeoutEnabled, go-redis sets
+	// every read and write of the call by it, and a wait for a connection
+	// ends by it too (it ends as soon as the caller's context is done only
+	// when that was before the wait began).
 	CommandTimeout time.Duration
 	// MaxResponseBytes is the largest response Complete and Resolve store.
 	// Default 1 MiB (driver.DefaultMaxResponseBytes).
@@ -160,6 +165,8 @@ type Store struct {
 	noReadOnlyEval atomic.Bool
 	// durable is Config.Durability, resolved (durability.go).
 	durable durability
+	// deadlines closes the calls' Done channels (deadline.go).
+	deadlines deadlines
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -255,7 +262,7 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 	if err != nil {
 		return nil, err
 	}
-	return decodeClaim(op, req.Ref, raw)
+	return decodeClaim(op, req, nonce, raw)
 }
 
 // Start implements driver.Store.
@@ -380,18 +387,18 @@ func (s *Store) call(ctx context.Context, op string, ref onceflow.Ref, sc script
 
 // callKey is call for a key already built.
 func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key string, sc script, args ...any) (any, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	run := s.run
-	if s.durable.covers(op) {
-		run = s.runDurable
-	}
+	durable := s.durable.covers(op)
 	var v any
 	var err error
-	if s.guarded {
-		v, err = runGuarded(ctx, func(ctx context.Context) (any, error) { return run(ctx, sc, key, args...) })
-	} else {
-		v, err = run(ctx, sc, key, args...)
+	switch {
+	case s.guarded:
+		v, err = s.callGuarded(ctx, durable, sc, key, slices.Clone(args))
+	case durable:
+		v, err = s.runDurable(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
+	default:
+		// Called directly, not through a function value: args stays the
+		// caller's (on its stack), as run copies it.
+		v, err = s.run(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
 	}
 	if err != nil {
 		return nil, classify(op, ref, err)
@@ -399,19 +406,30 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 	return v, nil
 }
 
+// callGuarded is callKey's call for a client that does not stop at the
+// context's deadline: under a timer, in a goroutine of its own.
+func (s *Store) callGuarded(ctx context.Context, durable bool, sc script, key string, args []any) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return runGuarded(ctx, func(ctx context.Context) (any, error) {
+		if durable {
+			return s.runDurable(ctx, sc, key, args...)
+		}
+		return s.run(ctx, sc, key, args...)
+	})
+}
+
 // replay sends the replay read (replay.go) under the command timeout. Its
 // transport error is classified as the claim's would be: Indeterminate,
 // although a read changes nothing, so that a caller handles a failed
 // claim one way whichever command failed.
 func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, key string) (replayRead, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
 	var rd replayRead
 	var err error
 	if s.guarded {
 		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
-		rd, err = s.readReplay(ctx, key, req)
+		rd, err = s.readReplay(withDeadline(ctx, s.timeout, &s.deadlines), key, req)
 	}
 	if err != nil {
 		return replayRead{}, classify(op, req.Ref, err)
@@ -423,6 +441,8 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 // context's deadline (a function of its own, so that only this path pays
 // for the closure's copy of the request).
 func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
 	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
 	rd, _ := v.(replayRead)
 	return rd, err

@@ -9,7 +9,7 @@
 -- ARGV[8]  nonce ("" = plain CLAIM)
 --
 -- Replies, checked in this order (the seed's order); the record is in
--- every reply but CORRUPT:
+-- every reply but CORRUPT and the fast path's ACQUIRED:
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
@@ -37,7 +37,31 @@
 local key = KEYS[1]
 local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
--- The replay fast path runs before the helpers are defined and reads only
+-- The fast paths run before the helpers are defined (Redis runs a script's
+-- top level on every call: each helper is a closure made anew).
+--
+-- A new key, the common case of a claim: nothing to read or check. The
+-- record is created as the slow path below would create it (the same
+-- fields, in the same order), and the reply carries no record: the caller
+-- knows it, as it holds every value written but the time, which the reply
+-- gives (redisstore's decodeClaim builds it).
+if redis.call('EXISTS', key) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local lease, nonce = tonumber(ARGV[6]), ARGV[8]
+  local ttl = lease + tonumber(ARGV[7])
+  local nows, lease_until = string.format('%d', now), string.format('%d', now + lease)
+  local m = @packm(attempt = '1', rev = '1', policy = policy, createdAt = nows, updatedAt = nows, codec = codec)
+  if nonce == '' then
+    redis.call('HSET', key, 'state', 'CLAIMED', 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until, 'm', m)
+  else
+    redis.call('HSET', key, 'state', 'EXECUTING', 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until, 'nonce', nonce, 'm', m)
+  end
+  redis.call('PEXPIRE', key, ttl)
+  return R.ACQUIRED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
+end
+
+-- The replay fast path reads only
 -- what a replay needs. (The store replays a clean COMPLETED match with one
 -- HMGET and no script; it sends the claim when that read had a doubt.) A
 -- record whose m is not clean, or that has none (the layout before m),

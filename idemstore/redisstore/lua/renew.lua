@@ -23,9 +23,42 @@ local key = KEYS[1]
 local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
 local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 
--- It reads the whole record (one HMGET of the fields stored by name and m,
--- one pattern match for m, HLEN), so a corrupt record is refused, and
--- writes only leaseUntil: m (updatedAt) does not change.
+-- The fast path: the record as the caller's own start left it (renewals
+-- move leaseUntil alone). One HGETALL reads every field, which proves the
+-- record holds no other (no reason, no response chunk, no field of the
+-- layout before m); what the caller holds (owner, op, nonce) is compared
+-- by equality and the rest checked by the rules load checks them by (fp
+-- and leaseUntil by their patterns, m by one match). Anything else goes
+-- on to the full path below, which reads and checks the whole record,
+-- decides, and names a corrupt field. It writes and answers what the full
+-- path writes and answers for the same record.
+local v = redis.call('HGETALL', key)
+@scanexec(v)
+if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+    e_fp and not @invalid(fp, e_fp) and e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
+  local attempt, rev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+  if attempt and @metaclean(attempt, rev, policy, created, updated, unc, sum, codec) then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local lease_until = tonumber(e_leaseUntil)
+    if now + lease > lease_until then
+      lease_until = now + lease
+      e_leaseUntil = string.format('%d', lease_until)
+      redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+    end
+    local ttl = lease_until - now
+    if ttl < 0 then ttl = 0 end
+    ttl = ttl + retention
+    redis.call('PEXPIRE', key, ttl)
+    return R.RENEWED .. '\0' .. string.format('%d', now) .. '\0' .. string.format('%d', ttl) .. '\0\0' .. @pack(state = 'EXECUTING', owner = owner,
+      attempt = attempt, rev = rev, op = op, leaseUntil = e_leaseUntil, nonce = nonce)
+  end
+end
+--@prelude
+
+-- The full path reads the whole record (one HMGET of the fields stored by
+-- name and m, one pattern match for m, HLEN), so a corrupt record is
+-- refused, and writes only leaseUntil: m (updatedAt) does not change.
 local now = now_ms()
 local r, resp, bad = load(key, owner, op, nil, nonce)
 if bad then return corrupt(key, now, bad) end

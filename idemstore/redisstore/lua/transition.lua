@@ -33,6 +33,42 @@ local key = KEYS[1]
 local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
+-- The fast path: a COMPLETE by the invocation that started the record,
+-- found as its own start left it (renewals move leaseUntil alone). It
+-- compares by equality what the caller holds (owner, op, nonce, rev) and
+-- checks the rest by the rules load checks them by (fp and leaseUntil by
+-- their patterns, m by one match), with one HGETALL, which also proves
+-- the record holds no other field: no reason, no response chunk, no field
+-- of the layout before m. Anything else (another state, owner, nonce or
+-- rev, a field that breaks its rule, one field more or less) goes on to
+-- the full path below, which reads and checks the whole record, decides,
+-- and names a corrupt field; so does any other transition. What it writes
+-- and answers is what the full path writes and answers for the same
+-- record.
+if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[12] == '' then
+  local v = redis.call('HGETALL', key)
+  @scanexec(v)
+  if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+      e_fp and not @invalid(fp, e_fp) and e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
+    local attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+    if attempt and sum == '' and tonumber(mrev) == rev and
+        @metaclean(attempt, mrev, policy, created, updated, unc, sum, codec) then
+      local t = redis.call('TIME')
+      local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+      local nrev = string.format('%d', rev + 1)
+      local set = {'state', 'COMPLETED', 'm',
+        @packm(attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)}
+      @chunkresp(set, ARGV[10])
+      redis.call('HDEL', key, 'leaseUntil')
+      redis.call('HSET', key, unpack(set))
+      redis.call('PEXPIRE', key, ttl)
+      return R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
+        @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])
+    end
+  end
+end
+--@prelude
+
 local now = now_ms()
 local r, resp, bad = load(key, owner, op, nil, nonce)
 if bad then return corrupt(key, now, bad) end

@@ -105,8 +105,11 @@ func TestLuaChecksMatchGo(t *testing.T) {
 		hex(onceflow.MaxReasonLen, "r"), hex(onceflow.MaxReasonLen+1, "r"),
 		hex(onceflow.MaxOperationIDLen, "o"), hex(onceflow.MaxOperationIDLen+1, "o"),
 	}
-	src := "local find = string.find\n" + luaSchema() +
-		"local out = {}\nfor i = 2, #ARGV do out[i - 1] = valid(ARGV[1], ARGV[i]) and 1 or 0 end\nreturn out\n"
+	src, err := expandMacros("local find = string.find\n" + luaSchema() +
+		"local out = {}\nfor i = 2, #ARGV do out[i - 1] = valid(ARGV[1], ARGV[i]) and 1 or 0 end\nreturn out\n")
+	if err != nil {
+		t.Fatal(err)
+	}
 	client := redistest.Client(t)
 	for _, f := range schema.Fields {
 		args := []any{f.Name}

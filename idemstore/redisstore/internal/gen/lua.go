@@ -259,20 +259,7 @@ local function save(key, r, set, resp)
   set[#set + 1] = 'm'
   set[#set + 1] = pack_m(r)
   if resp then
-    local n = #resp
-    if n <= %[1]d or n > %[1]d * %[2]d then
-      set[#set + 1] = 'resp'
-      set[#set + 1] = resp
-    else
-      set[#set + 1] = 'resp'
-      set[#set + 1] = string.sub(resp, 1, %[1]d)
-      local i = 2
-      for at = %[1]d + 1, n, %[1]d do
-        set[#set + 1] = 'resp' .. i
-        set[#set + 1] = string.sub(resp, at, at + %[1]d - 1)
-        i = i + 1
-      end
-    end
+    @chunkresp(set, resp)
   end
   redis.call('HSET', key, unpack(set))
   if r.legacy then
@@ -589,7 +576,22 @@ var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
 // @metaclean(a, b, …) the Lua expression, over those captures, that is
 // true when they keep the rules the pattern cannot say (unpack_m is the
 // two together, and names the bad part).
+//
+// The fast paths (code a body runs before its "--@prelude" line, for the
+// common case) use three more: @packm(part = expr, ...) is the Lua
+// expression that packs m from the named parts of schema.MetaParts
+// (uncertain defaults to '0' and sum to ”; every other part must be
+// given), as pack_m does from a record; @chunkresp(set, expr) is the Lua
+// statement that appends the response expr to the table set of HSET
+// arguments, in chunks as save stores it; and @scanexec(v) is the Lua
+// statement that reads the reply v of HGETALL into the locals e_state,
+// e_owner, e_op, e_fp, e_leaseUntil, e_nonce and e_m (nil when absent),
+// the fields of an EXECUTING record in the packed layout, and e_n, the
+// number of fields v holds.
 var (
+	packmMacro   = regexp.MustCompile(`@packm\(([^)]*)\)`)
+	chunkMacro   = regexp.MustCompile(`(?m)^([ ]*)@chunkresp\(([a-z_]+), ([^)]+)\)`)
+	scanMacro    = regexp.MustCompile(`(?m)^([ ]*)@scanexec\(([a-z_]+)\)`)
 	invalidMacro = regexp.MustCompile(`@invalid\(([a-zA-Z]+), ([^)]+)\)`)
 	packMacro    = regexp.MustCompile(`@pack\(([^)]*)\)`)
 	chunksMacro  = regexp.MustCompile(`@restchunks\(([a-z]+), ([0-9]+)\)`)
@@ -613,6 +615,45 @@ func expandMacros(src string) (string, error) {
 		}
 		return schema.Field{Name: name, Kind: schema.KindFlag}
 	}
+	src = packmMacro.ReplaceAllStringFunc(src, func(m string) string {
+		given := map[string]string{}
+		for _, kv := range strings.Split(packmMacro.FindStringSubmatch(m)[1], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			given[rule(strings.TrimSpace(k)).Name] = strings.TrimSpace(v)
+		}
+		parts := make([]string, len(schema.MetaParts))
+		for n, i := range schema.MetaParts {
+			name := schema.Fields[i].Name
+			v, ok := given[name]
+			delete(given, name)
+			switch {
+			case ok:
+			case i == schema.FEffectUnknown:
+				v = "'0'"
+			case i == schema.FSum:
+				v = "''"
+			default:
+				if err == nil {
+					err = fmt.Errorf("@packm lacks the part %s", name)
+				}
+			}
+			parts[n] = v
+		}
+		for name := range given {
+			if err == nil {
+				err = fmt.Errorf("@packm names %s, which m does not hold", name)
+			}
+		}
+		return strings.Join(parts, " .. ':' .. ")
+	})
+	src = chunkMacro.ReplaceAllStringFunc(src, func(m string) string {
+		g := chunkMacro.FindStringSubmatch(m)
+		return indentBy(g[1], luaChunkResp(g[2], strings.TrimSpace(g[3])))
+	})
+	src = scanMacro.ReplaceAllStringFunc(src, func(m string) string {
+		g := scanMacro.FindStringSubmatch(m)
+		return indentBy(g[1], luaScanExec(g[2]))
+	})
 	src = chunksMacro.ReplaceAllStringFunc(src, func(m string) string {
 		g := chunksMacro.FindStringSubmatch(m)
 		from, _ := strconv.Atoi(g[2])
@@ -687,4 +728,59 @@ func inlineReplyCodes(src string) (string, []schema.ReplyCode, error) {
 		return m
 	})
 	return src, used, err
+}
+
+// indentBy indents every line of Lua code by prefix.
+func indentBy(prefix, code string) string {
+	return prefix + strings.ReplaceAll(code, "\n", "\n"+prefix)
+}
+
+// luaChunkResp is the Lua statement that appends the response resp (an
+// expression) to the table set of HSET arguments: in chunks of
+// schema.ChunkSize bytes when it fits in schema.MaxChunks of them, so the
+// hash stays a compact listpack; whole otherwise.
+func luaChunkResp(set, resp string) string {
+	return strings.NewReplacer("SET", set, "RESP", resp, "CHUNK", strconv.Itoa(schema.ChunkSize), "MAXCHUNKS", strconv.Itoa(schema.MaxChunks)).Replace(
+		`do
+  local resp_, n_ = RESP, #RESP
+  if n_ <= CHUNK or n_ > CHUNK * MAXCHUNKS then
+    SET[#SET + 1] = 'resp'
+    SET[#SET + 1] = resp_
+  else
+    SET[#SET + 1] = 'resp'
+    SET[#SET + 1] = string.sub(resp_, 1, CHUNK)
+    local i = 2
+    for at = CHUNK + 1, n_, CHUNK do
+      SET[#SET + 1] = 'resp' .. i
+      SET[#SET + 1] = string.sub(resp_, at, at + CHUNK - 1)
+      i = i + 1
+    end
+  end
+end`)
+}
+
+// execFields are the fields of an EXECUTING record in the packed layout,
+// as @scanexec reads them: every stored field but reason, and m.
+var execFields = []string{"state", "owner", "op", "fp", "leaseUntil", "nonce", schema.MetaField}
+
+// luaScanExec is the Lua statement that reads the HGETALL reply v into
+// e_<field> for each of execFields, and e_n, the number of fields.
+func luaScanExec(v string) string {
+	var b strings.Builder
+	b.WriteString("local ")
+	for i, f := range execFields {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("e_" + f)
+	}
+	fmt.Fprintf(&b, "\nlocal e_n = #%s / 2\nfor i = 1, #%[1]s - 1, 2 do\n  local k, x = %[1]s[i], %[1]s[i + 1]\n  ", v)
+	for i, f := range execFields {
+		if i > 0 {
+			b.WriteString("  else")
+		}
+		fmt.Fprintf(&b, "if k == '%s' then e_%s = x\n", f, f)
+	}
+	b.WriteString("  end\nend")
+	return b.String()
 }

@@ -13,7 +13,7 @@
 -- ARGV[8]  nonce ("" = plain CLAIM)
 --
 -- Replies, checked in this order (the seed's order); the record is in
--- every reply but CORRUPT:
+-- every reply but CORRUPT and the fast path's ACQUIRED:
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
@@ -48,7 +48,31 @@ local find = string.find
 local key = KEYS[1]
 local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
--- The replay fast path runs before the helpers are defined and reads only
+-- The fast paths run before the helpers are defined (Redis runs a script's
+-- top level on every call: each helper is a closure made anew).
+--
+-- A new key, the common case of a claim: nothing to read or check. The
+-- record is created as the slow path below would create it (the same
+-- fields, in the same order), and the reply carries no record: the caller
+-- knows it, as it holds every value written but the time, which the reply
+-- gives (redisstore's decodeClaim builds it).
+if redis.call('EXISTS', key) == 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local lease, nonce = tonumber(ARGV[6]), ARGV[8]
+  local ttl = lease + tonumber(ARGV[7])
+  local nows, lease_until = string.format('%d', now), string.format('%d', now + lease)
+  local m = '1' .. ':' .. '1' .. ':' .. policy .. ':' .. nows .. ':' .. nows .. ':' .. '0' .. ':' .. '' .. ':' .. codec
+  if nonce == '' then
+    redis.call('HSET', key, 'state', 'CLAIMED', 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until, 'm', m)
+  else
+    redis.call('HSET', key, 'state', 'EXECUTING', 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until, 'nonce', nonce, 'm', m)
+  end
+  redis.call('PEXPIRE', key, ttl)
+  return 1 --[[ACQUIRED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
+end
+
+-- The replay fast path reads only
 -- what a replay needs. (The store replays a clean COMPLETED match with one
 -- HMGET and no script; it sends the claim when that read had a doubt.) A
 -- record whose m is not clean, or that has none (the layout before m),
@@ -275,18 +299,20 @@ local function save(key, r, set, resp)
   set[#set + 1] = 'm'
   set[#set + 1] = pack_m(r)
   if resp then
-    local n = #resp
-    if n <= 64 or n > 64 * 32 then
-      set[#set + 1] = 'resp'
-      set[#set + 1] = resp
-    else
-      set[#set + 1] = 'resp'
-      set[#set + 1] = string.sub(resp, 1, 64)
-      local i = 2
-      for at = 64 + 1, n, 64 do
-        set[#set + 1] = 'resp' .. i
-        set[#set + 1] = string.sub(resp, at, at + 64 - 1)
-        i = i + 1
+    do
+      local resp_, n_ = resp, #resp
+      if n_ <= 64 or n_ > 64 * 32 then
+        set[#set + 1] = 'resp'
+        set[#set + 1] = resp_
+      else
+        set[#set + 1] = 'resp'
+        set[#set + 1] = string.sub(resp_, 1, 64)
+        local i = 2
+        for at = 64 + 1, n_, 64 do
+          set[#set + 1] = 'resp' .. i
+          set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+          i = i + 1
+        end
       end
     end
   end

@@ -28,6 +28,52 @@
 --   14 OP_CONFLICT, 16 WRONG_STATE, 17 NONCE_MISMATCH, 19 RENEWED,
 --   23 CORRUPT
 local find = string.find
+local key = KEYS[1]
+local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
+local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
+
+-- The fast path: the record as the caller's own start left it (renewals
+-- move leaseUntil alone). One HGETALL reads every field, which proves the
+-- record holds no other (no reason, no response chunk, no field of the
+-- layout before m); what the caller holds (owner, op, nonce) is compared
+-- by equality and the rest checked by the rules load checks them by (fp
+-- and leaseUntil by their patterns, m by one match). Anything else goes
+-- on to the full path below, which reads and checks the whole record,
+-- decides, and names a corrupt field. It writes and answers what the full
+-- path writes and answers for the same record.
+local v = redis.call('HGETALL', key)
+local e_state, e_owner, e_op, e_fp, e_leaseUntil, e_nonce, e_m
+local e_n = #v / 2
+for i = 1, #v - 1, 2 do
+  local k, x = v[i], v[i + 1]
+  if k == 'state' then e_state = x
+  elseif k == 'owner' then e_owner = x
+  elseif k == 'op' then e_op = x
+  elseif k == 'fp' then e_fp = x
+  elseif k == 'leaseUntil' then e_leaseUntil = x
+  elseif k == 'nonce' then e_nonce = x
+  elseif k == 'm' then e_m = x
+  end
+end
+if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+    e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
+  local attempt, rev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+  if attempt and (#attempt <= 15 and #rev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local lease_until = tonumber(e_leaseUntil)
+    if now + lease > lease_until then
+      lease_until = now + lease
+      e_leaseUntil = string.format('%d', lease_until)
+      redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+    end
+    local ttl = lease_until - now
+    if ttl < 0 then ttl = 0 end
+    ttl = ttl + retention
+    redis.call('PEXPIRE', key, ttl)
+    return 19 --[[RENEWED]] .. '\0' .. string.format('%d', now) .. '\0' .. string.format('%d', ttl) .. '\0\0' .. ('EXECUTING' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. (op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (e_leaseUntil or '') .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
+  end
+end
 -- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.
 -- (find is string.find, defined above.)
@@ -239,13 +285,10 @@ local function in_flight_ttl(lease_until, now, retention)
   return left + retention
 end
 -- ---- End of the shared helpers ----
-local key = KEYS[1]
-local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
-local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 
--- It reads the whole record (one HMGET of the fields stored by name and m,
--- one pattern match for m, HLEN), so a corrupt record is refused, and
--- writes only leaseUntil: m (updatedAt) does not change.
+-- The full path reads the whole record (one HMGET of the fields stored by
+-- name and m, one pattern match for m, HLEN), so a corrupt record is
+-- refused, and writes only leaseUntil: m (updatedAt) does not change.
 local now = now_ms()
 local r, resp, bad = load(key, owner, op, nil, nonce)
 if bad then return corrupt(key, now, bad) end

@@ -212,18 +212,20 @@ local function save(key, r, set, resp)
   set[#set + 1] = 'm'
   set[#set + 1] = pack_m(r)
   if resp then
-    local n = #resp
-    if n <= 64 or n > 64 * 32 then
-      set[#set + 1] = 'resp'
-      set[#set + 1] = resp
-    else
-      set[#set + 1] = 'resp'
-      set[#set + 1] = string.sub(resp, 1, 64)
-      local i = 2
-      for at = 64 + 1, n, 64 do
-        set[#set + 1] = 'resp' .. i
-        set[#set + 1] = string.sub(resp, at, at + 64 - 1)
-        i = i + 1
+    do
+      local resp_, n_ = resp, #resp
+      if n_ <= 64 or n_ > 64 * 32 then
+        set[#set + 1] = 'resp'
+        set[#set + 1] = resp_
+      else
+        set[#set + 1] = 'resp'
+        set[#set + 1] = string.sub(resp_, 1, 64)
+        local i = 2
+        for at = 64 + 1, n_, 64 do
+          set[#set + 1] = 'resp' .. i
+          set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+          i = i + 1
+        end
       end
     end
   end

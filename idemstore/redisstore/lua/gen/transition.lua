@@ -38,6 +38,71 @@
 --   12 NOT_FOUND, 13 NOT_OWNER, 14 OP_CONFLICT, 15 STALE_REV,
 --   16 WRONG_STATE, 17 NONCE_MISMATCH, 23 CORRUPT
 local find = string.find
+local key = KEYS[1]
+local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
+
+-- The fast path: a COMPLETE by the invocation that started the record,
+-- found as its own start left it (renewals move leaseUntil alone). It
+-- compares by equality what the caller holds (owner, op, nonce, rev) and
+-- checks the rest by the rules load checks them by (fp and leaseUntil by
+-- their patterns, m by one match), with one HGETALL, which also proves
+-- the record holds no other field: no reason, no response chunk, no field
+-- of the layout before m. Anything else (another state, owner, nonce or
+-- rev, a field that breaks its rule, one field more or less) goes on to
+-- the full path below, which reads and checks the whole record, decides,
+-- and names a corrupt field; so does any other transition. What it writes
+-- and answers is what the full path writes and answers for the same
+-- record.
+if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[12] == '' then
+  local v = redis.call('HGETALL', key)
+  local e_state, e_owner, e_op, e_fp, e_leaseUntil, e_nonce, e_m
+  local e_n = #v / 2
+  for i = 1, #v - 1, 2 do
+    local k, x = v[i], v[i + 1]
+    if k == 'state' then e_state = x
+    elseif k == 'owner' then e_owner = x
+    elseif k == 'op' then e_op = x
+    elseif k == 'fp' then e_fp = x
+    elseif k == 'leaseUntil' then e_leaseUntil = x
+    elseif k == 'nonce' then e_nonce = x
+    elseif k == 'm' then e_m = x
+    end
+  end
+  if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+      e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
+    local attempt, mrev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+    if attempt and sum == '' and tonumber(mrev) == rev and
+        (#attempt <= 15 and #mrev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
+      local t = redis.call('TIME')
+      local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+      local nrev = string.format('%d', rev + 1)
+      local set = {'state', 'COMPLETED', 'm',
+        attempt .. ':' .. nrev .. ':' .. policy .. ':' .. created .. ':' .. nows .. ':' .. '0' .. ':' .. ARGV[11] .. ':' .. codec}
+      do
+        local resp_, n_ = ARGV[10], #ARGV[10]
+        if n_ <= 64 or n_ > 64 * 32 then
+          set[#set + 1] = 'resp'
+          set[#set + 1] = resp_
+        else
+          set[#set + 1] = 'resp'
+          set[#set + 1] = string.sub(resp_, 1, 64)
+          local i = 2
+          for at = 64 + 1, n_, 64 do
+            set[#set + 1] = 'resp' .. i
+            set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+            i = i + 1
+          end
+        end
+      end
+      redis.call('HDEL', key, 'leaseUntil')
+      redis.call('HSET', key, unpack(set))
+      redis.call('PEXPIRE', key, ttl)
+      return 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
+        ('COMPLETED' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (nrev or '') .. '\0' .. (op or '') .. '\0' .. (e_fp or '') .. '\0' .. (codec or '') .. '\0' .. (policy or '') .. '\0' .. '' .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. (nows or '') .. '\0' .. (ARGV[11] or '')
+    end
+  end
+end
 -- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.
 -- (find is string.find, defined above.)
@@ -222,18 +287,20 @@ local function save(key, r, set, resp)
   set[#set + 1] = 'm'
   set[#set + 1] = pack_m(r)
   if resp then
-    local n = #resp
-    if n <= 64 or n > 64 * 32 then
-      set[#set + 1] = 'resp'
-      set[#set + 1] = resp
-    else
-      set[#set + 1] = 'resp'
-      set[#set + 1] = string.sub(resp, 1, 64)
-      local i = 2
-      for at = 64 + 1, n, 64 do
-        set[#set + 1] = 'resp' .. i
-        set[#set + 1] = string.sub(resp, at, at + 64 - 1)
-        i = i + 1
+    do
+      local resp_, n_ = resp, #resp
+      if n_ <= 64 or n_ > 64 * 32 then
+        set[#set + 1] = 'resp'
+        set[#set + 1] = resp_
+      else
+        set[#set + 1] = 'resp'
+        set[#set + 1] = string.sub(resp_, 1, 64)
+        local i = 2
+        for at = 64 + 1, n_, 64 do
+          set[#set + 1] = 'resp' .. i
+          set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+          i = i + 1
+        end
       end
     end
   end
@@ -278,9 +345,6 @@ local function not_found(now)
 end
 
 -- ---- End of the shared helpers ----
-local key = KEYS[1]
-local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
-local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 local now = now_ms()
 local r, resp, bad = load(key, owner, op, nil, nonce)

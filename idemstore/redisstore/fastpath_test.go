@@ -1,0 +1,176 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// TestFastPathsTakeTheCommonCase runs a fresh operation (claim+start,
+// renew, complete) on a server of its own and reads INFO commandstats:
+// the claim found a new key with EXISTS, the renewal and the completion
+// read the record with one HGETALL each, and none of them went on to the
+// full path (its load is the only caller of HLEN).
+func TestFastPathsTakeTheCommonCase(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	client := redistest.NewClient(t, srv.Addr())
+	s, err := New(Config{Client: client, CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f := storetest.NewFixture()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
+	s.gate.misses.Store(missLimit) // no replay read first: the count is the scripts'
+	s.gate.skipped.Store(1)
+	out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := out.(driver.Acquired).Ownership
+	if _, err := s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("done"), TTL: f.TTL}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := func(cmd string) int {
+		for _, line := range strings.Split(info, "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+				var n int
+				fmt.Sscanf(rest, "%d", &n)
+				return n
+			}
+		}
+		return 0
+	}
+	for cmd, want := range map[string]int{"exists": 1, "hgetall": 2, "hmget": 0, "hlen": 0} {
+		if got := calls(cmd); got != want {
+			t.Errorf("%s was called %d times, want %d (a fast path fell back to the full path)", cmd, got, want)
+		}
+	}
+}
+
+// TestFastPathsWriteWhatTheFullPathWrites runs the same fresh operation
+// (claim+start, renew, complete) twice: on a record as its start left it,
+// which the fast paths take, and on the same record with one more field
+// that no rule knows (load ignores it, as a newer version's), which sends
+// renew and complete down the full path. After each step the records
+// (their fields in order, the extra field left out) and the outcomes are
+// the same, but for the times.
+func TestFastPathsWriteWhatTheFullPathWrites(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, size := range []int{0, 10, schema.ChunkSize, 100, schema.ChunkSize * schema.MaxChunks, schema.ChunkSize*schema.MaxChunks + 1} {
+		resp := []byte(strings.Repeat("r", size))
+		var steps [2][]string
+		for i, extra := range []bool{false, true} {
+			f := storetest.NewFixture()
+			key := s.Key(f.Ref)
+			owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
+			step := func(out any, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+				steps[i] = append(steps[i], fmt.Sprintf("%#v", scrubOutcome(out)), scrubRecord(t, client, key))
+			}
+			out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
+			step(out, err)
+			if extra {
+				if err := client.HSet(ctx, key, "zz", "a field of a newer version").Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			own := out.(driver.Acquired).Ownership
+			// A lease shorter than the one left is not moved, a longer one is.
+			for _, lease := range []time.Duration{time.Second, 2 * f.Lease} {
+				step(s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: lease, Retention: f.TTL}))
+			}
+			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+			// Re-sent: the record is COMPLETED (the full path answers).
+			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+		}
+		for n := range steps[0] {
+			if steps[0][n] != steps[1][n] {
+				t.Errorf("response of %d B, step %d: the fast path gives\n%s\nthe full path\n%s", size, n/2, steps[0][n], steps[1][n])
+			}
+		}
+	}
+}
+
+// scrubOutcome zeroes what differs from run to run in an outcome: the
+// record's key, owner, operation, times and nonce.
+func scrubOutcome(out any) any {
+	scrub := func(r onceflow.Record) onceflow.Record {
+		r.Owner, r.Operation, r.Nonce = "", "", ""
+		r.LeaseUntil, r.CreatedAt, r.UpdatedAt, r.ServerTime, r.TTL = time.Time{}, time.Time{}, time.Time{}, time.Time{}, 0
+		return r
+	}
+	own := func(o driver.Ownership) driver.Ownership {
+		o.Ref, o.Owner, o.Operation = onceflow.Ref{}, "", ""
+		return o
+	}
+	switch o := out.(type) {
+	case driver.Acquired:
+		return driver.Acquired{Ownership: own(o.Ownership), Record: scrub(o.Record)}
+	case driver.Renewed:
+		return driver.Renewed{Record: scrub(o.Record)}
+	case driver.Transitioned:
+		return driver.Transitioned{Ownership: own(o.Ownership), Record: scrub(o.Record)}
+	case driver.AlreadyTransitioned:
+		return driver.AlreadyTransitioned{Record: scrub(o.Record)}
+	}
+	return reflect.TypeOf(out).String()
+}
+
+// scrubRecord reads a record's fields in order, but zz, with the values
+// that differ from run to run (owner, op, nonce, times) replaced by their
+// length.
+func scrubRecord(t *testing.T, client redis.Cmdable, key string) string {
+	t.Helper()
+	// Through a script: its HGETALL is a flat list, in the hash's order.
+	v, err := client.Eval(context.Background(), "return redis.call('HGETALL', KEYS[1])", []string{key}).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for i := 0; i+1 < len(v); i += 2 {
+		k, x := v[i], v[i+1]
+		switch k {
+		case "zz":
+			continue
+		case "owner", "op", "nonce", "leaseUntil":
+			x = fmt.Sprintf("(%d bytes)", len(x))
+		case schema.MetaField:
+			p := strings.Split(x, string(schema.MetaSep))
+			if len(p) == schema.NumMeta {
+				p[3], p[4] = "created", "updated"
+			}
+			x = strings.Join(p, string(schema.MetaSep))
+		}
+		fmt.Fprintf(&b, "%s=%s ", k, x)
+	}
+	return b.String()
+}
