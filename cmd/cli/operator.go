@@ -21,9 +21,6 @@ import (
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
-// OperatorCommands are the commands RunOperator knows.
-var OperatorCommands = []string{"pending", "resolve", "reopen", "inspect", "reuses"}
-
 // operatorSynopses are the operator commands' -h texts.
 func operatorSynopsis(command string) string {
 	switch command {
@@ -267,7 +264,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		}
 		return reuses(ctx, c, *limit, onceflow.OperationCode(*code), *asJSON, out)
 	}
-	return Usagef("worker", "unknown operator command %q (want %s)", command, strings.Join(OperatorCommands, ", "))
+	return Usagef("worker", "unknown operator command %q (want %s)", command, "pending, resolve, reopen, inspect, reuses")
 }
 
 // devEndpoints fills in c from the -dev worker's endpoints when dev is

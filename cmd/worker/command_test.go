@@ -27,8 +27,8 @@ func TestHelpListsTheCommands(t *testing.T) {
 		t.Fatalf("worker -h: %v, want flag.ErrHelp (exit 0)", err)
 	}
 	for _, c := range commands() {
-		if !strings.Contains(out.String(), "  "+c.name+" ") {
-			t.Errorf("worker -h does not list %s:\n%s", c.name, out.String())
+		if !strings.Contains(out.String(), "  "+c.Name+" ") {
+			t.Errorf("worker -h does not list %s:\n%s", c.Name, out.String())
 		}
 	}
 	for _, f := range []string{"-console-token", "-task-queue", "-temporal-address", "-dev-reset"} {

@@ -23,8 +23,8 @@ func TestHelpListsTheCommands(t *testing.T) {
 		t.Fatalf("worker -h: %v, want flag.ErrHelp (exit 0)", err)
 	}
 	for _, c := range commands() {
-		if !strings.Contains(out.String(), "  "+c.name+" ") {
-			t.Errorf("worker -h does not list %s:\n%s", c.name, out.String())
+		if !strings.Contains(out.String(), "  "+c.Name+" ") {
+			t.Errorf("worker -h does not list %s:\n%s", c.Name, out.String())
 		}
 	}
 	if !strings.Contains(out.String(), "-redis-url") {
@@ -44,18 +44,18 @@ func TestEachCommandHasItsOwnFlags(t *testing.T) {
 		"order": "-limit", "ledger": "-decision", "trace": "-limit", "api-key": "-limit", "dev-server": "-limit", "version": "-limit"}
 	for _, c := range commands() {
 		var out bytes.Buffer
-		err := dispatch(context.Background(), []string{c.name, "-h"}, noEnv, &out)
-		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: worker "+c.name) || !strings.Contains(out.String(), own[c.name]) {
-			t.Errorf("worker %s -h: %v\n%s\nwant its usage and %s on standard output", c.name, err, out.String(), own[c.name])
+		err := dispatch(context.Background(), []string{c.Name, "-h"}, noEnv, &out)
+		if !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "usage: worker "+c.Name) || !strings.Contains(out.String(), own[c.Name]) {
+			t.Errorf("worker %s -h: %v\n%s\nwant its usage and %s on standard output", c.Name, err, out.String(), own[c.Name])
 		}
-		if c.name == "pending" && strings.Contains(out.String(), "-decision") {
+		if c.Name == "pending" && strings.Contains(out.String(), "-decision") {
 			t.Errorf("worker pending -h lists resolve's -decision:\n%s", out.String())
 		}
 		out.Reset()
-		err = dispatch(context.Background(), []string{c.name, foreign[c.name], "x"}, noEnv, &out)
+		err = dispatch(context.Background(), []string{c.Name, foreign[c.Name], "x"}, noEnv, &out)
 		var usage *cli.UsageError
-		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "worker "+c.name+" -h") || out.Len() != 0 {
-			t.Errorf("worker %s %s x: %v, printed %q; want a usage error naming -h and nothing on standard output", c.name, foreign[c.name], err, out.String())
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "worker "+c.Name+" -h") || out.Len() != 0 {
+			t.Errorf("worker %s %s x: %v, printed %q; want a usage error naming -h and nothing on standard output", c.Name, foreign[c.Name], err, out.String())
 		}
 	}
 }
