@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,6 +168,8 @@ type Store struct {
 	durable durability
 	// deadlines closes the calls' Done channels (deadline.go).
 	deadlines deadlines
+	// calls holds the replay reads' *replayCall (replay.go).
+	calls sync.Pool
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -187,6 +190,7 @@ func New(cfg Config) (*Store, error) {
 		durable: durability{mode: cfg.Durability, replicas: cfg.DurableReplicas, timeout: cfg.DurableTimeout, channel: cfg.Namespace + durableChannel},
 	}
 	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
+	st.calls.New = func() any { return new(replayCall) }
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
@@ -429,7 +433,9 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 	if s.guarded {
 		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
-		rd, err = s.readReplay(withDeadline(ctx, s.timeout, &s.deadlines), key, req)
+		c := s.calls.Get().(*replayCall)
+		rd, err = s.readReplay(c.bound(ctx, s.timeout, &s.deadlines), c, key, req)
+		c.release(&s.calls)
 	}
 	if err != nil {
 		return replayRead{}, classify(op, req.Ref, err)
@@ -443,7 +449,7 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
+	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, new(replayCall), key, req) })
 	rd, _ := v.(replayRead)
 	return rd, err
 }
