@@ -170,6 +170,8 @@ type Store struct {
 	deadlines deadlines
 	// calls holds the replay reads' *replayCall (replay.go).
 	calls sync.Pool
+	// scriptCalls holds the script calls' *scriptCall (script.go).
+	scriptCalls sync.Pool
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -191,6 +193,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
 	st.calls.New = func() any { return new(replayCall) }
+	st.scriptCalls.New = func() any { return new(scriptCall) }
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
@@ -401,8 +404,11 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 		v, err = s.runDurable(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
 	default:
 		// Called directly, not through a function value: args stays the
-		// caller's (on its stack), as run copies it.
-		v, err = s.run(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
+		// caller's (on its stack), as runIn copies it into c, which this
+		// call returns to the pool once go-redis has let go of it.
+		c := s.scriptCalls.Get().(*scriptCall)
+		v, err = s.runIn(c.bound(ctx, s.timeout, &s.deadlines), c, sc, key, args...)
+		c.release(&s.scriptCalls)
 	}
 	if err != nil {
 		return nil, classify(op, ref, err)
