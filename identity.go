@@ -266,17 +266,35 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
+// isLowerHex reports whether s is n characters of 0-9 and a-f. It runs on
+// every request (identities are checked by the executor and the store), so
+// it checks eight bytes at a time, without a branch per byte (hex digits
+// come in random order, and a branch on digit or letter mispredicts). For
+// bytes below 0x80 (hi checks that), adding 0x80-lo to each sets its top
+// bit exactly when it is at least lo, and adding 0x7f-hi exactly when it is
+// above hi, with no carry into the next byte: a byte is in lo..hi when the
+// first sets its top bit and the second does not.
 func isLowerHex(s string, n int) bool {
 	if len(s) != n {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	var bad uint64
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		digit := (x + (0x80-'0')*ones) &^ (x + (0x7f-'9')*ones)
+		letter := (x + (0x80-'a')*ones) &^ (x + (0x7f-'f')*ones)
+		bad |= x&tops | ^(digit|letter)&tops
+	}
+	for ; i < len(s); i++ {
 		b := s[i]
 		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
 			return false
 		}
 	}
-	return true
+	return bad == 0
 }
 
 func truncate(s string) string {

@@ -28,7 +28,9 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	if b.cfg.only != "" {
-		ws = slices.DeleteFunc(ws, func(w workload) bool { return !strings.Contains(w.name, b.cfg.only) })
+		ws = slices.DeleteFunc(ws, func(w workload) bool {
+			return !slices.ContainsFunc(strings.Split(b.cfg.only, ","), func(s string) bool { return strings.Contains(w.name, s) })
+		})
 	}
 	if b.cfg.cpuProfile != "" {
 		f, err := os.Create(b.cfg.cpuProfile)

@@ -35,6 +35,17 @@ func withDeadline(ctx context.Context, timeout time.Duration, timers *deadlines)
 	return &deadlineCtx{Context: ctx, deadline: d, timers: timers}
 }
 
+// bound is withDeadline with the bounded context in c's own deadlineCtx
+// instead of a new one: valid until c is released.
+func (c *replayCall) bound(ctx context.Context, timeout time.Duration, timers *deadlines) context.Context {
+	d := time.Now().Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
+		return ctx
+	}
+	c.ctx = deadlineCtx{Context: ctx, deadline: d, timers: timers}
+	return &c.ctx
+}
+
 // Deadline implements context.Context.
 func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
 

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"hash/crc32"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -102,8 +103,8 @@ type replayRead struct {
 // readReplay sends the replay read and checks it. A transport error is
 // returned as it is (the caller classifies it); any other doubt is
 // ok == false.
-func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
-	v, err := s.hmget(ctx, replayArgs, key)
+func (s *Store) readReplay(ctx context.Context, c *replayCall, key string, req driver.ClaimRequest) (replayRead, error) {
+	v, err := s.hmget(ctx, c, replayArgs, key)
 	if err != nil || v == nil {
 		return replayRead{}, err
 	}
@@ -115,7 +116,7 @@ func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequ
 	var rest []string
 	if last := chunks[len(chunks)-1]; len(last) == schema.ChunkSize {
 		// The response may go on: read the rest.
-		if rest, err = s.hmget(ctx, restArgs, key); err != nil || rest == nil {
+		if rest, err = s.hmget(ctx, c, restArgs, key); err != nil || rest == nil {
 			return replayRead{}, err
 		}
 	}
@@ -136,17 +137,39 @@ func (s *Store) readReplay(ctx context.Context, key string, req driver.ClaimRequ
 	}}, nil
 }
 
-// hmget sends one of the replay reads (args, with the key at index 1) and
-// returns its values, or nil when the reply does not hold one a field.
-func (s *Store) hmget(ctx context.Context, args []any, key string) ([]string, error) {
-	a := make([]any, len(args))
+// replayCall holds what a replay read would otherwise allocate on every
+// call: its bounded context, its arguments and its command. The store keeps
+// them in a sync.Pool (Store.calls) for the reads that return only once
+// go-redis has let go of them (the reads bounded by the context's deadline;
+// runGuarded's reads may outlive the store's wait, so each gets a new one).
+// release clears every reference before it goes back, so the pool holds no
+// caller's context, key or reply.
+type replayCall struct {
+	ctx  deadlineCtx
+	args [max(5+replayChunks, 2+schema.MaxChunks-replayChunks)]any // replayArgs, restArgs
+	cmd  redis.StringSliceCmd
+}
+
+// release clears c and puts it back into pool.
+func (c *replayCall) release(pool *sync.Pool) {
+	c.ctx = deadlineCtx{}
+	clear(c.args[:])
+	c.cmd = redis.StringSliceCmd{}
+	pool.Put(c)
+}
+
+// hmget sends one of the replay reads (args, with the key at index 1) in
+// c's command and returns its values, or nil when the reply does not hold
+// one a field.
+func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key string) ([]string, error) {
+	a := c.args[:len(args)]
 	copy(a, args)
 	a[1] = key
-	cmd := redis.NewStringSliceCmd(ctx, a...)
-	if err := s.read(ctx, cmd); err != nil {
+	c.cmd = *redis.NewStringSliceCmd(ctx, a...)
+	if err := s.read(ctx, &c.cmd); err != nil {
 		return nil, err
 	}
-	if v := cmd.Val(); len(v) == len(args)-2 {
+	if v := c.cmd.Val(); len(v) == len(args)-2 {
 		return v, nil
 	}
 	return nil, nil

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -134,11 +136,56 @@ func (s *Store) LoadScripts(ctx context.Context) error {
 // for a Cluster's routing): with the name and the script boxed once, it
 // costs one allocation for the arguments and one for the key.
 func (s *Store) run(ctx context.Context, sc script, key string, args ...any) (any, error) {
-	cmd := make([]any, 4+len(args))
+	return s.runIn(ctx, nil, sc, key, args...)
+}
+
+// scriptCall holds what a script call would otherwise allocate: its
+// bounded context, its arguments and its command. The store keeps them in
+// a sync.Pool (Store.scriptCalls) for the calls that return only once
+// go-redis has let go of them (callKey's calls bounded by the context's
+// deadline, not runGuarded's, nor the durable ones, which wait on more).
+// release clears every reference before it goes back.
+type scriptCall struct {
+	ctx  deadlineCtx
+	args [scriptCallArgs]any
+	cmd  redis.Cmd
+}
+
+// scriptCallArgs is the most arguments a pooled script call holds: the
+// command, the script, the key count and the key, and TRANSITION's twelve
+// arguments; a longer call allocates its own.
+const scriptCallArgs = 16
+
+// bound is withDeadline with the bounded context in c's own deadlineCtx.
+func (c *scriptCall) bound(ctx context.Context, timeout time.Duration, timers *deadlines) context.Context {
+	d := time.Now().Add(timeout)
+	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
+		return ctx
+	}
+	c.ctx = deadlineCtx{Context: ctx, deadline: d, timers: timers}
+	return &c.ctx
+}
+
+// release clears c and puts it back into pool.
+func (c *scriptCall) release(pool *sync.Pool) {
+	c.ctx = deadlineCtx{}
+	clear(c.args[:])
+	c.cmd = redis.Cmd{}
+	pool.Put(c)
+}
+
+// runIn is run with its arguments and command in c (nil: allocated).
+func (s *Store) runIn(ctx context.Context, c *scriptCall, sc script, key string, args ...any) (any, error) {
+	var cmd []any
+	if c != nil && 4+len(args) <= len(c.args) {
+		cmd = c.args[:4+len(args)]
+	} else {
+		cmd = make([]any, 4+len(args))
+	}
 	cmd[2], cmd[3] = oneKey, key
 	copy(cmd[4:], args)
 	if sc.readOnly && !s.noReadOnlyEval.Load() {
-		v, err := s.send(ctx, sc, cmd, cmdEvalShaRO, cmdEvalRO)
+		v, err := s.send(ctx, c, sc, cmd, cmdEvalShaRO, cmdEvalRO)
 		if err == nil || !redis.HasErrorPrefix(err, "unknown command") {
 			return v, err
 		}
@@ -147,29 +194,36 @@ func (s *Store) run(ctx context.Context, sc script, key string, args ...any) (an
 				"script", sc.name, "err", err)
 		}
 	}
-	return s.send(ctx, sc, cmd, cmdEvalSha, cmdEval)
+	return s.send(ctx, c, sc, cmd, cmdEvalSha, cmdEval)
 }
 
 // send sends cmd (its name and script left for it to set) by its hash
 // with byHash, and, when the server does not have it, whole with whole.
-func (s *Store) send(ctx context.Context, sc script, cmd []any, byHash, whole any) (any, error) {
+func (s *Store) send(ctx context.Context, c *scriptCall, sc script, cmd []any, byHash, whole any) (any, error) {
 	cmd[0], cmd[1] = byHash, sc.hash
-	v, err := s.process(ctx, cmd)
+	v, err := s.process(ctx, c, cmd)
 	if isNoScript(err) {
 		s.reloads.Add(1)
 		s.logger.DebugContext(ctx, "onceflow: script not cached on the server; sending it whole", "script", sc.name)
 		cmd[0], cmd[1] = whole, sc.src
-		v, err = s.process(ctx, cmd)
+		v, err = s.process(ctx, c, cmd)
 	}
 	return v, err
 }
 
-// process sends one script call whose key is its fourth argument.
-func (s *Store) process(ctx context.Context, args []any) (any, error) {
-	c := redis.NewCmd(ctx, args...)
-	c.SetFirstKeyPos(3)
-	_ = s.client.Process(ctx, c)
-	return c.Result()
+// process sends one script call whose key is its fourth argument, in c's
+// command (nil: a new one).
+func (s *Store) process(ctx context.Context, c *scriptCall, args []any) (any, error) {
+	var cmd *redis.Cmd
+	if c != nil {
+		c.cmd = *redis.NewCmd(ctx, args...)
+		cmd = &c.cmd
+	} else {
+		cmd = redis.NewCmd(ctx, args...)
+	}
+	cmd.SetFirstKeyPos(3)
+	_ = s.client.Process(ctx, cmd)
+	return cmd.Result()
 }
 
 // isNoScript reports whether err is the server's NOSCRIPT (go-redis may

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -167,6 +168,10 @@ type Store struct {
 	durable durability
 	// deadlines closes the calls' Done channels (deadline.go).
 	deadlines deadlines
+	// calls holds the replay reads' *replayCall (replay.go).
+	calls sync.Pool
+	// scriptCalls holds the script calls' *scriptCall (script.go).
+	scriptCalls sync.Pool
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -187,6 +192,8 @@ func New(cfg Config) (*Store, error) {
 		durable: durability{mode: cfg.Durability, replicas: cfg.DurableReplicas, timeout: cfg.DurableTimeout, channel: cfg.Namespace + durableChannel},
 	}
 	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
+	st.calls.New = func() any { return new(replayCall) }
+	st.scriptCalls.New = func() any { return new(scriptCall) }
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
@@ -397,8 +404,11 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 		v, err = s.runDurable(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
 	default:
 		// Called directly, not through a function value: args stays the
-		// caller's (on its stack), as run copies it.
-		v, err = s.run(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
+		// caller's (on its stack), as runIn copies it into c, which this
+		// call returns to the pool once go-redis has let go of it.
+		c := s.scriptCalls.Get().(*scriptCall)
+		v, err = s.runIn(c.bound(ctx, s.timeout, &s.deadlines), c, sc, key, args...)
+		c.release(&s.scriptCalls)
 	}
 	if err != nil {
 		return nil, classify(op, ref, err)
@@ -429,7 +439,9 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 	if s.guarded {
 		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
-		rd, err = s.readReplay(withDeadline(ctx, s.timeout, &s.deadlines), key, req)
+		c := s.calls.Get().(*replayCall)
+		rd, err = s.readReplay(c.bound(ctx, s.timeout, &s.deadlines), c, key, req)
+		c.release(&s.calls)
 	}
 	if err != nil {
 		return replayRead{}, classify(op, req.Ref, err)
@@ -443,7 +455,7 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimRequest) (replayRead, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, key, req) })
+	v, err := runGuarded(ctx, func(ctx context.Context) (any, error) { return s.readReplay(ctx, new(replayCall), key, req) })
 	rd, _ := v.(replayRead)
 	return rd, err
 }
