@@ -138,8 +138,14 @@ func StartWith(ctx context.Context, opts Options) (*Server, error) {
 		s.addr = addr
 		return s, nil
 	case <-s.exited:
+		// The exit status tells a server that failed (its errors are on
+		// stderr) from one a signal ended (nothing printed).
+		status := "unknown status"
+		if ps := s.cmd.ProcessState; ps != nil {
+			status = ps.String()
+		}
 		s.Stop()
-		return nil, fmt.Errorf("temporalproc: worker dev-server exited at start (its errors are above)")
+		return nil, fmt.Errorf("temporalproc: worker dev-server exited at start (%s; its errors, if any, are above)", status)
 	case <-time.After(2 * time.Minute):
 		s.Stop()
 		return nil, errors.New("temporalproc: worker dev-server did not come up in 2 minutes")
