@@ -565,13 +565,28 @@ func (h *heart) beat(interval time.Duration, ticks chan<- time.Time) (stop func(
 	ctx, cancel := context.WithCancel(h.ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(interval)
-		defer t.Stop()
+		// The first beat falls on the grid of interval on the wall clock
+		// that every activity with this interval shares, so their renewals
+		// fall due together and the store sends them as one call
+		// (redisstore batches concurrent renewals).
+		first := time.NewTimer(untilNextTick(interval))
+		defer first.Stop()
+		var t *time.Ticker
+		defer func() {
+			if t != nil {
+				t.Stop()
+			}
+		}()
+		tick := first.C
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case now := <-t.C:
+			case now := <-tick:
+				if t == nil {
+					t = time.NewTicker(interval)
+					tick = t.C
+				}
 				h.heartbeat()
 				// Renew on the same beat, unless renewal has stopped (lease
 				// lost): heartbeats must go on to deliver cancellation.
@@ -586,6 +601,13 @@ func (h *heart) beat(interval time.Duration, ticks chan<- time.Time) (stop func(
 		cancel()
 		wg.Wait()
 	}
+}
+
+// untilNextTick is how long until the next tick of a grid of interval on
+// the wall clock.
+func untilNextTick(interval time.Duration) time.Duration {
+	now := time.Now()
+	return now.Truncate(interval).Add(interval).Sub(now)
 }
 
 // settled: the store recorded that the attempt had no effect. When this

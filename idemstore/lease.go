@@ -20,8 +20,9 @@ import (
 //     on the monotonic clock, and fires whatever the store does: a renewal
 //     that hangs, fails fast or answers late never holds it back. Only a
 //     confirmed renewal moves it, and only while it is not due.
-//   - Renewal: on every tick (the executor's RenewInterval, or
-//     Request.RenewTicks) one RENEW is sent, never two at once, with a
+//   - Renewal: on every tick (the executor's RenewInterval, on a grid
+//     every lease of the process shares, or Request.RenewTicks) one RENEW
+//     is sent, never two at once, with a
 //     context that ends no later than the lease. driver.Renewed moves the
 //     deadline; driver.Refused or driver.Missing proves the lease lost and cancels the
 //     action with ErrLeaseLost.
@@ -85,9 +86,20 @@ func (l *lease) deadlineLocked() time.Time { return l.end.Add(-l.margin) }
 func (l *lease) nextWakeLocked() time.Duration {
 	d := time.Until(l.deadlineLocked())
 	if l.ticked && !l.renewing {
-		d = min(d, l.e.cfg.RenewInterval)
+		d = min(d, untilNextTick(l.e.cfg.RenewInterval))
 	}
 	return d
+}
+
+// untilNextTick is how long until the next tick of a grid of interval on
+// the wall clock, the same for every lease with that interval: renewals
+// fall due together, and the store sends those that wait for one another
+// as one call (redisstore renews up to 64 leases per script call). A lease
+// is thus renewed every interval, its first renewal within one interval
+// of its start: never later than on a schedule of its own.
+func untilNextTick(interval time.Duration) time.Duration {
+	now := time.Now()
+	return now.Truncate(interval).Add(interval).Sub(now)
 }
 
 // stop ends the keeping: no renewal starts after it, and one in flight is

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow"
@@ -136,5 +137,88 @@ func TestDrainWaitsForARenewalThatIgnoresItsContext(t *testing.T) {
 	close(store.released)
 	if err := exec.Drain(t.Context()); err != nil {
 		t.Fatalf("Drain after the renewal returned = %v", err)
+	}
+}
+
+// countRenewStore counts the renewals its executor asks for.
+type countRenewStore struct {
+	*redisstore.Store
+	renewals atomic.Int64
+}
+
+func (s *countRenewStore) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
+	s.renewals.Add(1)
+	return s.Store.Renew(ctx, req)
+}
+
+// evalCounter counts the script calls a client sends.
+type evalCounter struct{ calls atomic.Int64 }
+
+func (h *evalCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *evalCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *evalCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.calls.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestLeasesStartedApartAreRenewedTogether: the executor renews every
+// lease on one grid of RenewInterval, so the leases of actions started at
+// different times fall due together and the store sends them in a few
+// calls. Ten actions started 9 ms apart (spread over most of a 100 ms
+// interval) are renewed at about five leases a call; on schedules of
+// their own each would go alone.
+func TestLeasesStartedApartAreRenewedTogether(t *testing.T) {
+	t.Parallel()
+	client := redistest.NewClient(t, redistest.Addr(t))
+	hook := &evalCounter{}
+	client.AddHook(hook)
+	rs, err := redisstore.New(redisstore.Config{Client: client, Namespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &countRenewStore{Store: rs}
+	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store, Lease: 3 * time.Second, RenewInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	release := make(chan struct{})
+	var started atomic.Int32
+	errs := make(chan error, n)
+	spread := time.NewTicker(9 * time.Millisecond)
+	defer spread.Stop()
+	for range n {
+		<-spread.C
+		go func() {
+			_, err := exec.Execute(t.Context(), request(storetest.NewFixture()), func(ctx context.Context) ([]byte, error) {
+				started.Add(1)
+				select {
+				case <-release:
+					return []byte("ok"), nil
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			})
+			errs <- err
+		}()
+	}
+	redistest.WaitFor(t, 10*time.Second, func() bool { return started.Load() == n }, "the actions did not start")
+	calls0, renewals0 := hook.calls.Load(), store.renewals.Load()
+	redistest.WaitFor(t, 30*time.Second, func() bool { return store.renewals.Load()-renewals0 >= 5*n }, "the leases were not renewed")
+	calls, renewals := hook.calls.Load()-calls0, store.renewals.Load()-renewals0
+	close(release)
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if per := float64(renewals) / float64(calls); per < 3 {
+		t.Errorf("%d renewals took %d script calls (%.1f a call); want at least 3 a call: the leases fall due together", renewals, calls, per)
 	}
 }

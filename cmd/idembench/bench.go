@@ -45,7 +45,7 @@ func parseFlags(args []string) (config, error) {
 	fs.BoolVar(&c.temporal, "temporal", true, "compare the idempotent Temporal activity with the bare one on an in-process server")
 	fs.IntVar(&c.inFlight, "in-flight", 1000, "in-flight actions for the renewal cost")
 	short := fs.Bool("short", false, "one repetition of 500ms cells, to try the harness out")
-	fs.StringVar(&c.only, "only", "", "measure only the workloads whose name contains this, or one of these comma-separated strings (and skip renewal, memory and Temporal)")
+	fs.StringVar(&c.only, "only", "", "measure only the workloads whose name contains this, or one of these comma-separated strings (and skip memory and Temporal, and the renewal unless one of them is 'renewal')")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the workloads to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err

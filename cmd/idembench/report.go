@@ -63,6 +63,15 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		pprof.StopCPUProfile()
 	}
 	if b.cfg.only != "" {
+		if slices.Contains(strings.Split(b.cfg.only, ","), "renewal") {
+			progress("renewal cost with %d actions in flight", b.cfg.inFlight)
+			rc, err := b.measureRenewal(ctx, b.cfg.inFlight)
+			if err != nil {
+				return fmt.Errorf("renewal: %w", err)
+			}
+			p("renewal, %d in flight: %.0f renewals in %.0f script calls, %.1f client CPU µs, %.1f Redis CPU µs, %.1f Redis µs of the script, per renewal\n",
+				rc.inFlight, rc.renewals, rc.calls, rc.clientUs, rc.redisCPUUs, rc.redisUsPerOp)
+		}
 		for _, w := range ws {
 			for _, g := range b.cfg.goroutines {
 				s := results[w.name][g]
@@ -107,7 +116,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("renewal: %w", err)
 	}
-	p("\n## Renewal\n\n%d actions in flight, leases of 3 s renewed by the executor; %.0f renewals in the window.\n\n", rc.inFlight, rc.renewals)
+	p("\n## Renewal\n\n%d actions in flight, leases of 3 s renewed by the executor; %.0f renewals in the window, in %.0f script calls (%.1f leases a call).\n\n", rc.inFlight, rc.renewals, rc.calls, rc.renewals/max(rc.calls, 1))
 	p("| per renewal | µs |\n|---|---:|\n| client CPU (user + system) | %.1f |\n| Redis CPU (`INFO cpu`) | %.1f |\n| Redis time of the script (`INFO commandstats`) | %.1f |\n",
 		rc.clientUs, rc.redisCPUUs, rc.redisUsPerOp)
 

@@ -123,8 +123,16 @@
 // INSPECT; the store remembers it and sends EVALSHA from then on (see
 // Store.Inspect).
 //
+// RENEW takes one lease or several, each fenced on its own. On a
+// *redis.Client the store sends the renewals that arrive while one is in
+// flight as one call of up to 64 leases (renew.go), and the executor ticks
+// every lease on one grid, so a busy worker's leases are renewed in a few
+// calls per RenewInterval. A Cluster, a guarded client and a durable store
+// renew one lease a call.
+//
 // The store takes a redis.UniversalClient, so a standalone server,
-// Sentinel and Cluster all work: every script touches exactly one key. A
+// Sentinel and Cluster all work: every script but a batched RENEW touches
+// exactly one key, and a batched RENEW is sent only where that is safe. A
 // *redis.Ring is refused (ErrUnsupportedClient): it hashes keys to servers
 // on the client, so a change of its membership sends a record to a server
 // that does not hold it. Config.Durability makes the writes that matter

@@ -197,6 +197,19 @@ func (s *Store) runIn(ctx context.Context, c *scriptCall, sc script, key string,
 	return s.send(ctx, c, sc, cmd, cmdEvalSha, cmdEval)
 }
 
+// runKeys is run for a script of several keys (renew.lua's batch): the
+// keys, then the arguments. Its keys must share a slot, so the store
+// sends such a call only on a *redis.Client.
+func (s *Store) runKeys(ctx context.Context, sc script, keys []string, args []any) (any, error) {
+	cmd := make([]any, 3, 3+len(keys)+len(args))
+	cmd[2] = len(keys)
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	cmd = append(cmd, args...)
+	return s.send(ctx, nil, sc, cmd, cmdEvalSha, cmdEval)
+}
+
 // send sends cmd (its name and script left for it to set) by its hash
 // with byHash, and, when the server does not have it, whole with whole.
 func (s *Store) send(ctx context.Context, c *scriptCall, sc script, cmd []any, byHash, whole any) (any, error) {

@@ -172,6 +172,8 @@ type Store struct {
 	calls sync.Pool
 	// scriptCalls holds the script calls' *scriptCall (script.go).
 	scriptCalls sync.Pool
+	// renewals gathers concurrent Renew calls into one (renew.go).
+	renewals renewals
 }
 
 var _ driver.Store = (*Store)(nil)
@@ -194,6 +196,8 @@ func New(cfg Config) (*Store, error) {
 	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
 	st.calls.New = func() any { return new(replayCall) }
 	st.scriptCalls.New = func() any { return new(scriptCall) }
+	_, plain := cfg.Client.(*redis.Client)
+	st.renewals.on = plain && !st.guarded && !st.durable.covers(opRenew)
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
@@ -319,19 +323,6 @@ func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, t
 		return nil, err
 	}
 	return decodeTransition(op, o.Ref, raw)
-}
-
-// Renew implements driver.Store.
-func (s *Store) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
-	if err := req.Validate(); err != nil {
-		return nil, err
-	}
-	raw, err := s.call(ctx, opRenew, req.Ref, s.scripts.renew,
-		string(req.Owner), string(req.Operation), string(req.Nonce), s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)))
-	if err != nil {
-		return nil, err
-	}
-	return decodeRenew(req.Ref, raw)
 }
 
 // Release implements driver.Store.

@@ -3,16 +3,19 @@
 -- Sources: lua/renew.lua, lua/record.lua and the record schema (internal/schema);
 -- edit them, then run go generate ./idemstore/redisstore.
 --
--- renew.lua: RENEW, a script of its own. (The seed renewed through
--- TRANSITION with EXECUTING -> EXECUTING, which stops at "already at
--- target" and never extends anything.)
+-- renew.lua: RENEW, a script of its own, for one lease or several. (The
+-- seed renewed through TRANSITION with EXECUTING -> EXECUTING, which stops
+-- at "already at target" and never extends anything.) Every lease is
+-- fenced on its own: a renewal of several is the same as each renewed by
+-- a call of its own, in KEYS' order, at one server time.
 --
--- KEYS[1]  record key
+-- KEYS[1]  record key of the first lease (KEYS[i]: of the i-th)
 -- ARGV[1]  owner                   ARGV[2]  operation ID
 -- ARGV[3]  nonce                   ARGV[4]  lease in ms
 -- ARGV[5]  failure retention in ms: the key outlives the lease by it
+-- (the first lease's; the i-th's five are ARGV[5i-4] to ARGV[5i])
 --
--- Replies:
+-- Replies: an array, entry i the reply for lease i:
 --   CORRUPT         the stored record breaks the schema; nothing changed
 --   NOT_FOUND       no record
 --   NOT_OWNER       another owner holds the record (lost)
@@ -28,9 +31,7 @@
 --   14 OP_CONFLICT, 16 WRONG_STATE, 17 NONCE_MISMATCH, 19 RENEWED,
 --   23 CORRUPT
 local find = string.find
-local key = KEYS[1]
-local owner, op, nonce = ARGV[1], ARGV[2], ARGV[3]
-local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
+local out, slow, now = {}, nil, nil
 
 -- The fast path: the record as the caller's own start left it (renewals
 -- move leaseUntil alone). One HGETALL reads every field, which proves the
@@ -40,40 +41,55 @@ local lease, retention = tonumber(ARGV[4]), tonumber(ARGV[5])
 -- and leaseUntil by their patterns, m by one match). Anything else goes
 -- on to the full path below, which reads and checks the whole record,
 -- decides, and names a corrupt field. It writes and answers what the full
--- path writes and answers for the same record.
-local v = redis.call('HGETALL', key)
-local e_state, e_owner, e_op, e_fp, e_leaseUntil, e_nonce, e_m
-local e_n = #v / 2
-for i = 1, #v - 1, 2 do
-  local k, x = v[i], v[i + 1]
-  if k == 'state' then e_state = x
-  elseif k == 'owner' then e_owner = x
-  elseif k == 'op' then e_op = x
-  elseif k == 'fp' then e_fp = x
-  elseif k == 'leaseUntil' then e_leaseUntil = x
-  elseif k == 'nonce' then e_nonce = x
-  elseif k == 'm' then e_m = x
-  end
-end
-if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
-    e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
-  local attempt, rev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
-  if attempt and (#attempt <= 15 and #rev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
-    local t = redis.call('TIME')
-    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local lease_until = tonumber(e_leaseUntil)
-    if now + lease > lease_until then
-      lease_until = now + lease
-      e_leaseUntil = string.format('%d', lease_until)
-      redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+-- path writes and answers for the same record. The server's TIME is read
+-- once, for every lease of the call.
+for i = 1, #KEYS do
+  local key, a = KEYS[i], 5 * i
+  local owner, op, nonce = ARGV[a - 4], ARGV[a - 3], ARGV[a - 2]
+  local v = redis.call('HGETALL', key)
+  local e_state, e_owner, e_op, e_fp, e_leaseUntil, e_nonce, e_m
+  local e_n = #v / 2
+  for i = 1, #v - 1, 2 do
+    local k, x = v[i], v[i + 1]
+    if k == 'state' then e_state = x
+    elseif k == 'owner' then e_owner = x
+    elseif k == 'op' then e_op = x
+    elseif k == 'fp' then e_fp = x
+    elseif k == 'leaseUntil' then e_leaseUntil = x
+    elseif k == 'nonce' then e_nonce = x
+    elseif k == 'm' then e_m = x
     end
-    local ttl = lease_until - now
-    if ttl < 0 then ttl = 0 end
-    ttl = ttl + retention
-    redis.call('PEXPIRE', key, ttl)
-    return 19 --[[RENEWED]] .. '\0' .. string.format('%d', now) .. '\0' .. string.format('%d', ttl) .. '\0\0' .. ('EXECUTING' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. (op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (e_leaseUntil or '') .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
+  end
+  local fast = false
+  if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+      e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
+    local attempt, rev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+    if attempt and (#attempt <= 15 and #rev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
+      if not now then
+        local t = redis.call('TIME')
+        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      end
+      local lease_until = tonumber(e_leaseUntil)
+      local lease = tonumber(ARGV[a - 1])
+      if now + lease > lease_until then
+        lease_until = now + lease
+        e_leaseUntil = string.format('%d', lease_until)
+        redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+      end
+      local ttl = lease_until - now
+      if ttl < 0 then ttl = 0 end
+      ttl = ttl + tonumber(ARGV[a])
+      redis.call('PEXPIRE', key, ttl)
+      out[i] = 19 --[[RENEWED]] .. '\0' .. string.format('%d', now) .. '\0' .. string.format('%d', ttl) .. '\0\0' .. ('EXECUTING' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. (op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (e_leaseUntil or '') .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
+      fast = true
+    end
+  end
+  if not fast then
+    slow = slow or {}
+    slow[#slow + 1] = i
   end
 end
+if not slow then return out end
 -- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
 -- Generated from schema.Fields (internal/schema): the one list of field rules.
 -- (find is string.find, defined above.)
@@ -289,22 +305,30 @@ end
 -- The full path reads the whole record (one HMGET of the fields stored by
 -- name and m, one pattern match for m, HLEN), so a corrupt record is
 -- refused, and writes only leaseUntil: m (updatedAt) does not change.
-local now = now_ms()
-local r, resp, bad = load(key, owner, op, nil, nonce)
-if bad then return corrupt(key, now, bad) end
-if not r then return not_found(now) end
-if r.owner ~= owner then return reply(13 --[[NOT_OWNER]], key, now, r) end
-if r.op ~= op then return reply(14 --[[OP_CONFLICT]], key, now, r) end
-if r.state ~= 'EXECUTING' then return reply(16 --[[WRONG_STATE]], key, now, r) end
-if r.nonce ~= nonce then return reply(17 --[[NONCE_MISMATCH]], key, now, r) end
+local function renew(key, owner, op, nonce, lease, retention)
+  local now = now_ms()
+  local r, resp, bad = load(key, owner, op, nil, nonce)
+  if bad then return corrupt(key, now, bad) end
+  if not r then return not_found(now) end
+  if r.owner ~= owner then return reply(13 --[[NOT_OWNER]], key, now, r) end
+  if r.op ~= op then return reply(14 --[[OP_CONFLICT]], key, now, r) end
+  if r.state ~= 'EXECUTING' then return reply(16 --[[WRONG_STATE]], key, now, r) end
+  if r.nonce ~= nonce then return reply(17 --[[NONCE_MISMATCH]], key, now, r) end
 
-local lease_until = tonumber(r.leaseUntil)
-if now + lease > lease_until then
-  lease_until = now + lease
-  r.leaseUntil = int(lease_until)
-  redis.call('HSET', key, 'leaseUntil', r.leaseUntil)
+  local lease_until = tonumber(r.leaseUntil)
+  if now + lease > lease_until then
+    lease_until = now + lease
+    r.leaseUntil = int(lease_until)
+    redis.call('HSET', key, 'leaseUntil', r.leaseUntil)
+  end
+  local ttl = in_flight_ttl(lease_until, now, retention)
+  redis.call('PEXPIRE', key, ttl)
+  -- The renewer needs the lease: the reply carries the fields that say whose.
+  return 19 --[[RENEWED]] .. '\0' .. now .. '\0' .. ttl .. '\0\0' .. (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
 end
-local ttl = in_flight_ttl(lease_until, now, retention)
-redis.call('PEXPIRE', key, ttl)
--- The renewer needs the lease: the reply carries the fields that say whose.
-return 19 --[[RENEWED]] .. '\0' .. now .. '\0' .. ttl .. '\0\0' .. (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
+
+for _, i in ipairs(slow) do
+  local a = 5 * i
+  out[i] = renew(KEYS[i], ARGV[a - 4], ARGV[a - 3], ARGV[a - 2], tonumber(ARGV[a - 1]), tonumber(ARGV[a]))
+end
+return out

@@ -1,0 +1,200 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore/driver"
+)
+
+// Renewals of one store are sent together: RENEW takes several leases
+// (renew.lua), each fenced on its own, and a script call costs Redis more
+// to enter than one lease costs it to renew. Renew calls that arrive while
+// one is in flight wait for it and then go as one call of up to
+// maxRenewBatch leases; the executor ticks every lease of a process on the
+// same grid (idemstore's lease), so the leases of a busy worker are
+// renewed in a few calls per RenewInterval. A lone renewal goes at once,
+// as before: nothing waits for company.
+//
+// Only a *redis.Client that bounds its calls by the context
+// (ContextTimeoutEnabled) batches: a Cluster's keys of one call must share
+// a slot, a client the store must guard runs every call under a timer of
+// its own, and a durable renewal waits for its own write.
+const maxRenewBatch = 64
+
+// renewals gathers the Renew calls waiting for the one in flight. Its
+// leader is a caller: the first that finds none in flight sends the
+// waiting calls (its own among them), marks them done and wakes the rest,
+// one of which leads the next call. No goroutine of its own runs.
+type renewals struct {
+	on      bool // batching is possible with this client (New)
+	mu      sync.Mutex
+	queue   []*pendingRenew
+	leading bool          // a caller is sending a call
+	wake    chan struct{} // closed when the call in flight returns
+}
+
+// pendingRenew is one Renew call, waiting or sent.
+type pendingRenew struct {
+	ctx  context.Context
+	req  driver.RenewRequest
+	key  string
+	sent bool // taken into a call (mu)
+	done bool // out and err are set (mu)
+	out  driver.RenewOutcome
+	err  error
+}
+
+// Renew implements driver.Store.
+func (s *Store) Renew(ctx context.Context, req driver.RenewRequest) (driver.RenewOutcome, error) {
+	if err := req.Validate(); err != nil {
+		return nil, err
+	}
+	if !s.renewals.on {
+		return s.renewOne(ctx, req, s.Key(req.Ref))
+	}
+	p := &pendingRenew{ctx: ctx, req: req, key: s.Key(req.Ref)}
+	r := &s.renewals
+	r.mu.Lock()
+	r.queue = append(r.queue, p)
+	for {
+		if p.done {
+			r.mu.Unlock()
+			return p.out, p.err
+		}
+		if !r.leading {
+			r.leading = true
+			batch := r.takeLocked()
+			r.mu.Unlock()
+			s.renewBatch(batch)
+			r.mu.Lock()
+			r.leading = false
+			for _, q := range batch {
+				q.done = true
+			}
+			if r.wake != nil {
+				close(r.wake)
+				r.wake = nil
+			}
+			continue
+		}
+		if r.wake == nil {
+			r.wake = make(chan struct{})
+		}
+		wake := r.wake
+		r.mu.Unlock()
+		select {
+		case <-wake:
+			r.mu.Lock()
+		case <-ctx.Done():
+			r.mu.Lock()
+			if p.done {
+				continue
+			}
+			if !p.sent {
+				r.removeLocked(p)
+			}
+			// Sent: the leader sets out and err for no one.
+			r.mu.Unlock()
+			return nil, classify(opRenew, req.Ref, context.Cause(ctx))
+		}
+	}
+}
+
+// takeLocked takes up to maxRenewBatch waiting calls, in their order.
+func (r *renewals) takeLocked() []*pendingRenew {
+	n := min(len(r.queue), maxRenewBatch)
+	batch := make([]*pendingRenew, n)
+	copy(batch, r.queue)
+	for _, p := range batch {
+		p.sent = true
+	}
+	rest := copy(r.queue, r.queue[n:])
+	clear(r.queue[rest:])
+	r.queue = r.queue[:rest]
+	return batch
+}
+
+// removeLocked takes p, which gave up before it was sent, out of the queue.
+func (r *renewals) removeLocked(p *pendingRenew) {
+	if i := slices.Index(r.queue, p); i >= 0 {
+		r.queue = slices.Delete(r.queue, i, i+1)
+	}
+}
+
+// renewBatch sends the renewals of batch and sets each one's outcome. One
+// renewal goes as before, under its caller's context. Several go in one
+// call under the earliest of their deadlines (every renewal's context has
+// one: the lease), and a caller's cancellation leaves the others' call
+// alone. A key that is not a hash fails the whole call (WRONGTYPE, before
+// anything of the call changed, or after the leases before it were
+// renewed, which renewing again does not change): then each is sent on
+// its own, so that only that one is refused.
+func (s *Store) renewBatch(batch []*pendingRenew) {
+	live := batch[:0:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.err = classify(opRenew, p.req.Ref, context.Cause(p.ctx))
+			continue
+		}
+		live = append(live, p)
+	}
+	switch {
+	case len(live) == 0:
+		return
+	case len(live) == 1:
+		p := live[0]
+		p.out, p.err = s.renewOne(p.ctx, p.req, p.key)
+		return
+	}
+	deadline := time.Now().Add(s.timeout)
+	keys := make([]string, len(live))
+	args := make([]any, 0, 5*len(live))
+	for i, p := range live {
+		if d, ok := p.ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
+		keys[i] = p.key
+		args = append(args, string(p.req.Owner), string(p.req.Operation), string(p.req.Nonce),
+			s.args.int(ms(p.req.Lease)), s.args.int(ms(p.req.Retention)))
+	}
+	ctx := &deadlineCtx{Context: context.WithoutCancel(live[0].ctx), deadline: deadline, timers: &s.deadlines}
+	raw, err := s.runKeys(ctx, s.scripts.renew, keys, args)
+	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+		for _, p := range live {
+			p.out, p.err = s.renewOne(p.ctx, p.req, p.key)
+		}
+		return
+	}
+	replies, _ := raw.([]any)
+	for i, p := range live {
+		switch {
+		case err != nil:
+			p.err = classify(opRenew, p.req.Ref, err)
+		case len(replies) != len(live):
+			p.err = fmt.Errorf("%w: %s %s: a renewal of %d leases answered %T of %d", onceflow.ErrUnexpectedReply, opRenew, p.req.Ref, len(live), raw, len(replies))
+		default:
+			p.out, p.err = decodeRenew(p.req.Ref, replies[i])
+		}
+	}
+}
+
+// renewOne sends one renewal under its caller's context.
+func (s *Store) renewOne(ctx context.Context, req driver.RenewRequest, key string) (driver.RenewOutcome, error) {
+	raw, err := s.callKey(ctx, opRenew, req.Ref, key, s.scripts.renew,
+		string(req.Owner), string(req.Operation), string(req.Nonce), s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)))
+	if err != nil {
+		return nil, err
+	}
+	replies, ok := raw.([]any)
+	if !ok || len(replies) != 1 {
+		return nil, fmt.Errorf("%w: %s %s: a renewal of one lease answered %T", onceflow.ErrUnexpectedReply, opRenew, req.Ref, raw)
+	}
+	return decodeRenew(req.Ref, replies[0])
+}
