@@ -30,25 +30,28 @@ const maxRenewBatch = 64
 
 // renewals gathers the Renew calls waiting for the one in flight. Its
 // leader is a caller: the first that finds none in flight sends the
-// waiting calls (its own among them), marks them done and wakes the rest,
-// one of which leads the next call. No goroutine of its own runs.
+// waiting calls (its own among them) and, when its own is done, hands the
+// lead to the first that still waits. Each caller is woken once, when its
+// call is done or the lead is handed to it; no goroutine of its own runs.
 type renewals struct {
 	on      bool // batching is possible with this client (New)
 	mu      sync.Mutex
-	queue   []*pendingRenew
-	leading bool          // a caller is sending a call
-	wake    chan struct{} // closed when the call in flight returns
+	queue   []*pendingRenew // waiting, not sent
+	leading bool            // a caller leads
 }
 
 // pendingRenew is one Renew call, waiting or sent.
 type pendingRenew struct {
-	ctx  context.Context
-	req  driver.RenewRequest
-	key  string
-	sent bool // taken into a call (mu)
-	done bool // out and err are set (mu)
-	out  driver.RenewOutcome
-	err  error
+	ctx   context.Context
+	req   driver.RenewRequest
+	key   string
+	ready chan struct{} // one signal: done, or the lead handed over
+	// Under renewals.mu:
+	sent   bool // taken into a call
+	done   bool // out and err are set
+	leader bool // it leads (or was handed the lead)
+	out    driver.RenewOutcome
+	err    error
 }
 
 // Renew implements driver.Store.
@@ -59,73 +62,94 @@ func (s *Store) Renew(ctx context.Context, req driver.RenewRequest) (driver.Rene
 	if !s.renewals.on {
 		return s.renewOne(ctx, req, s.Key(req.Ref))
 	}
-	p := &pendingRenew{ctx: ctx, req: req, key: s.Key(req.Ref)}
+	p := &pendingRenew{ctx: ctx, req: req, key: s.Key(req.Ref), ready: make(chan struct{}, 1)}
 	r := &s.renewals
 	r.mu.Lock()
 	r.queue = append(r.queue, p)
+	if !r.leading {
+		r.leading, p.leader = true, true
+	}
 	for {
 		if p.done {
 			r.mu.Unlock()
 			return p.out, p.err
 		}
-		if !r.leading {
-			r.leading = true
-			batch := r.takeLocked()
+		if p.leader {
 			r.mu.Unlock()
-			s.renewBatch(batch)
+			s.lead(p)
 			r.mu.Lock()
-			r.leading = false
-			for _, q := range batch {
-				q.done = true
-			}
-			if r.wake != nil {
-				close(r.wake)
-				r.wake = nil
-			}
 			continue
 		}
-		if r.wake == nil {
-			r.wake = make(chan struct{})
-		}
-		wake := r.wake
 		r.mu.Unlock()
 		select {
-		case <-wake:
+		case <-p.ready:
 			r.mu.Lock()
 		case <-ctx.Done():
 			r.mu.Lock()
-			if p.done {
+			if p.done || p.sent {
+				// Done, or in the call in flight, whose leader sets out
+				// and err: the caller need not wait for it.
+				if !p.done {
+					r.mu.Unlock()
+					return nil, classify(opRenew, req.Ref, context.Cause(ctx))
+				}
 				continue
 			}
-			if !p.sent {
-				r.removeLocked(p)
+			if i := slices.Index(r.queue, p); i >= 0 {
+				r.queue = slices.Delete(r.queue, i, i+1)
 			}
-			// Sent: the leader sets out and err for no one.
+			if p.leader {
+				r.handOffLocked()
+			}
 			r.mu.Unlock()
 			return nil, classify(opRenew, req.Ref, context.Cause(ctx))
 		}
 	}
 }
 
-// takeLocked takes up to maxRenewBatch waiting calls, in their order.
-func (r *renewals) takeLocked() []*pendingRenew {
-	n := min(len(r.queue), maxRenewBatch)
-	batch := make([]*pendingRenew, n)
-	copy(batch, r.queue)
-	for _, p := range batch {
-		p.sent = true
+// lead sends the waiting calls, maxRenewBatch a call, until p's is done,
+// then hands the lead on.
+func (s *Store) lead(p *pendingRenew) {
+	r := &s.renewals
+	for {
+		r.mu.Lock()
+		if p.done {
+			r.handOffLocked()
+			r.mu.Unlock()
+			return
+		}
+		n := min(len(r.queue), maxRenewBatch)
+		batch := slices.Clone(r.queue[:n])
+		for _, q := range batch {
+			q.sent = true
+		}
+		rest := copy(r.queue, r.queue[n:])
+		clear(r.queue[rest:])
+		r.queue = r.queue[:rest]
+		r.mu.Unlock()
+
+		s.renewBatch(batch)
+
+		r.mu.Lock()
+		for _, q := range batch {
+			q.done = true
+			if q != p {
+				q.ready <- struct{}{}
+			}
+		}
+		r.mu.Unlock()
 	}
-	rest := copy(r.queue, r.queue[n:])
-	clear(r.queue[rest:])
-	r.queue = r.queue[:rest]
-	return batch
 }
 
-// removeLocked takes p, which gave up before it was sent, out of the queue.
-func (r *renewals) removeLocked(p *pendingRenew) {
-	if i := slices.Index(r.queue, p); i >= 0 {
-		r.queue = slices.Delete(r.queue, i, i+1)
+// handOffLocked hands the lead to the first waiting call, if any.
+func (r *renewals) handOffLocked() {
+	if len(r.queue) == 0 {
+		r.leading = false
+		return
 	}
+	q := r.queue[0]
+	q.leader = true
+	q.ready <- struct{}{}
 }
 
 // renewBatch sends the renewals of batch and sets each one's outcome. One
