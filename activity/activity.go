@@ -565,37 +565,15 @@ func (h *heart) beat(interval time.Duration, ticks chan<- time.Time) (stop func(
 	ctx, cancel := context.WithCancel(h.ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		// The first beat falls on the grid of interval on the wall clock
-		// that every activity with this interval shares, so their renewals
-		// fall due together and the store sends them as one call
-		// (redisstore batches concurrent renewals).
-		first := time.NewTimer(untilNextTick(interval))
-		defer first.Stop()
-		var t *time.Ticker
-		defer func() {
-			if t != nil {
-				t.Stop()
-			}
-		}()
-		tick := first.C
-		for {
+		onGrid(ctx, interval, func(now time.Time) {
+			h.heartbeat()
+			// Renew on the same beat, unless renewal has stopped (lease
+			// lost): heartbeats must go on to deliver cancellation.
 			select {
-			case <-ctx.Done():
-				return
-			case now := <-tick:
-				if t == nil {
-					t = time.NewTicker(interval)
-					tick = t.C
-				}
-				h.heartbeat()
-				// Renew on the same beat, unless renewal has stopped (lease
-				// lost): heartbeats must go on to deliver cancellation.
-				select {
-				case ticks <- now:
-				default:
-				}
+			case ticks <- now:
+			default:
 			}
-		}
+		})
 	})
 	return func() {
 		cancel()
@@ -603,11 +581,31 @@ func (h *heart) beat(interval time.Duration, ticks chan<- time.Time) (stop func(
 	}
 }
 
-// untilNextTick is how long until the next tick of a grid of interval on
-// the wall clock.
-func untilNextTick(interval time.Duration) time.Duration {
+// onGrid calls beat on every tick of the grid of interval on the wall
+// clock, from the next one on, until ctx is done. Every activity with the
+// same interval beats on the same grid, so their renewals fall due
+// together and the store sends them as one call (redisstore batches
+// concurrent renewals); the first beat comes within one interval.
+func onGrid(ctx context.Context, interval time.Duration, beat func(time.Time)) {
 	now := time.Now()
-	return now.Truncate(interval).Add(interval).Sub(now)
+	first := time.NewTimer(now.Truncate(interval).Add(interval).Sub(now))
+	defer first.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case now = <-first.C:
+		beat(now)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			beat(now)
+		}
+	}
 }
 
 // settled: the store recorded that the attempt had no effect. When this
