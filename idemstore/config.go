@@ -50,9 +50,13 @@ type ExecutorConfig struct {
 	// a mismatch refuses replay. Default 2.
 	PolicyRevision int
 	// RenewInterval is how often the lease is renewed while the action
-	// runs, unless the Request brings its own ticks. Default a third of
-	// what the lease leaves before its deadline, (Lease - SafetyMargin) /
-	// 3; at least two renewals must fit before the deadline.
+	// runs, unless the Request brings its own ticks: on the ticks of a
+	// grid of RenewInterval on the wall clock that every lease of the
+	// process shares, so that the store can send the renewals that fall
+	// due together as one call; the first within one interval of the
+	// start. Default a third of what the lease leaves before its
+	// deadline, (Lease - SafetyMargin) / 3; at least two renewals must fit
+	// before the deadline.
 	RenewInterval time.Duration
 	// SafetyMargin is how long before the lease runs out the action's
 	// context is cancelled when no renewal has confirmed it: the deadline

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -156,10 +157,11 @@ func (r *renewals) handOffLocked() {
 // renewal goes as before, under its caller's context. Several go in one
 // call under the earliest of their deadlines (every renewal's context has
 // one: the lease), and a caller's cancellation leaves the others' call
-// alone. A key that is not a hash fails the whole call (WRONGTYPE, before
-// anything of the call changed, or after the leases before it were
-// renewed, which renewing again does not change): then each is sent on
-// its own, so that only that one is refused.
+// alone. An error reply from the server to the whole call (a key that is
+// not a hash, WRONGTYPE, or any other error a lease's record may cause,
+// after the leases before it were renewed, which renewing again does not
+// change) does not fail the others: each is then sent on its own, so that
+// the error stays the one lease's.
 func (s *Store) renewBatch(batch []*pendingRenew) {
 	live := batch[:0:0]
 	for _, p := range batch {
@@ -190,7 +192,8 @@ func (s *Store) renewBatch(batch []*pendingRenew) {
 	}
 	ctx := &deadlineCtx{Context: context.WithoutCancel(live[0].ctx), deadline: deadline, timers: &s.deadlines}
 	raw, err := s.runKeys(ctx, s.scripts.renew, keys, args)
-	if redis.HasErrorPrefix(err, "WRONGTYPE") {
+	var serverErr redis.Error
+	if errors.As(err, &serverErr) {
 		for _, p := range live {
 			p.out, p.err = s.renewOne(p.ctx, p.req, p.key)
 		}
