@@ -193,7 +193,10 @@ func (d *devWorker) start(extra ...string) {
 	for {
 		select {
 		case <-d.exited:
-			d.t.Fatalf("worker -dev %v exited at start:\n%s", extra, log.String())
+			// Wait has returned: ProcessState says how it ended (an
+			// exit code, or the signal that killed it), which the log
+			// cannot when the process was killed.
+			d.t.Fatalf("worker -dev %v exited at start (%v):\n%s", extra, d.cmd.ProcessState, log.String())
 		default:
 		}
 		if e, err := d.readEndpoints(); err == nil && e.PID == d.cmd.Process.Pid && ready(d.httpAddr) {
