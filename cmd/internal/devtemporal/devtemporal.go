@@ -295,6 +295,13 @@ func listenable(addr string) (string, int, error) {
 	if err != nil || port < 0 || port > 65535 {
 		return "", 0, fmt.Errorf("devtemporal: address %q: the port must be a number from 0 to 65535", addr)
 	}
+	if port == 0 {
+		port, err = freePort(host)
+		if err != nil {
+			return "", 0, fmt.Errorf("devtemporal: find a free port on %s: %w", host, err)
+		}
+		return host, port, nil
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return "", 0, fmt.Errorf("%w: %s (another Temporal server, or another -dev worker?)", ErrAddressInUse, addr)
@@ -306,7 +313,21 @@ func listenable(addr string) (string, int, error) {
 	return host, port, l.Close()
 }
 
+// freePort returns a port of host that nothing listens on, chosen below
+// Linux's default range of ephemeral ports (32768 to 60999) where it can.
+// The port is closed again before the server opens it, and a port of the
+// ephemeral range can be taken in between by any outgoing connection on
+// the machine (a test's Redis client, say): the server then cannot open
+// its listener and exits at start ("Failed to start gRPC listener").
 func freePort(host string) (int, error) {
+	for range 64 {
+		p := 20000 + rand.IntN(32768-20000)
+		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
+		return p, l.Close()
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
@@ -352,9 +373,19 @@ func (s *slogLogger) Panic(msg string, tags ...tag.Tag) {
 }
 
 // Fatal logs and exits, as the server's own zap logger does: the server
-// calls it where it cannot go on (a listener it cannot open).
+// calls it where it cannot go on (a listener it cannot open). It also
+// says so on stderr, whatever the logger: the server's log may be a file
+// or discarded, and a process that exits at start without a word cannot
+// be diagnosed.
 func (s *slogLogger) Fatal(msg string, tags ...tag.Tag) {
 	s.log(slog.LevelError, msg, tags)
+	line := "devtemporal: the embedded Temporal server stops the process: " + msg
+	for _, ts := range [][]tag.Tag{s.tags, tags} {
+		for _, t := range ts {
+			line += fmt.Sprintf(" %s=%v", t.Key(), t.Value())
+		}
+	}
+	fmt.Fprintln(os.Stderr, line)
 	os.Exit(1)
 }
 

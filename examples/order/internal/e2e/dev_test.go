@@ -195,8 +195,11 @@ func (d *devWorker) start(extra ...string) {
 		case <-d.exited:
 			// Wait has returned: ProcessState says how it ended (an
 			// exit code, or the signal that killed it), which the log
-			// cannot when the process was killed.
-			d.t.Fatalf("worker -dev %v exited at start (%v):\n%s", extra, d.cmd.ProcessState, log.String())
+			// cannot when the process was killed; the embedded Temporal
+			// server logs to a file of the state, not to stderr, so a
+			// fatal error of its own is only there.
+			d.t.Fatalf("worker -dev %v exited at start (%v):\n%s\nthe end of %s:\n%s", extra, d.cmd.ProcessState, log.String(),
+				devstate.TemporalLog, tail(filepath.Join(d.state, devstate.TemporalLog), 4096))
 		default:
 		}
 		if e, err := d.readEndpoints(); err == nil && e.PID == d.cmd.Process.Pid && ready(d.httpAddr) {
@@ -307,6 +310,15 @@ func ready(addr string) bool {
 }
 
 // waitGone waits until pid no longer runs (a zombie counts as gone).
+// tail is the last n bytes of the file at path, or why there are none.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b[max(0, len(b)-n):])
+}
+
 func waitGone(t *testing.T, pid int, what string) {
 	t.Helper()
 	if pid == 0 {
