@@ -28,22 +28,19 @@ type deadlineCtx struct {
 // withDeadline returns ctx bounded by timeout from now: ctx itself when its
 // own deadline is earlier.
 func withDeadline(ctx context.Context, timeout time.Duration, timers *deadlines) context.Context {
-	d := time.Now().Add(timeout)
-	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
-		return ctx
-	}
-	return &deadlineCtx{Context: ctx, deadline: d, timers: timers}
+	return new(deadlineCtx).bind(ctx, timeout, timers)
 }
 
-// bound is withDeadline with the bounded context in c's own deadlineCtx
-// instead of a new one: valid until c is released.
-func (c *replayCall) bound(ctx context.Context, timeout time.Duration, timers *deadlines) context.Context {
+// bind makes c ctx bounded by timeout from now and returns c, or returns
+// ctx itself when its own deadline is earlier. A pooled call binds its
+// own deadlineCtx (replayCall, scriptCall): valid until it is released.
+func (c *deadlineCtx) bind(ctx context.Context, timeout time.Duration, timers *deadlines) context.Context {
 	d := time.Now().Add(timeout)
 	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
 		return ctx
 	}
-	c.ctx = deadlineCtx{Context: ctx, deadline: d, timers: timers}
-	return &c.ctx
+	*c = deadlineCtx{Context: ctx, deadline: d, timers: timers}
+	return c
 }
 
 // Deadline implements context.Context.

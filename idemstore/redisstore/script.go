@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -155,16 +154,6 @@ type scriptCall struct {
 // command, the script, the key count and the key, and TRANSITION's twelve
 // arguments; a longer call allocates its own.
 const scriptCallArgs = 16
-
-// bound is withDeadline with the bounded context in c's own deadlineCtx.
-func (c *scriptCall) bound(ctx context.Context, timeout time.Duration, timers *deadlines) context.Context {
-	d := time.Now().Add(timeout)
-	if cd, ok := ctx.Deadline(); ok && !cd.After(d) {
-		return ctx
-	}
-	c.ctx = deadlineCtx{Context: ctx, deadline: d, timers: timers}
-	return &c.ctx
-}
 
 // release clears c and puts it back into pool.
 func (c *scriptCall) release(pool *sync.Pool) {

@@ -398,7 +398,7 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 		// caller's (on its stack), as runIn copies it into c, which this
 		// call returns to the pool once go-redis has let go of it.
 		c := s.scriptCalls.Get().(*scriptCall)
-		v, err = s.runIn(c.bound(ctx, s.timeout, &s.deadlines), c, sc, key, args...)
+		v, err = s.runIn(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, sc, key, args...)
 		c.release(&s.scriptCalls)
 	}
 	if err != nil {
@@ -431,7 +431,7 @@ func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, 
 		rd, err = s.replayGuarded(ctx, key, req)
 	} else {
 		c := s.calls.Get().(*replayCall)
-		rd, err = s.readReplay(c.bound(ctx, s.timeout, &s.deadlines), c, key, req)
+		rd, err = s.readReplay(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, key, req)
 		c.release(&s.calls)
 	}
 	if err != nil {
