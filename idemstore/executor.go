@@ -140,6 +140,9 @@ type invocation struct {
 	// since is when an attempt may first have reached the action, once
 	// it started (see reachedSince).
 	since time.Time
+	// rec is the record as the start confirmed it, once it started: the
+	// renewals send it (driver.RenewRequest.Started).
+	rec onceflow.Record
 }
 
 // fence is own's fencing token with the record's epoch.
@@ -351,6 +354,7 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 	v.leaseEnd = v.sent.Add(r.LeaseRemaining())
 	v.epoch = r.Fence().Epoch
 	v.since = v.reachedSince(r)
+	v.rec = r
 	unknown := v.effectUnknown(r, from)
 	if err := v.runnable(ctx); err != nil {
 		if unknown != "" {
@@ -445,7 +449,7 @@ func (v *invocation) runnable(ctx context.Context) error {
 // renewRequest is the RENEW of this invocation's lease.
 func (v *invocation) renewRequest(own driver.Ownership) driver.RenewRequest {
 	c := v.e.cfg
-	return driver.RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention}
+	return driver.RenewRequest{Ref: own.Ref, Operation: own.Operation, Owner: own.Owner, Nonce: v.nonce, Lease: c.Lease, Retention: c.FailureRetention, Started: v.rec}
 }
 
 // confirmLease renews the lease once, synchronously, before the action

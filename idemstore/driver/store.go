@@ -116,6 +116,15 @@ type RenewRequest struct {
 	// Retention is how long the record outlives its lease (see
 	// ClaimRequest.Retention).
 	Retention time.Duration
+	// Started is the record as the caller's start left it (the Record
+	// of the Acquired, TakenOver, ReplayedAcquire or Transitioned that
+	// put it in EXECUTING), or the zero Record when the caller does not
+	// have it. A renewal moves the lease alone, so a store may check the
+	// record it holds against Started by equality instead of by its
+	// rules and answer with less; when they differ, or Started is zero,
+	// it checks the whole record. A store may ignore it: it decides
+	// nothing the other fields do not.
+	Started onceflow.Record
 }
 
 // ReleaseRequest deletes a CLAIMED record.

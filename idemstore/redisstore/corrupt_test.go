@@ -87,7 +87,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				own := acq.(driver.Acquired).Ownership
+				own, started := acq.(driver.Acquired).Ownership, acq.(driver.Acquired).Record
 				if completed {
 					out, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte(`{"ok":1}`), TTL: f.TTL})
 					if err != nil {
@@ -122,6 +122,9 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 						return s.Fail(ctx, driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateAbandoned, TTL: f.TTL})
 					},
 					"renew": func() (any, error) {
+						return s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL, Started: started})
+					},
+					"renew without the started record": func() (any, error) {
 						return s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 					},
 					"release": func() (any, error) { return s.Release(ctx, driver.ReleaseRequest{Ownership: own}) },

@@ -127,14 +127,29 @@ func decodeTransition(op string, ref onceflow.Ref, raw any) (driver.TransitionOu
 	return nil, unexpected(op, ref, rp.code)
 }
 
-// decodeRenew decodes the reply of renew.lua.
-func decodeRenew(ref onceflow.Ref, raw any) (driver.RenewOutcome, error) {
+// decodeRenew decodes the reply of renew.lua to req; started says
+// whether the renewal sent req.Started's fp and m for renew.lua to
+// compare.
+func decodeRenew(req driver.RenewRequest, started bool, raw any) (driver.RenewOutcome, error) {
+	ref := req.Ref
 	rp, err := parse(opRenew, ref, raw)
 	if err != nil {
 		return nil, err
 	}
 	if rp.code == schema.NotFound {
 		return driver.Missing{}, nil
+	}
+	if rp.code == schema.Renewed && started && !rp.hasRec {
+		// renew.lua found the record equal to req.Started but for the
+		// lease, and answered leaseUntil alone.
+		until, ok := schema.ParseInteger(rp.extra)
+		if !ok || rp.now.IsZero() {
+			return nil, fmt.Errorf("%w: %s %s: RENEWED without a record, with leaseUntil %q", onceflow.ErrUnexpectedReply, opRenew, ref, truncate(rp.extra))
+		}
+		return driver.Renewed{Record: onceflow.Record{
+			State: onceflow.StateExecuting, Owner: req.Owner, Attempt: req.Started.Attempt, Rev: req.Started.Rev,
+			Operation: req.Operation, LeaseUntil: time.UnixMilli(until), Nonce: req.Nonce, ServerTime: rp.now, TTL: rp.pttl,
+		}}, nil
 	}
 	rec, _, err := rp.record(opRenew, ref)
 	if err != nil {

@@ -31,7 +31,12 @@ func decode(op string, ref onceflow.Ref, raw any) (any, error) {
 	case opStart, opComplete, opFail:
 		return decodeTransition(op, ref, raw)
 	case opRenew:
-		return decodeRenew(ref, raw)
+		// As the executor renews: with the record its start left, so that
+		// both the full reply and the one that carries only leaseUntil
+		// are decoded.
+		req := driver.RenewRequest{Ref: ref, Operation: "op", Owner: onceflow.NewOwner(), Nonce: onceflow.NewNonce(), Lease: time.Second, Retention: time.Second}
+		req.Started = onceflow.Record{State: onceflow.StateExecuting, Owner: req.Owner, Attempt: 1, Rev: 2, Operation: req.Operation, Nonce: req.Nonce}
+		return decodeRenew(req, true, raw)
 	case opRelease:
 		return decodeRelease(ref, raw)
 	case opInspect:

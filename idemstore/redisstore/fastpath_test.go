@@ -18,10 +18,11 @@ import (
 )
 
 // TestFastPathsTakeTheCommonCase runs a fresh operation (claim+start,
-// renew, complete) on a server of its own and reads INFO commandstats:
-// the claim found a new key with EXISTS, the renewal and the completion
-// read the record with one HGETALL each, and none of them went on to the
-// full path (its load is the only caller of HLEN).
+// renew with the record the start left and without it, complete) on a
+// server of its own and reads INFO commandstats: the claim found a new key
+// with EXISTS, the renewals and the completion read the record with one
+// HGETALL each, and none of them went on to the full path (its load is the
+// only caller of HLEN).
 func TestFastPathsTakeTheCommonCase(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -40,8 +41,10 @@ func TestFastPathsTakeTheCommonCase(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := out.(driver.Acquired).Ownership
-	if _, err := s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL}); err != nil {
-		t.Fatal(err)
+	for _, started := range []onceflow.Record{out.(driver.Acquired).Record, {}} {
+		if _, err := s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL, Started: started}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("done"), TTL: f.TTL}); err != nil {
 		t.Fatal(err)
@@ -60,7 +63,7 @@ func TestFastPathsTakeTheCommonCase(t *testing.T) {
 		}
 		return 0
 	}
-	for cmd, want := range map[string]int{"exists": 1, "hgetall": 2, "hmget": 0, "hlen": 0} {
+	for cmd, want := range map[string]int{"exists": 1, "hgetall": 3, "hmget": 0, "hlen": 0} {
 		if got := calls(cmd); got != want {
 			t.Errorf("%s was called %d times, want %d (a fast path fell back to the full path)", cmd, got, want)
 		}
@@ -68,7 +71,7 @@ func TestFastPathsTakeTheCommonCase(t *testing.T) {
 }
 
 // TestFastPathsWriteWhatTheFullPathWrites runs the same fresh operation
-// (claim+start, renew, complete) twice: on a record as its start left it,
+// (claim+start, renewals, complete) twice: on a record as its start left it,
 // which the fast paths take, and on the same record with one more field
 // that no rule knows (load ignores it, as a newer version's), which sends
 // renew and complete down the full path. After each step the records
@@ -104,9 +107,13 @@ func TestFastPathsWriteWhatTheFullPathWrites(t *testing.T) {
 				}
 			}
 			own := out.(driver.Acquired).Ownership
-			// A lease shorter than the one left is not moved, a longer one is.
-			for _, lease := range []time.Duration{time.Second, 2 * f.Lease} {
-				step(s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: lease, Retention: f.TTL}))
+			// A lease shorter than the one left is not moved, a longer one
+			// is; with the record the start left (the fast path compares
+			// fp and m with it and answers leaseUntil alone) and without.
+			for _, lease := range []time.Duration{time.Second, 2 * f.Lease, 3 * f.Lease} {
+				for _, started := range []onceflow.Record{out.(driver.Acquired).Record, {}} {
+					step(s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: lease, Retention: f.TTL, Started: started}))
+				}
 			}
 			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
 			// Re-sent: the record is COMPLETED (the full path answers).
@@ -173,4 +180,44 @@ func scrubRecord(t *testing.T, client redis.Cmdable, key string) string {
 		fmt.Fprintf(&b, "%s=%s ", k, x)
 	}
 	return b.String()
+}
+
+// TestARenewalComparesTheStartedRecordWithTheStoredOne: a renewal whose
+// Started record differs from the stored one in a packed part (here the
+// revision and the update time; a record the start did not leave) is
+// answered from the stored record, by the full path, never from what the
+// caller sent.
+func TestARenewalComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f := storetest.NewFixture()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
+	out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := out.(driver.Acquired).Record
+	for name, change := range map[string]func(r *onceflow.Record){
+		"rev":       func(r *onceflow.Record) { r.Rev += 4 },
+		"attempt":   func(r *onceflow.Record) { r.Attempt++ },
+		"updatedAt": func(r *onceflow.Record) { r.UpdatedAt = r.UpdatedAt.Add(time.Millisecond) },
+		"uncertain": func(r *onceflow.Record) { r.EffectUnknown = true },
+		"fp":        func(r *onceflow.Record) { r.Fingerprint = onceflow.FingerprintOf([]byte("another")) },
+	} {
+		started := stored
+		change(&started)
+		rn, err := s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: f.Lease, Retention: f.TTL, Started: started})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rn.(driver.Renewed).Record
+		if got.Attempt != stored.Attempt || got.Rev != stored.Rev {
+			t.Errorf("started record with another %s: renewed attempt %d rev %d, want the stored %d and %d", name, got.Attempt, got.Rev, stored.Attempt, stored.Rev)
+		}
+	}
 }

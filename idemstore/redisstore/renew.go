@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
 // Renewals of one store are sent together: RENEW takes several leases
@@ -46,6 +48,9 @@ type pendingRenew struct {
 	ctx   context.Context
 	req   driver.RenewRequest
 	key   string
+	// started is m of req.Started, "" when renew.lua is not to compare
+	// the record with it (startedMeta).
+	started string
 	ready chan struct{} // one signal: done, or the lead handed over
 	// Under renewals.mu:
 	sent   bool // taken into a call
@@ -61,9 +66,9 @@ func (s *Store) Renew(ctx context.Context, req driver.RenewRequest) (driver.Rene
 		return nil, err
 	}
 	if !s.renewals.on {
-		return s.renewOne(ctx, req, s.Key(req.Ref))
+		return s.renewOne(ctx, req, s.Key(req.Ref), startedMeta(req))
 	}
-	p := &pendingRenew{ctx: ctx, req: req, key: s.Key(req.Ref), ready: make(chan struct{}, 1)}
+	p := &pendingRenew{ctx: ctx, req: req, key: s.Key(req.Ref), started: startedMeta(req), ready: make(chan struct{}, 1)}
 	r := &s.renewals
 	r.mu.Lock()
 	r.queue = append(r.queue, p)
@@ -176,26 +181,25 @@ func (s *Store) renewBatch(batch []*pendingRenew) {
 		return
 	case len(live) == 1:
 		p := live[0]
-		p.out, p.err = s.renewOne(p.ctx, p.req, p.key)
+		p.out, p.err = s.renewOne(p.ctx, p.req, p.key, p.started)
 		return
 	}
 	deadline := time.Now().Add(s.timeout)
 	keys := make([]string, len(live))
-	args := make([]any, 0, 5*len(live))
+	args := make([]any, 0, 7*len(live))
 	for i, p := range live {
 		if d, ok := p.ctx.Deadline(); ok && d.Before(deadline) {
 			deadline = d
 		}
 		keys[i] = p.key
-		args = append(args, string(p.req.Owner), string(p.req.Operation), string(p.req.Nonce),
-			s.args.int(ms(p.req.Lease)), s.args.int(ms(p.req.Retention)))
+		args = s.appendRenewArgs(args, p.req, p.started)
 	}
 	ctx := &deadlineCtx{Context: context.WithoutCancel(live[0].ctx), deadline: deadline, timers: &s.deadlines}
 	raw, err := s.runKeys(ctx, s.scripts.renew, keys, args)
 	var serverErr redis.Error
 	if errors.As(err, &serverErr) {
 		for _, p := range live {
-			p.out, p.err = s.renewOne(p.ctx, p.req, p.key)
+			p.out, p.err = s.renewOne(p.ctx, p.req, p.key, p.started)
 		}
 		return
 	}
@@ -207,15 +211,16 @@ func (s *Store) renewBatch(batch []*pendingRenew) {
 		case len(replies) != len(live):
 			p.err = fmt.Errorf("%w: %s %s: a renewal of %d leases answered %T of %d", onceflow.ErrUnexpectedReply, opRenew, p.req.Ref, len(live), raw, len(replies))
 		default:
-			p.out, p.err = decodeRenew(p.req.Ref, replies[i])
+			p.out, p.err = decodeRenew(p.req, p.started != "", replies[i])
 		}
 	}
 }
 
-// renewOne sends one renewal under its caller's context.
-func (s *Store) renewOne(ctx context.Context, req driver.RenewRequest, key string) (driver.RenewOutcome, error) {
-	raw, err := s.callKey(ctx, opRenew, req.Ref, key, s.scripts.renew,
-		string(req.Owner), string(req.Operation), string(req.Nonce), s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)))
+// renewOne sends one renewal under its caller's context; started is
+// startedMeta(req).
+func (s *Store) renewOne(ctx context.Context, req driver.RenewRequest, key, started string) (driver.RenewOutcome, error) {
+	var buf [7]any
+	raw, err := s.callKey(ctx, nil, opRenew, req.Ref, key, s.scripts.renew, s.appendRenewArgs(buf[:0], req, started)...)
 	if err != nil {
 		return nil, err
 	}
@@ -223,5 +228,43 @@ func (s *Store) renewOne(ctx context.Context, req driver.RenewRequest, key strin
 	if !ok || len(replies) != 1 {
 		return nil, fmt.Errorf("%w: %s %s: a renewal of one lease answered %T", onceflow.ErrUnexpectedReply, opRenew, req.Ref, raw)
 	}
-	return decodeRenew(req.Ref, replies[0])
+	return decodeRenew(req, started != "", replies[0])
+}
+
+// appendRenewArgs appends the seven arguments of one lease of renew.lua.
+func (s *Store) appendRenewArgs(args []any, req driver.RenewRequest, started string) []any {
+	fp := ""
+	if started != "" {
+		fp = string(req.Started.Fingerprint)
+	}
+	return append(args, string(req.Owner), string(req.Operation), string(req.Nonce),
+		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), fp, started)
+}
+
+// startedMeta is m as req.Started says the caller's start left it, which
+// renew.lua compares the stored m with (and fp with req.Started's); ""
+// when req.Started is not that record (zero, or another invocation's) or
+// breaks a rule of the schema, so that only a record packed from values
+// that keep every rule is ever compared by equality.
+func startedMeta(req driver.RenewRequest) string {
+	r := &req.Started
+	if r.State != onceflow.StateExecuting || r.Owner != req.Owner || r.Operation != req.Operation ||
+		r.Nonce != req.Nonce || r.Fingerprint.Validate() != nil {
+		return ""
+	}
+	var vals [schema.NumFields]string
+	vals[schema.FAttempt] = strconv.FormatInt(r.Attempt, 10)
+	vals[schema.FRev] = strconv.FormatInt(r.Rev, 10)
+	vals[schema.FPolicy] = strconv.Itoa(r.Policy)
+	vals[schema.FCreatedAt] = strconv.FormatInt(r.CreatedAt.UnixMilli(), 10)
+	vals[schema.FUpdatedAt] = strconv.FormatInt(r.UpdatedAt.UnixMilli(), 10)
+	if r.EffectUnknown {
+		vals[schema.FEffectUnknown] = "1"
+	}
+	vals[schema.FCodec] = r.Codec
+	m := schema.FormatMeta(vals)
+	if _, bad := schema.ParseMeta(m); bad != "" {
+		return ""
+	}
+	return m
 }

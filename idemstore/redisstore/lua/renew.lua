@@ -9,7 +9,10 @@
 -- ARGV[1]  owner                   ARGV[2]  operation ID
 -- ARGV[3]  nonce                   ARGV[4]  lease in ms
 -- ARGV[5]  failure retention in ms: the key outlives the lease by it
--- (the first lease's; the i-th's five are ARGV[5i-4] to ARGV[5i])
+-- ARGV[6]  fingerprint the caller's start left ("" = not known)
+-- ARGV[7]  m as the caller's start left it ("" = not known): compared,
+--          never written
+-- (the first lease's; the i-th's seven are ARGV[7i-6] to ARGV[7i])
 --
 -- Replies: an array, entry i the reply for lease i:
 --   CORRUPT         the stored record breaks the schema; nothing changed
@@ -21,50 +24,67 @@
 --   RENEWED         leaseUntil = max(leaseUntil, now + lease), the key's TTL
 --                   = the lease left + the retention; rev is unchanged. The
 --                   reply's record has only state, owner, attempt, rev, op,
---                   leaseUntil and nonce
-local out, slow, now = {}, nil, nil
+--                   leaseUntil and nonce; when the record was found equal
+--                   to what the caller sent (ARGV[6], ARGV[7]), the reply
+--                   carries no record and extra is leaseUntil: the caller
+--                   holds the rest
+local out, slow, now, nows = {}, nil, nil, nil
 
 -- The fast path: the record as the caller's own start left it (renewals
 -- move leaseUntil alone). One HGETALL reads every field, which proves the
 -- record holds no other (no reason, no response chunk, no field of the
--- layout before m); what the caller holds (owner, op, nonce) is compared
--- by equality and the rest checked by the rules load checks them by (fp
--- and leaseUntil by their patterns, m by one match). Anything else goes
--- on to the full path below, which reads and checks the whole record,
--- decides, and names a corrupt field. It writes and answers what the full
--- path writes and answers for the same record. The server's TIME is read
--- once, for every lease of the call.
+-- layout before m); what the caller holds (owner, op, nonce, and fp and
+-- m when it sends them) is compared by equality, and the rest checked by
+-- the rules load checks them by (leaseUntil by its pattern; fp and m, when
+-- the caller does not send them, by their patterns and one match). The
+-- values compared by equality were checked by the caller (redisstore
+-- sends fp and m only as it packed them from a record it decoded and
+-- checked), so a record equal to them keeps every rule. Anything else
+-- goes on to the full path below, which reads and checks the whole
+-- record, decides, and names a corrupt field. It writes what the full
+-- path writes for the same record, and answers the same, or, when fp and
+-- m were compared, only leaseUntil. The server's TIME is read once, for
+-- every lease of the call.
 for i = 1, #KEYS do
-  local key, a = KEYS[i], 5 * i
-  local owner, op, nonce = ARGV[a - 4], ARGV[a - 3], ARGV[a - 2]
+  local key, a = KEYS[i], 7 * i
+  local owner, op, nonce, fp, m = ARGV[a - 6], ARGV[a - 5], ARGV[a - 4], ARGV[a - 1], ARGV[a]
   local v = redis.call('HGETALL', key)
   @scanexec(v)
-  local fast = false
+  local fast, attempt, rev = false, nil, nil
   if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
-      e_fp and not @invalid(fp, e_fp) and e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
-    local attempt, rev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
-    if attempt and @metaclean(attempt, rev, policy, created, updated, unc, sum, codec) then
-      if not now then
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      end
-      local lease_until = tonumber(e_leaseUntil)
-      local lease = tonumber(ARGV[a - 1])
-      if now + lease > lease_until then
-        lease_until = now + lease
-        e_leaseUntil = string.format('%d', lease_until)
-        redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
-      end
-      local ttl = lease_until - now
-      if ttl < 0 then ttl = 0 end
-      ttl = ttl + tonumber(ARGV[a])
-      redis.call('PEXPIRE', key, ttl)
-      out[i] = R.RENEWED .. '\0' .. string.format('%d', now) .. '\0' .. string.format('%d', ttl) .. '\0\0' .. @pack(state = 'EXECUTING', owner = owner,
-        attempt = attempt, rev = rev, op = op, leaseUntil = e_leaseUntil, nonce = nonce)
-      fast = true
+      e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) then
+    if m ~= '' then
+      fast = e_fp == fp and e_m == m
+    elseif e_fp and not @invalid(fp, e_fp) and e_m then
+      local policy, created, updated, unc, sum, codec
+      attempt, rev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+      fast = attempt and @metaclean(attempt, rev, policy, created, updated, unc, sum, codec)
     end
   end
-  if not fast then
+  if fast then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      nows = string.format('%d', now)
+    end
+    local lease_until = tonumber(e_leaseUntil)
+    local lease = tonumber(ARGV[a - 3])
+    if now + lease > lease_until then
+      lease_until = now + lease
+      e_leaseUntil = string.format('%d', lease_until)
+      redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+    end
+    local ttl = lease_until - now
+    if ttl < 0 then ttl = 0 end
+    ttl = ttl + tonumber(ARGV[a - 2])
+    redis.call('PEXPIRE', key, ttl)
+    if m ~= '' then
+      out[i] = R.RENEWED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0' .. e_leaseUntil
+    else
+      out[i] = R.RENEWED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' .. @pack(state = 'EXECUTING', owner = owner,
+        attempt = attempt, rev = rev, op = op, leaseUntil = e_leaseUntil, nonce = nonce)
+    end
+  else
     slow = slow or {}
     slow[#slow + 1] = i
   end
@@ -99,7 +119,7 @@ local function renew(key, owner, op, nonce, lease, retention)
 end
 
 for _, i in ipairs(slow) do
-  local a = 5 * i
-  out[i] = renew(KEYS[i], ARGV[a - 4], ARGV[a - 3], ARGV[a - 2], tonumber(ARGV[a - 1]), tonumber(ARGV[a]))
+  local a = 7 * i
+  out[i] = renew(KEYS[i], ARGV[a - 6], ARGV[a - 5], ARGV[a - 4], tonumber(ARGV[a - 3]), tonumber(ARGV[a - 2]))
 end
 return out

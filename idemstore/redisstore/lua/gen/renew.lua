@@ -13,7 +13,10 @@
 -- ARGV[1]  owner                   ARGV[2]  operation ID
 -- ARGV[3]  nonce                   ARGV[4]  lease in ms
 -- ARGV[5]  failure retention in ms: the key outlives the lease by it
--- (the first lease's; the i-th's five are ARGV[5i-4] to ARGV[5i])
+-- ARGV[6]  fingerprint the caller's start left ("" = not known)
+-- ARGV[7]  m as the caller's start left it ("" = not known): compared,
+--          never written
+-- (the first lease's; the i-th's seven are ARGV[7i-6] to ARGV[7i])
 --
 -- Replies: an array, entry i the reply for lease i:
 --   CORRUPT         the stored record breaks the schema; nothing changed
@@ -25,27 +28,35 @@
 --   RENEWED         leaseUntil = max(leaseUntil, now + lease), the key's TTL
 --                   = the lease left + the retention; rev is unchanged. The
 --                   reply's record has only state, owner, attempt, rev, op,
---                   leaseUntil and nonce
+--                   leaseUntil and nonce; when the record was found equal
+--                   to what the caller sent (ARGV[6], ARGV[7]), the reply
+--                   carries no record and extra is leaseUntil: the caller
+--                   holds the rest
 --
 -- Reply codes named in this script: 12 NOT_FOUND, 13 NOT_OWNER,
 --   14 OP_CONFLICT, 16 WRONG_STATE, 17 NONCE_MISMATCH, 19 RENEWED,
 --   23 CORRUPT
 local find = string.find
-local out, slow, now = {}, nil, nil
+local out, slow, now, nows = {}, nil, nil, nil
 
 -- The fast path: the record as the caller's own start left it (renewals
 -- move leaseUntil alone). One HGETALL reads every field, which proves the
 -- record holds no other (no reason, no response chunk, no field of the
--- layout before m); what the caller holds (owner, op, nonce) is compared
--- by equality and the rest checked by the rules load checks them by (fp
--- and leaseUntil by their patterns, m by one match). Anything else goes
--- on to the full path below, which reads and checks the whole record,
--- decides, and names a corrupt field. It writes and answers what the full
--- path writes and answers for the same record. The server's TIME is read
--- once, for every lease of the call.
+-- layout before m); what the caller holds (owner, op, nonce, and fp and
+-- m when it sends them) is compared by equality, and the rest checked by
+-- the rules load checks them by (leaseUntil by its pattern; fp and m, when
+-- the caller does not send them, by their patterns and one match). The
+-- values compared by equality were checked by the caller (redisstore
+-- sends fp and m only as it packed them from a record it decoded and
+-- checked), so a record equal to them keeps every rule. Anything else
+-- goes on to the full path below, which reads and checks the whole
+-- record, decides, and names a corrupt field. It writes what the full
+-- path writes for the same record, and answers the same, or, when fp and
+-- m were compared, only leaseUntil. The server's TIME is read once, for
+-- every lease of the call.
 for i = 1, #KEYS do
-  local key, a = KEYS[i], 5 * i
-  local owner, op, nonce = ARGV[a - 4], ARGV[a - 3], ARGV[a - 2]
+  local key, a = KEYS[i], 7 * i
+  local owner, op, nonce, fp, m = ARGV[a - 6], ARGV[a - 5], ARGV[a - 4], ARGV[a - 1], ARGV[a]
   local v = redis.call('HGETALL', key)
   local e_state, e_owner, e_op, e_fp, e_leaseUntil, e_nonce, e_m
   local e_n = #v / 2
@@ -60,31 +71,40 @@ for i = 1, #KEYS do
     elseif k == 'm' then e_m = x
     end
   end
-  local fast = false
+  local fast, attempt, rev = false, nil, nil
   if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
-      e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
-    local attempt, rev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
-    if attempt and (#attempt <= 15 and #rev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
-      if not now then
-        local t = redis.call('TIME')
-        now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      end
-      local lease_until = tonumber(e_leaseUntil)
-      local lease = tonumber(ARGV[a - 1])
-      if now + lease > lease_until then
-        lease_until = now + lease
-        e_leaseUntil = string.format('%d', lease_until)
-        redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
-      end
-      local ttl = lease_until - now
-      if ttl < 0 then ttl = 0 end
-      ttl = ttl + tonumber(ARGV[a])
-      redis.call('PEXPIRE', key, ttl)
-      out[i] = 19 --[[RENEWED]] .. '\0' .. string.format('%d', now) .. '\0' .. string.format('%d', ttl) .. '\0\0' .. ('EXECUTING' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. (op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (e_leaseUntil or '') .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
-      fast = true
+      e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) then
+    if m ~= '' then
+      fast = e_fp == fp and e_m == m
+    elseif e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_m then
+      local policy, created, updated, unc, sum, codec
+      attempt, rev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+      fast = attempt and (#attempt <= 15 and #rev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32)
     end
   end
-  if not fast then
+  if fast then
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+      nows = string.format('%d', now)
+    end
+    local lease_until = tonumber(e_leaseUntil)
+    local lease = tonumber(ARGV[a - 3])
+    if now + lease > lease_until then
+      lease_until = now + lease
+      e_leaseUntil = string.format('%d', lease_until)
+      redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+    end
+    local ttl = lease_until - now
+    if ttl < 0 then ttl = 0 end
+    ttl = ttl + tonumber(ARGV[a - 2])
+    redis.call('PEXPIRE', key, ttl)
+    if m ~= '' then
+      out[i] = 19 --[[RENEWED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0' .. e_leaseUntil
+    else
+      out[i] = 19 --[[RENEWED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' .. ('EXECUTING' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (rev or '') .. '\0' .. (op or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. (e_leaseUntil or '') .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. '' .. '\0' .. ''
+    end
+  else
     slow = slow or {}
     slow[#slow + 1] = i
   end
@@ -328,7 +348,7 @@ local function renew(key, owner, op, nonce, lease, retention)
 end
 
 for _, i in ipairs(slow) do
-  local a = 5 * i
-  out[i] = renew(KEYS[i], ARGV[a - 4], ARGV[a - 3], ARGV[a - 2], tonumber(ARGV[a - 1]), tonumber(ARGV[a]))
+  local a = 7 * i
+  out[i] = renew(KEYS[i], ARGV[a - 6], ARGV[a - 5], ARGV[a - 4], tonumber(ARGV[a - 3]), tonumber(ARGV[a - 2]))
 end
 return out
