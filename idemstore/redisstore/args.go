@@ -1,6 +1,9 @@
 package redisstore
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // argCache keeps the interface values of script arguments that repeat from
 // call to call (the codec, the lease and TTLs in milliseconds, target
@@ -47,3 +50,30 @@ func (c *argCache) str(v string) any {
 	slot.Store(b)
 	return b.a
 }
+
+// text is a script argument that go-redis writes from a string the call
+// holds (scriptCall.text): a pointer, it goes into the command's ...any
+// without the allocation a string's header would cost. go-redis writes it
+// by MarshalBinary, which hands over the string's bytes without a copy
+// (go-redis only copies them into its buffer); fmt, which go-redis' key
+// routing and redisotel's db.statement use for a type they do not know,
+// prints it by String. Keys are never texts: go-redis' client-side cache
+// caches only keys it knows the type of.
+type text struct{ p *string }
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (t text) MarshalBinary() ([]byte, error) {
+	return unsafe.Slice(unsafe.StringData(*t.p), len(*t.p)), nil
+}
+
+// String implements fmt.Stringer.
+func (t text) String() string { return *t.p }
+
+// blob is text for bytes (a response).
+type blob struct{ p *[]byte }
+
+// MarshalBinary implements encoding.BinaryMarshaler.
+func (b blob) MarshalBinary() ([]byte, error) { return *b.p, nil }
+
+// String implements fmt.Stringer.
+func (b blob) String() string { return string(*b.p) }

@@ -148,6 +148,36 @@ type scriptCall struct {
 	ctx  deadlineCtx
 	args [scriptCallArgs]any
 	cmd  redis.Cmd
+	// The strings and bytes of the arguments made by text and blob.
+	strs  [scriptCallTexts]string
+	nstrs int
+	bytes []byte
+}
+
+// scriptCallTexts is the most strings a pooled script call holds for its
+// arguments (text).
+const scriptCallTexts = 6
+
+// text returns v as an argument that refers to c's copy of it, when c has
+// room (and is not nil), and as v itself otherwise.
+func (c *scriptCall) text(v string) any {
+	if c == nil || c.nstrs == len(c.strs) {
+		return v
+	}
+	p := &c.strs[c.nstrs]
+	*p = v
+	c.nstrs++
+	return text{p}
+}
+
+// blob returns b as an argument that refers to c's copy of the slice (c
+// holds one), or as b itself.
+func (c *scriptCall) blob(b []byte) any {
+	if c == nil || c.bytes != nil {
+		return b
+	}
+	c.bytes = b
+	return blob{&c.bytes}
 }
 
 // scriptCallArgs is the most arguments a pooled script call holds: the
@@ -160,6 +190,8 @@ func (c *scriptCall) release(pool *sync.Pool) {
 	c.ctx = deadlineCtx{}
 	clear(c.args[:])
 	c.cmd = redis.Cmd{}
+	clear(c.strs[:])
+	c.nstrs, c.bytes = 0, nil
 	pool.Put(c)
 }
 

@@ -267,9 +267,10 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 			return driver.CompletedReplay{Record: rd.rec}, nil
 		}
 	}
-	raw, err := s.callKey(ctx, op, req.Ref, key, s.scripts.claim,
-		string(req.Owner), string(req.Operation), string(req.Fingerprint), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
-		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), string(nonce))
+	c := s.newCall()
+	raw, err := s.callKey(ctx, c, op, req.Ref, key, s.scripts.claim,
+		c.text(string(req.Owner)), c.text(string(req.Operation)), c.text(string(req.Fingerprint)), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
+		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), c.text(string(nonce)))
 	if err != nil {
 		return nil, err
 	}
@@ -316,9 +317,10 @@ func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, t
 	if resp != nil {
 		hasResp, sum = "1", checksum(resp)
 	}
-	raw, err := s.call(ctx, op, o.Ref, s.scripts.transition,
-		string(o.Owner), string(o.Operation), o.Rev, s.args.str(string(target)), s.args.str(sources), string(nonce),
-		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), resp, sum, reason)
+	c := s.newCall()
+	raw, err := s.call(ctx, c, op, o.Ref, s.scripts.transition,
+		c.text(string(o.Owner)), c.text(string(o.Operation)), s.args.int(o.Rev), s.args.str(string(target)), s.args.str(sources), c.text(string(nonce)),
+		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), c.blob(resp), c.text(sum), c.text(reason))
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +333,7 @@ func (s *Store) Release(ctx context.Context, req driver.ReleaseRequest) (driver.
 		return nil, err
 	}
 	o := req.Ownership
-	raw, err := s.call(ctx, opRelease, o.Ref, s.scripts.release, string(o.Owner), string(o.Operation), o.Rev)
+	raw, err := s.call(ctx, nil, opRelease, o.Ref, s.scripts.release, string(o.Owner), string(o.Operation), o.Rev)
 	if err != nil {
 		return nil, err
 	}
@@ -352,7 +354,7 @@ func (s *Store) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observati
 	if err := ref.Validate(); err != nil {
 		return driver.Observation{}, err
 	}
-	raw, err := s.call(ctx, opInspect, ref, s.scripts.inspect)
+	raw, err := s.call(ctx, nil, opInspect, ref, s.scripts.inspect)
 	if err != nil {
 		return driver.Observation{}, err
 	}
@@ -368,7 +370,7 @@ func (s *Store) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.
 	if resp == nil {
 		resp = []byte{}
 	}
-	raw, err := s.call(ctx, opResolve, req.Ref, s.scripts.resolve,
+	raw, err := s.call(ctx, nil, opResolve, req.Ref, s.scripts.resolve,
 		req.Attempt, req.Rev, string(req.Target), resp, checksum(resp), req.Codec, req.Policy, req.Reason, ms(req.TTL))
 	if err != nil {
 		return nil, err
@@ -378,18 +380,25 @@ func (s *Store) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.
 
 // call runs a script under the command timeout and returns its raw reply,
 // for the script's decoder. A transport error is classified: Indeterminate
-// for a script that may write, Unavailable for INSPECT.
-func (s *Store) call(ctx context.Context, op string, ref onceflow.Ref, sc script, args ...any) (any, error) {
-	return s.callKey(ctx, op, ref, s.Key(ref), sc, args...)
+// for a script that may write, Unavailable for INSPECT. c, when not nil,
+// is a script call from s.newCall whose text and blob made arguments of
+// args; call returns it to the pool when it may.
+func (s *Store) call(ctx context.Context, c *scriptCall, op string, ref onceflow.Ref, sc script, args ...any) (any, error) {
+	return s.callKey(ctx, c, op, ref, s.Key(ref), sc, args...)
 }
 
+// newCall is a pooled script call, for call and callKey.
+func (s *Store) newCall() *scriptCall { return s.scriptCalls.Get().(*scriptCall) }
+
 // callKey is call for a key already built.
-func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key string, sc script, args ...any) (any, error) {
+func (s *Store) callKey(ctx context.Context, c *scriptCall, op string, ref onceflow.Ref, key string, sc script, args ...any) (any, error) {
 	durable := s.durable.covers(op)
 	var v any
 	var err error
 	switch {
 	case s.guarded:
+		// c's strings stay with the call, which may outlive this one: c
+		// is not returned to the pool.
 		v, err = s.callGuarded(ctx, durable, sc, key, slices.Clone(args))
 	case durable:
 		v, err = s.runDurable(withDeadline(ctx, s.timeout, &s.deadlines), sc, key, args...)
@@ -397,7 +406,9 @@ func (s *Store) callKey(ctx context.Context, op string, ref onceflow.Ref, key st
 		// Called directly, not through a function value: args stays the
 		// caller's (on its stack), as runIn copies it into c, which this
 		// call returns to the pool once go-redis has let go of it.
-		c := s.scriptCalls.Get().(*scriptCall)
+		if c == nil {
+			c = s.newCall()
+		}
 		v, err = s.runIn(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, sc, key, args...)
 		c.release(&s.scriptCalls)
 	}

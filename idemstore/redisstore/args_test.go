@@ -1,0 +1,102 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/redistest"
+)
+
+// printHook keeps what a hook that logs or traces commands would print of
+// each script call: go-redis' String, and each argument as fmt prints it
+// (redisotel's db.statement does for a type it does not know).
+type printHook struct {
+	mu     sync.Mutex
+	printed []string
+	args   [][]string
+}
+
+func (h *printHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *printHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			var args []string
+			for _, a := range cmd.Args() {
+				args = append(args, fmt.Sprint(a))
+			}
+			h.mu.Lock()
+			h.printed = append(h.printed, cmd.String())
+			h.args = append(h.args, args)
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+func (h *printHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestScriptArgumentsPrintAsTheirValues: the arguments the store hands
+// go-redis without boxing a string (the owner, operation, fingerprint,
+// nonce, checksum and response of a claim and a completion) reach Redis,
+// and read as their values, not as pointers, in what go-redis and a
+// tracing hook print of the command.
+func TestScriptArgumentsPrintAsTheirValues(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	hook := &printHook{}
+	client.AddHook(hook)
+	s, err := redisstore.New(redisstore.Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f := storetest.NewFixture()
+	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
+	out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := out.(driver.Acquired).Ownership
+	resp := []byte(`{"charged":"response-bytes"}`)
+	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}); err != nil {
+		t.Fatal(err)
+	}
+	rp, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rp.(driver.CompletedReplay).Record.Response; string(got) != string(resp) {
+		t.Fatalf("replayed %q, want %q", got, resp)
+	}
+	hook.mu.Lock()
+	defer hook.mu.Unlock()
+	if len(hook.printed) < 2 {
+		t.Fatalf("saw %d script calls, want the claim and the completion", len(hook.printed))
+	}
+	want := []string{string(owner), string(f.Operation), string(f.Fingerprint), string(nonce), string(resp)}
+	all := strings.Join(hook.printed, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("go-redis prints the script calls without %q:\n%s", w, all)
+		}
+	}
+	for _, args := range hook.args {
+		for _, a := range args {
+			if strings.HasPrefix(a, "0x") || strings.HasPrefix(a, "{0x") || strings.HasPrefix(a, "&") {
+				t.Errorf("an argument prints as %q, a pointer", a)
+			}
+		}
+	}
+}
