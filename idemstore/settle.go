@@ -20,7 +20,7 @@ func writeCtx(ctx context.Context) context.Context { return context.WithoutCance
 // never reported.
 func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []byte) (Result, error) {
 	ctx = writeCtx(ctx)
-	req := driver.CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL}
+	req := driver.CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL, Started: v.rec}
 	ok := Result{Disposition: Ran, Response: resp, Fence: v.fence(own)}
 	recovery := func(reason string, err error) (Result, error) {
 		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)

@@ -91,6 +91,10 @@ type CompleteRequest struct {
 	Response  []byte
 	// TTL is how long the response is replayed.
 	TTL time.Duration
+	// Started is the record as the caller's start left it, or the zero
+	// Record (see RenewRequest.Started): a store may check the record it
+	// holds against it by equality and answer with less.
+	Started onceflow.Record
 }
 
 // FailRequest records a failure.

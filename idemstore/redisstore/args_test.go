@@ -21,9 +21,9 @@ import (
 // each script call: go-redis' String, and each argument as fmt prints it
 // (redisotel's db.statement does for a type it does not know).
 type printHook struct {
-	mu     sync.Mutex
+	mu      sync.Mutex
 	printed []string
-	args   [][]string
+	args    [][]string
 }
 
 func (h *printHook) DialHook(next redis.DialHook) redis.DialHook { return next }

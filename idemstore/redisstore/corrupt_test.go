@@ -116,6 +116,9 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 						return s.Start(ctx, driver.StartRequest{Ownership: own, Nonce: nonce, Lease: f.Lease, Retention: f.TTL})
 					},
 					"complete": func() (any, error) {
+						return s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("x"), TTL: f.TTL, Started: started})
+					},
+					"complete without the started record": func() (any, error) {
 						return s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("x"), TTL: f.TTL})
 					},
 					"fail": func() (any, error) {

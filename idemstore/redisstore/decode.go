@@ -127,6 +127,31 @@ func decodeTransition(op string, ref onceflow.Ref, raw any) (driver.TransitionOu
 	return nil, unexpected(op, ref, rp.code)
 }
 
+// decodeComplete decodes the reply of transition.lua to a COMPLETE that
+// sent started (the record its start left, which heldMeta packed) for the
+// script to compare: TRANSITIONED without a record says the record was
+// started's, and is now COMPLETED at the next revision, updated at the
+// reply's time. Any other reply is decoded as decodeTransition does.
+func decodeComplete(o driver.Ownership, nonce onceflow.Nonce, started *onceflow.Record, raw any) (driver.TransitionOutcome, error) {
+	rp, err := parse(opComplete, o.Ref, raw)
+	if err != nil {
+		return nil, err
+	}
+	if rp.code != schema.Transitioned || rp.hasRec {
+		return decodeTransition(opComplete, o.Ref, raw)
+	}
+	if rp.extra != "" || rp.now.IsZero() {
+		return nil, fmt.Errorf("%w: %s %s: TRANSITIONED without a record, with %q and time %v", onceflow.ErrUnexpectedReply, opComplete, o.Ref, truncate(rp.extra), rp.now)
+	}
+	rec := onceflow.Record{
+		State: onceflow.StateCompleted, Owner: o.Owner, Attempt: started.Attempt, Rev: started.Rev + 1, Operation: o.Operation,
+		Fingerprint: started.Fingerprint, Codec: started.Codec, Policy: started.Policy, Nonce: nonce,
+		CreatedAt: started.CreatedAt, UpdatedAt: rp.now, ServerTime: rp.now, TTL: rp.pttl,
+	}
+	own := driver.Ownership{Ref: o.Ref, Operation: o.Operation, Owner: o.Owner, Attempt: rec.Attempt, Rev: rec.Rev}
+	return driver.Transitioned{Ownership: own, Record: rec}, nil
+}
+
 // decodeRenew decodes the reply of renew.lua to req; started says
 // whether the renewal sent req.Started's fp and m for renew.lua to
 // compare.

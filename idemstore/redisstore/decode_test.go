@@ -28,7 +28,13 @@ func decode(op string, ref onceflow.Ref, raw any) (any, error) {
 			nonce = onceflow.NewNonce()
 		}
 		return decodeClaim(op, req, nonce, raw)
-	case opStart, opComplete, opFail:
+	case opComplete:
+		// As the executor completes: with the record its start left, so
+		// that both the full reply and the one without a record are
+		// decoded.
+		o := driver.Ownership{Ref: ref, Operation: "op", Owner: onceflow.NewOwner(), Attempt: 1, Rev: 2}
+		return decodeComplete(o, onceflow.NewNonce(), &onceflow.Record{State: onceflow.StateExecuting, Attempt: 1, Rev: 2}, raw)
+	case opStart, opFail:
 		return decodeTransition(op, ref, raw)
 	case opRenew:
 		// As the executor renews: with the record its start left, so that

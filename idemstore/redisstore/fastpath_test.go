@@ -18,8 +18,8 @@ import (
 )
 
 // TestFastPathsTakeTheCommonCase runs a fresh operation (claim+start,
-// renew with the record the start left and without it, complete) on a
-// server of its own and reads INFO commandstats: the claim found a new key
+// renew with the record the start left and without it, complete with it)
+// and another (claim+start, complete without it) on a server of its own and reads INFO commandstats: the claim found a new key
 // with EXISTS, the renewals and the completion read the record with one
 // HGETALL each, and none of them went on to the full path (its load is the
 // only caller of HLEN).
@@ -46,7 +46,16 @@ func TestFastPathsTakeTheCommonCase(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("done"), TTL: f.TTL}); err != nil {
+	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: []byte("done"), TTL: f.TTL, Started: out.(driver.Acquired).Record}); err != nil {
+		t.Fatal(err)
+	}
+	// And a completion without the record its start left.
+	g := storetest.NewFixture()
+	out, err = s.ClaimStart(ctx, g.ClaimStart(owner, nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: out.(driver.Acquired).Ownership, Nonce: nonce, Response: []byte("done"), TTL: g.TTL}); err != nil {
 		t.Fatal(err)
 	}
 	info, err := client.Info(ctx, "commandstats").Result()
@@ -63,7 +72,7 @@ func TestFastPathsTakeTheCommonCase(t *testing.T) {
 		}
 		return 0
 	}
-	for cmd, want := range map[string]int{"exists": 1, "hgetall": 3, "hmget": 0, "hlen": 0} {
+	for cmd, want := range map[string]int{"exists": 2, "hgetall": 4, "hmget": 0, "hlen": 0} {
 		if got := calls(cmd); got != want {
 			t.Errorf("%s was called %d times, want %d (a fast path fell back to the full path)", cmd, got, want)
 		}
@@ -85,7 +94,8 @@ func TestFastPathsWriteWhatTheFullPathWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, size := range []int{0, 10, schema.ChunkSize, 100, schema.ChunkSize * schema.MaxChunks, schema.ChunkSize*schema.MaxChunks + 1} {
+	for k, size := range []int{0, 10, schema.ChunkSize, 100, schema.ChunkSize * schema.MaxChunks, schema.ChunkSize*schema.MaxChunks + 1, 0, 100, schema.ChunkSize*schema.MaxChunks + 1} {
+		withStarted := k < 6
 		resp := []byte(strings.Repeat("r", size))
 		var steps [2][]string
 		for i, extra := range []bool{false, true} {
@@ -115,13 +125,19 @@ func TestFastPathsWriteWhatTheFullPathWrites(t *testing.T) {
 					step(s.Renew(ctx, driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: lease, Retention: f.TTL, Started: started}))
 				}
 			}
-			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+			// With the record the start left (the fast path compares fp
+			// and m with it and answers without the record) or without.
+			var started onceflow.Record
+			if withStarted {
+				started = out.(driver.Acquired).Record
+			}
+			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL, Started: started}))
 			// Re-sent: the record is COMPLETED (the full path answers).
-			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL}))
+			step(s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL, Started: started}))
 		}
 		for n := range steps[0] {
 			if steps[0][n] != steps[1][n] {
-				t.Errorf("response of %d B, step %d: the fast path gives\n%s\nthe full path\n%s", size, n/2, steps[0][n], steps[1][n])
+				t.Errorf("response of %d B (completed with its start's record: %v), step %d: the fast path gives\n%s\nthe full path\n%s", size, withStarted, n/2, steps[0][n], steps[1][n])
 			}
 		}
 	}
@@ -218,6 +234,53 @@ func TestARenewalComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
 		got := rn.(driver.Renewed).Record
 		if got.Attempt != stored.Attempt || got.Rev != stored.Rev {
 			t.Errorf("started record with another %s: renewed attempt %d rev %d, want the stored %d and %d", name, got.Attempt, got.Rev, stored.Attempt, stored.Rev)
+		}
+	}
+}
+
+// TestACompletionComparesTheStartedRecordWithTheStoredOne: a completion
+// whose Started record differs from the stored one in a packed part is
+// applied and answered from the stored record, by the full path, never
+// from what the caller sent.
+func TestACompletionComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
+	t.Parallel()
+	client := redistest.Client(t)
+	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for name, change := range map[string]func(r *onceflow.Record){
+		"policy":    func(r *onceflow.Record) { r.Policy++ },
+		"codec":     func(r *onceflow.Record) { r.Codec = "other-codec" },
+		"createdAt": func(r *onceflow.Record) { r.CreatedAt = r.CreatedAt.Add(-time.Millisecond) },
+		"uncertain": func(r *onceflow.Record) { r.EffectUnknown = true },
+		"fp":        func(r *onceflow.Record) { r.Fingerprint = onceflow.FingerprintOf([]byte("another")) },
+	} {
+		f := storetest.NewFixture()
+		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
+		out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acq := out.(driver.Acquired)
+		started := acq.Record
+		change(&started)
+		done, err := s.Complete(ctx, driver.CompleteRequest{Ownership: acq.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL, Started: started})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := done.(driver.Transitioned).Record
+		want := acq.Record
+		if got.Policy != want.Policy || got.Codec != want.Codec || !got.CreatedAt.Equal(want.CreatedAt) || got.EffectUnknown || got.Fingerprint != want.Fingerprint {
+			t.Errorf("started record with another %s: completed %+v, want the stored record's parts %+v", name, got, want)
+		}
+		obs, err := s.Inspect(ctx, f.Ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := obs.Record; r.Policy != want.Policy || r.Codec != want.Codec || !r.CreatedAt.Equal(want.CreatedAt) || r.Fingerprint != want.Fingerprint {
+			t.Errorf("started record with another %s: stored %+v, want the stored record's parts kept", name, r)
 		}
 	}
 }

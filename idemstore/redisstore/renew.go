@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
@@ -45,13 +46,13 @@ type renewals struct {
 
 // pendingRenew is one Renew call, waiting or sent.
 type pendingRenew struct {
-	ctx   context.Context
-	req   driver.RenewRequest
-	key   string
+	ctx context.Context
+	req driver.RenewRequest
+	key string
 	// started is m of req.Started, "" when renew.lua is not to compare
 	// the record with it (startedMeta).
 	started string
-	ready chan struct{} // one signal: done, or the lead handed over
+	ready   chan struct{} // one signal: done, or the lead handed over
 	// Under renewals.mu:
 	sent   bool // taken into a call
 	done   bool // out and err are set
@@ -243,28 +244,46 @@ func (s *Store) appendRenewArgs(args []any, req driver.RenewRequest, started str
 
 // startedMeta is m as req.Started says the caller's start left it, which
 // renew.lua compares the stored m with (and fp with req.Started's); ""
-// when req.Started is not that record (zero, or another invocation's) or
-// breaks a rule of the schema, so that only a record packed from values
-// that keep every rule is ever compared by equality.
+// when req.Started is not that record (see appendHeld).
 func startedMeta(req driver.RenewRequest) string {
-	r := &req.Started
-	if r.State != onceflow.StateExecuting || r.Owner != req.Owner || r.Operation != req.Operation ||
-		r.Nonce != req.Nonce || r.Fingerprint.Validate() != nil {
+	b, ok := appendHeld(nil, &req.Started, req.Owner, req.Operation, req.Nonce, req.Started.Attempt, req.Started.Rev)
+	if !ok {
 		return ""
 	}
-	var vals [schema.NumFields]string
-	vals[schema.FAttempt] = strconv.FormatInt(r.Attempt, 10)
-	vals[schema.FRev] = strconv.FormatInt(r.Rev, 10)
-	vals[schema.FPolicy] = strconv.Itoa(r.Policy)
-	vals[schema.FCreatedAt] = strconv.FormatInt(r.CreatedAt.UnixMilli(), 10)
-	vals[schema.FUpdatedAt] = strconv.FormatInt(r.UpdatedAt.UnixMilli(), 10)
+	return string(b)
+}
+
+// appendHeld appends m packed from r, the record a caller says its start
+// left, for a script to compare the stored m with by equality; not ok
+// (compare nothing) unless r is EXECUTING under the owner, operation and
+// nonce the caller sends, at the attempt and revision it sends, with a
+// valid fingerprint and parts that keep the schema's rules
+// (schema.ParseMeta checks the packed value). A record equal to what it
+// appends therefore keeps them too.
+func appendHeld(dst []byte, r *onceflow.Record, owner onceflow.Owner, op onceflow.OperationID, nonce onceflow.Nonce, attempt, rev int64) ([]byte, bool) {
+	if r.State != onceflow.StateExecuting || r.Owner != owner || r.Operation != op || r.Nonce != nonce ||
+		r.Attempt != attempt || r.Rev != rev || r.Fingerprint.Validate() != nil {
+		return dst, false
+	}
+	n := len(dst)
+	dst = strconv.AppendInt(dst, r.Attempt, 10)
+	dst = append(dst, schema.MetaSep)
+	dst = strconv.AppendInt(dst, r.Rev, 10)
+	dst = append(dst, schema.MetaSep)
+	dst = strconv.AppendInt(dst, int64(r.Policy), 10)
+	dst = append(dst, schema.MetaSep)
+	dst = strconv.AppendInt(dst, r.CreatedAt.UnixMilli(), 10)
+	dst = append(dst, schema.MetaSep)
+	dst = strconv.AppendInt(dst, r.UpdatedAt.UnixMilli(), 10)
 	if r.EffectUnknown {
-		vals[schema.FEffectUnknown] = "1"
+		dst = append(dst, ":1:"...)
+	} else {
+		dst = append(dst, ":0:"...)
 	}
-	vals[schema.FCodec] = r.Codec
-	m := schema.FormatMeta(vals)
-	if _, bad := schema.ParseMeta(m); bad != "" {
-		return ""
+	dst = append(dst, schema.MetaSep) // no sum: the record has none before COMPLETED
+	dst = append(dst, r.Codec...)
+	if _, bad := schema.ParseMeta(unsafe.String(unsafe.SliceData(dst[n:]), len(dst)-n)); bad != "" {
+		return dst[:n], false
 	}
-	return m
+	return dst, true
 }

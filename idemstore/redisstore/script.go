@@ -148,11 +148,24 @@ type scriptCall struct {
 	ctx  deadlineCtx
 	args [scriptCallArgs]any
 	cmd  redis.Cmd
-	// The strings and bytes of the arguments made by text and blob.
-	strs  [scriptCallTexts]string
-	nstrs int
-	bytes []byte
+	// The strings and bytes of the arguments made by text and blob, and
+	// the bytes a call packs its arguments into (COMPLETE's held, which
+	// keeps its capacity from call to call).
+	strs   [scriptCallTexts]string
+	nstrs  int
+	blobs  [scriptCallBlobs][]byte
+	nblobs int
+	buf    []byte
 }
+
+// scriptCallArgs is the most arguments a pooled script call holds: the
+// command, the script, the key count and the key, and TRANSITION's
+// sixteen arguments; a longer call allocates its own.
+const scriptCallArgs = 20
+
+// scriptCallBlobs is the most byte slices a pooled script call holds for
+// its arguments (blob).
+const scriptCallBlobs = 4
 
 // scriptCallTexts is the most strings a pooled script call holds for its
 // arguments (text).
@@ -170,20 +183,17 @@ func (c *scriptCall) text(v string) any {
 	return text{p}
 }
 
-// blob returns b as an argument that refers to c's copy of the slice (c
-// holds one), or as b itself.
+// blob returns b as an argument that refers to c's copy of the slice,
+// when c has room (and is not nil), and as b itself otherwise.
 func (c *scriptCall) blob(b []byte) any {
-	if c == nil || c.bytes != nil {
+	if c == nil || c.nblobs == len(c.blobs) {
 		return b
 	}
-	c.bytes = b
-	return blob{&c.bytes}
+	p := &c.blobs[c.nblobs]
+	*p = b
+	c.nblobs++
+	return blob{p}
 }
-
-// scriptCallArgs is the most arguments a pooled script call holds: the
-// command, the script, the key count and the key, and TRANSITION's twelve
-// arguments; a longer call allocates its own.
-const scriptCallArgs = 16
 
 // release clears c and puts it back into pool.
 func (c *scriptCall) release(pool *sync.Pool) {
@@ -191,7 +201,8 @@ func (c *scriptCall) release(pool *sync.Pool) {
 	clear(c.args[:])
 	c.cmd = redis.Cmd{}
 	clear(c.strs[:])
-	c.nstrs, c.bytes = 0, nil
+	clear(c.blobs[:])
+	c.nstrs, c.nblobs, c.buf = 0, 0, c.buf[:0]
 	pool.Put(c)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
 // DefaultCommandTimeout is the default time one script call may take.
@@ -283,7 +284,7 @@ func (s *Store) Start(ctx context.Context, req driver.StartRequest) (driver.Tran
 		return nil, err
 	}
 	return s.transition(ctx, opStart, req.Ownership, onceflow.StateExecuting, "CLAIMED",
-		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.Retention, nil, "")
+		req.Nonce, strconv.FormatInt(ms(req.Lease), 10), req.Retention, nil, "", nil)
 }
 
 // Complete implements driver.Store.
@@ -296,7 +297,7 @@ func (s *Store) Complete(ctx context.Context, req driver.CompleteRequest) (drive
 		resp = []byte{}
 	}
 	return s.transition(ctx, opComplete, req.Ownership, onceflow.StateCompleted, "EXECUTING",
-		req.Nonce, "", req.TTL, resp, "")
+		req.Nonce, "", req.TTL, resp, "", &req.Started)
 }
 
 // Fail implements driver.Store.
@@ -305,24 +306,55 @@ func (s *Store) Fail(ctx context.Context, req driver.FailRequest) (driver.Transi
 		return nil, err
 	}
 	return s.transition(ctx, opFail, req.Ownership, req.Target, "CLAIMED,EXECUTING",
-		req.Nonce, "", req.TTL, nil, req.Reason)
+		req.Nonce, "", req.TTL, nil, req.Reason, nil)
 }
 
 // transition sends TRANSITION. With a lease (START), ttl is the retention
-// after the lease; without, the key's TTL.
+// after the lease; without, the key's TTL. A COMPLETE sends started, the
+// record its start left (nil or zero: not known), for the script to
+// compare the stored one with.
 func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, target onceflow.State,
-	sources string, nonce onceflow.Nonce, lease string, ttl time.Duration, resp []byte, reason string,
+	sources string, nonce onceflow.Nonce, lease string, ttl time.Duration, resp []byte, reason string, started *onceflow.Record,
 ) (driver.TransitionOutcome, error) {
 	hasResp, sum := "0", ""
 	if resp != nil {
 		hasResp, sum = "1", checksum(resp)
 	}
 	c := s.newCall()
+	var held, head, tail []byte // nil: compare nothing
+	fp := ""
+	if started != nil && resp != nil {
+		// m as the start left it, then the head and tail of the m the
+		// COMPLETE writes (transition.lua), in c's buffer.
+		if b, ok := appendHeld(c.buf, started, o.Owner, o.Operation, nonce, o.Attempt, o.Rev); ok {
+			n1 := len(b)
+			b = strconv.AppendInt(b, started.Attempt, 10)
+			b = append(b, schema.MetaSep)
+			b = strconv.AppendInt(b, started.Rev+1, 10)
+			b = append(b, schema.MetaSep)
+			b = strconv.AppendInt(b, int64(started.Policy), 10)
+			b = append(b, schema.MetaSep)
+			b = strconv.AppendInt(b, started.CreatedAt.UnixMilli(), 10)
+			b = append(b, schema.MetaSep)
+			n2 := len(b)
+			b = append(b, ":0:"...)
+			b = append(b, sum...)
+			b = append(b, schema.MetaSep)
+			b = append(b, started.Codec...)
+			c.buf = b
+			held, head, tail = b[:n1:n1], b[n1:n2:n2], b[n2:]
+			fp = string(started.Fingerprint)
+		}
+	}
 	raw, err := s.call(ctx, c, op, o.Ref, s.scripts.transition,
 		c.text(string(o.Owner)), c.text(string(o.Operation)), s.args.int(o.Rev), s.args.str(string(target)), s.args.str(sources), c.text(string(nonce)),
-		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), c.blob(resp), c.text(sum), c.text(reason))
+		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), c.blob(resp), c.text(sum), c.text(reason),
+		c.blob(held), c.text(fp), c.blob(head), c.blob(tail))
 	if err != nil {
 		return nil, err
+	}
+	if held != nil {
+		return decodeComplete(o, nonce, started, raw)
 	}
 	return decodeTransition(op, o.Ref, raw)
 }

@@ -13,6 +13,13 @@
 -- ARGV[9]  "1" to store ARGV[10] as resp and ARGV[11] as its checksum
 -- ARGV[10] response payload        ARGV[11] its CRC-32C, 8 hex
 -- ARGV[12] reason ("" = none)
+-- ARGV[13] m as the caller's start left it ("" = not known): compared,
+--          never written
+-- ARGV[14] fingerprint the caller's start left (with ARGV[13])
+-- ARGV[15] with ARGV[13], a COMPLETE's m up to its update: attempt, rev+1,
+--          policy and creation of ARGV[13], each followed by ':'
+-- ARGV[16] with ARGV[13], a COMPLETE's m after its update: ':0:', the
+--          checksum, ':', the codec of ARGV[13]
 --
 -- Replies, checked in this order (the seed's order):
 --   CORRUPT         the stored record breaks the schema; nothing changed
@@ -28,42 +35,64 @@
 --                   nonce and the lease; COMPLETED stores resp (in chunks
 --                   of 64 bytes up to 2 KiB, whole above) and sum and
 --                   clears uncertain; FAILED_RETRYABLE clears uncertain; the
---                   terminal states drop leaseUntil and keep the reason
+--                   terminal states drop leaseUntil and keep the reason.
+--                   A COMPLETE that found the record equal to what the
+--                   caller sent (ARGV[13], ARGV[14]) answers without the
+--                   record: the caller holds it
 local key = KEYS[1]
 local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 -- The fast path: a COMPLETE by the invocation that started the record,
 -- found as its own start left it (renewals move leaseUntil alone). It
--- compares by equality what the caller holds (owner, op, nonce, rev) and
--- checks the rest by the rules load checks them by (fp and leaseUntil by
--- their patterns, m by one match), with one HGETALL, which also proves
--- the record holds no other field: no reason, no response chunk, no field
--- of the layout before m. Anything else (another state, owner, nonce or
--- rev, a field that breaks its rule, one field more or less) goes on to
--- the full path below, which reads and checks the whole record, decides,
--- and names a corrupt field; so does any other transition. What it writes
--- and answers is what the full path writes and answers for the same
--- record.
+-- compares by equality what the caller holds (owner, op, nonce, rev, and
+-- fp and m when it sends them) and checks the rest by the rules load
+-- checks them by (leaseUntil by its pattern; fp and m, when the caller
+-- does not send them, by their patterns and one match), with one
+-- HGETALL, which also proves the record holds no other field: no reason,
+-- no response chunk, no field of the layout before m. The values compared
+-- by equality were checked by the caller (redisstore sends them only as
+-- it packed them from a record it decoded and checked, whose rev is the
+-- one it sends), so a record equal to them keeps every rule. Anything
+-- else (another state, owner, nonce or rev, a field that breaks its rule,
+-- one field more or less) goes on to the full path below, which reads and
+-- checks the whole record, decides, and names a corrupt field; so does
+-- any other transition. What it writes is what the full path writes for
+-- the same record, and so is what it answers, or, when fp and m were
+-- compared, the same without the record.
 if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[12] == '' then
   local v = redis.call('HGETALL', key)
   @scanexec(v)
+  local held = ARGV[13]
   if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
-      e_fp and not @invalid(fp, e_fp) and e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
-    local attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
-    if attempt and sum == '' and tonumber(mrev) == rev and
-        @metaclean(attempt, mrev, policy, created, updated, unc, sum, codec) then
-      local t = redis.call('TIME')
-      local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-      local nrev = string.format('%d', rev + 1)
-      local set = {'state', 'COMPLETED', 'm',
-        @packm(attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)}
-      @chunkresp(set, ARGV[10])
-      redis.call('HDEL', key, 'leaseUntil')
-      redis.call('HSET', key, unpack(set))
-      redis.call('PEXPIRE', key, ttl)
-      return R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
-        @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])
+      e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
+    if held ~= '' then
+      if e_m == held and e_fp == ARGV[14] then
+        local t = redis.call('TIME')
+        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+        local set = {'state', 'COMPLETED', 'm', ARGV[15] .. nows .. ARGV[16]}
+        @chunkresp(set, ARGV[10])
+        redis.call('HDEL', key, 'leaseUntil')
+        redis.call('HSET', key, unpack(set))
+        redis.call('PEXPIRE', key, ttl)
+        return R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
+      end
+    elseif e_fp and not @invalid(fp, e_fp) then
+      local attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+      if attempt and sum == '' and tonumber(mrev) == rev and
+          @metaclean(attempt, mrev, policy, created, updated, unc, sum, codec) then
+        local t = redis.call('TIME')
+        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+        local nrev = string.format('%d', rev + 1)
+        local set = {'state', 'COMPLETED', 'm',
+          @packm(attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)}
+        @chunkresp(set, ARGV[10])
+        redis.call('HDEL', key, 'leaseUntil')
+        redis.call('HSET', key, unpack(set))
+        redis.call('PEXPIRE', key, ttl)
+        return R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
+          @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])
+      end
     end
   end
 end

@@ -17,6 +17,13 @@
 -- ARGV[9]  "1" to store ARGV[10] as resp and ARGV[11] as its checksum
 -- ARGV[10] response payload        ARGV[11] its CRC-32C, 8 hex
 -- ARGV[12] reason ("" = none)
+-- ARGV[13] m as the caller's start left it ("" = not known): compared,
+--          never written
+-- ARGV[14] fingerprint the caller's start left (with ARGV[13])
+-- ARGV[15] with ARGV[13], a COMPLETE's m up to its update: attempt, rev+1,
+--          policy and creation of ARGV[13], each followed by ':'
+-- ARGV[16] with ARGV[13], a COMPLETE's m after its update: ':0:', the
+--          checksum, ':', the codec of ARGV[13]
 --
 -- Replies, checked in this order (the seed's order):
 --   CORRUPT         the stored record breaks the schema; nothing changed
@@ -32,7 +39,10 @@
 --                   nonce and the lease; COMPLETED stores resp (in chunks
 --                   of 64 bytes up to 2 KiB, whole above) and sum and
 --                   clears uncertain; FAILED_RETRYABLE clears uncertain; the
---                   terminal states drop leaseUntil and keep the reason
+--                   terminal states drop leaseUntil and keep the reason.
+--                   A COMPLETE that found the record equal to what the
+--                   caller sent (ARGV[13], ARGV[14]) answers without the
+--                   record: the caller holds it
 --
 -- Reply codes named in this script: 10 TRANSITIONED, 11 ALREADY,
 --   12 NOT_FOUND, 13 NOT_OWNER, 14 OP_CONFLICT, 15 STALE_REV,
@@ -44,16 +54,21 @@ local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 -- The fast path: a COMPLETE by the invocation that started the record,
 -- found as its own start left it (renewals move leaseUntil alone). It
--- compares by equality what the caller holds (owner, op, nonce, rev) and
--- checks the rest by the rules load checks them by (fp and leaseUntil by
--- their patterns, m by one match), with one HGETALL, which also proves
--- the record holds no other field: no reason, no response chunk, no field
--- of the layout before m. Anything else (another state, owner, nonce or
--- rev, a field that breaks its rule, one field more or less) goes on to
--- the full path below, which reads and checks the whole record, decides,
--- and names a corrupt field; so does any other transition. What it writes
--- and answers is what the full path writes and answers for the same
--- record.
+-- compares by equality what the caller holds (owner, op, nonce, rev, and
+-- fp and m when it sends them) and checks the rest by the rules load
+-- checks them by (leaseUntil by its pattern; fp and m, when the caller
+-- does not send them, by their patterns and one match), with one
+-- HGETALL, which also proves the record holds no other field: no reason,
+-- no response chunk, no field of the layout before m. The values compared
+-- by equality were checked by the caller (redisstore sends them only as
+-- it packed them from a record it decoded and checked, whose rev is the
+-- one it sends), so a record equal to them keeps every rule. Anything
+-- else (another state, owner, nonce or rev, a field that breaks its rule,
+-- one field more or less) goes on to the full path below, which reads and
+-- checks the whole record, decides, and names a corrupt field; so does
+-- any other transition. What it writes is what the full path writes for
+-- the same record, and so is what it answers, or, when fp and m were
+-- compared, the same without the record.
 if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[12] == '' then
   local v = redis.call('HGETALL', key)
   local e_state, e_owner, e_op, e_fp, e_leaseUntil, e_nonce, e_m
@@ -69,37 +84,66 @@ if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[
     elseif k == 'm' then e_m = x
     end
   end
+  local held = ARGV[13]
   if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
-      e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) and e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
-    local attempt, mrev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
-    if attempt and sum == '' and tonumber(mrev) == rev and
-        (#attempt <= 15 and #mrev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
-      local t = redis.call('TIME')
-      local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-      local nrev = string.format('%d', rev + 1)
-      local set = {'state', 'COMPLETED', 'm',
-        attempt .. ':' .. nrev .. ':' .. policy .. ':' .. created .. ':' .. nows .. ':' .. '0' .. ':' .. ARGV[11] .. ':' .. codec}
-      do
-        local resp_, n_ = ARGV[10], #ARGV[10]
-        if n_ <= 64 or n_ > 64 * 32 then
-          set[#set + 1] = 'resp'
-          set[#set + 1] = resp_
-        else
-          set[#set + 1] = 'resp'
-          set[#set + 1] = string.sub(resp_, 1, 64)
-          local i = 2
-          for at = 64 + 1, n_, 64 do
-            set[#set + 1] = 'resp' .. i
-            set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
-            i = i + 1
+      e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
+    if held ~= '' then
+      if e_m == held and e_fp == ARGV[14] then
+        local t = redis.call('TIME')
+        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+        local set = {'state', 'COMPLETED', 'm', ARGV[15] .. nows .. ARGV[16]}
+        do
+          local resp_, n_ = ARGV[10], #ARGV[10]
+          if n_ <= 64 or n_ > 64 * 32 then
+            set[#set + 1] = 'resp'
+            set[#set + 1] = resp_
+          else
+            set[#set + 1] = 'resp'
+            set[#set + 1] = string.sub(resp_, 1, 64)
+            local i = 2
+            for at = 64 + 1, n_, 64 do
+              set[#set + 1] = 'resp' .. i
+              set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+              i = i + 1
+            end
           end
         end
+        redis.call('HDEL', key, 'leaseUntil')
+        redis.call('HSET', key, unpack(set))
+        redis.call('PEXPIRE', key, ttl)
+        return 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
       end
-      redis.call('HDEL', key, 'leaseUntil')
-      redis.call('HSET', key, unpack(set))
-      redis.call('PEXPIRE', key, ttl)
-      return 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
-        ('COMPLETED' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (nrev or '') .. '\0' .. (op or '') .. '\0' .. (e_fp or '') .. '\0' .. (codec or '') .. '\0' .. (policy or '') .. '\0' .. '' .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. (nows or '') .. '\0' .. (ARGV[11] or '')
+    elseif e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) then
+      local attempt, mrev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+      if attempt and sum == '' and tonumber(mrev) == rev and
+          (#attempt <= 15 and #mrev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
+        local t = redis.call('TIME')
+        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+        local nrev = string.format('%d', rev + 1)
+        local set = {'state', 'COMPLETED', 'm',
+          attempt .. ':' .. nrev .. ':' .. policy .. ':' .. created .. ':' .. nows .. ':' .. '0' .. ':' .. ARGV[11] .. ':' .. codec}
+        do
+          local resp_, n_ = ARGV[10], #ARGV[10]
+          if n_ <= 64 or n_ > 64 * 32 then
+            set[#set + 1] = 'resp'
+            set[#set + 1] = resp_
+          else
+            set[#set + 1] = 'resp'
+            set[#set + 1] = string.sub(resp_, 1, 64)
+            local i = 2
+            for at = 64 + 1, n_, 64 do
+              set[#set + 1] = 'resp' .. i
+              set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+              i = i + 1
+            end
+          end
+        end
+        redis.call('HDEL', key, 'leaseUntil')
+        redis.call('HSET', key, unpack(set))
+        redis.call('PEXPIRE', key, ttl)
+        return 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
+          ('COMPLETED' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (nrev or '') .. '\0' .. (op or '') .. '\0' .. (e_fp or '') .. '\0' .. (codec or '') .. '\0' .. (policy or '') .. '\0' .. '' .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. (nows or '') .. '\0' .. (ARGV[11] or '')
+      end
     end
   end
 end
