@@ -103,7 +103,7 @@ type replayRead struct {
 // readReplay sends the replay read and checks it. A transport error is
 // returned as it is (the caller classifies it); any other doubt is
 // ok == false.
-func (s *Store) readReplay(ctx context.Context, c *replayCall, key string, req driver.ClaimRequest) (replayRead, error) {
+func (s *Store) readReplay(ctx context.Context, c *replayCall, key any, req driver.ClaimRequest) (replayRead, error) {
 	v, err := s.hmget(ctx, c, replayArgs, key)
 	if err != nil || v == nil {
 		return replayRead{}, err
@@ -148,6 +148,14 @@ type replayCall struct {
 	ctx  deadlineCtx
 	args [max(5+replayChunks, 2+schema.MaxChunks-replayChunks)]any // replayArgs, restArgs
 	cmd  redis.StringSliceCmd
+	// keyBuf holds the key (key), and keeps its capacity from read to read.
+	keyBuf []byte
+}
+
+// key builds ref's key in c and returns it as an argument (see blob).
+func (c *replayCall) key(s *Store, ref onceflow.Ref) any {
+	c.keyBuf = s.appendKey(c.keyBuf[:0], ref)
+	return blob{&c.keyBuf}
 }
 
 // release clears c and puts it back into pool.
@@ -155,13 +163,14 @@ func (c *replayCall) release(pool *sync.Pool) {
 	c.ctx = deadlineCtx{}
 	clear(c.args[:])
 	c.cmd = redis.StringSliceCmd{}
+	c.keyBuf = c.keyBuf[:0]
 	pool.Put(c)
 }
 
 // hmget sends one of the replay reads (args, with the key at index 1) in
 // c's command and returns its values, or nil when the reply does not hold
 // one a field.
-func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key string) ([]string, error) {
+func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key any) ([]string, error) {
 	a := c.args[:len(args)]
 	copy(a, args)
 	a[1] = key

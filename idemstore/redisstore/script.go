@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/onceflow/onceflow"
 )
 
 // The scripts Redis runs, generated from the sources in lua/ (the script
@@ -156,6 +158,14 @@ type scriptCall struct {
 	blobs  [scriptCallBlobs][]byte
 	nblobs int
 	buf    []byte
+	// keyBuf holds the key (key), and keeps its capacity from call to call.
+	keyBuf []byte
+}
+
+// key builds ref's key in c and returns it as an argument (see blob).
+func (c *scriptCall) key(s *Store, ref onceflow.Ref) any {
+	c.keyBuf = s.appendKey(c.keyBuf[:0], ref)
+	return c.blob(c.keyBuf)
 }
 
 // scriptCallArgs is the most arguments a pooled script call holds: the
@@ -165,7 +175,7 @@ const scriptCallArgs = 20
 
 // scriptCallBlobs is the most byte slices a pooled script call holds for
 // its arguments (blob).
-const scriptCallBlobs = 4
+const scriptCallBlobs = 5
 
 // scriptCallTexts is the most strings a pooled script call holds for its
 // arguments (text).
@@ -202,12 +212,12 @@ func (c *scriptCall) release(pool *sync.Pool) {
 	c.cmd = redis.Cmd{}
 	clear(c.strs[:])
 	clear(c.blobs[:])
-	c.nstrs, c.nblobs, c.buf = 0, 0, c.buf[:0]
+	c.nstrs, c.nblobs, c.buf, c.keyBuf = 0, 0, c.buf[:0], c.keyBuf[:0]
 	pool.Put(c)
 }
 
 // runIn is run with its arguments and command in c (nil: allocated).
-func (s *Store) runIn(ctx context.Context, c *scriptCall, sc script, key string, args ...any) (any, error) {
+func (s *Store) runIn(ctx context.Context, c *scriptCall, sc script, key any, args ...any) (any, error) {
 	var cmd []any
 	if c != nil && 4+len(args) <= len(c.args) {
 		cmd = c.args[:4+len(args)]

@@ -162,6 +162,10 @@ type Store struct {
 	// bypassCache is set when the client has a client-side cache the
 	// store must not read replays from (Config.ReplayCache is off).
 	bypassCache bool
+	// cachedReads is set when the replay reads go through the client's
+	// client-side cache (Config.ReplayCache, on a client that has one),
+	// which caches only a key that is a string.
+	cachedReads bool
 	// noReadOnlyEval is set once a server answered that it does not know
 	// EVALSHA_RO (see run).
 	noReadOnlyEval atomic.Bool
@@ -195,6 +199,7 @@ func New(cfg Config) (*Store, error) {
 		durable: durability{mode: cfg.Durability, replicas: cfg.DurableReplicas, timeout: cfg.DurableTimeout, channel: cfg.Namespace + durableChannel},
 	}
 	st.bypassCache = !cfg.ReplayCache && clientCaches(cfg.Client)
+	st.cachedReads = cfg.ReplayCache && clientCaches(cfg.Client)
 	st.calls.New = func() any { return new(replayCall) }
 	st.scriptCalls.New = func() any { return new(scriptCall) }
 	_, plain := cfg.Client.(*redis.Client)
@@ -227,8 +232,23 @@ func (s *Store) CommandTimeout() time.Duration { return s.timeout }
 // "<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}".
 // It holds no raw client key, principal or workflow ID.
 func (s *Store) Key(ref onceflow.Ref) string {
-	return s.ns + ":idem:v" + strconv.Itoa(KeyLayoutVersion) + ":d" + strconv.Itoa(ref.Digest.Version) +
-		":" + string(ref.Code) + ":{" + ref.Digest.Hex + "}"
+	var b [128]byte
+	return string(s.appendKey(b[:0], ref))
+}
+
+// appendKey appends Key(ref) to dst: a pooled call builds its key in a
+// buffer of its own (scriptCall.key, replayCall.keyArg), not in a string.
+func (s *Store) appendKey(dst []byte, ref onceflow.Ref) []byte {
+	dst = append(dst, s.ns...)
+	dst = append(dst, ":idem:v"...)
+	dst = strconv.AppendInt(dst, KeyLayoutVersion, 10)
+	dst = append(dst, ":d"...)
+	dst = strconv.AppendInt(dst, int64(ref.Digest.Version), 10)
+	dst = append(dst, ':')
+	dst = append(dst, ref.Code...)
+	dst = append(dst, ":{"...)
+	dst = append(dst, ref.Digest.Hex...)
+	return append(dst, '}')
 }
 
 // ScriptReloads counts the calls that found their script missing on the
@@ -256,9 +276,8 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 	if nonce != "" {
 		op = opClaimStart
 	}
-	key := s.Key(req.Ref)
 	if s.gate.read() {
-		rd, err := s.replay(ctx, op, req, key)
+		rd, err := s.replay(ctx, op, req)
 		if err != nil {
 			return nil, err
 		}
@@ -269,7 +288,7 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 		}
 	}
 	c := s.newCall()
-	raw, err := s.callKey(ctx, c, op, req.Ref, key, s.scripts.claim,
+	raw, err := s.call(ctx, c, op, req.Ref, s.scripts.claim,
 		c.text(string(req.Owner)), c.text(string(req.Operation)), c.text(string(req.Fingerprint)), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
 		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), c.text(string(nonce)))
 	if err != nil {
@@ -414,17 +433,20 @@ func (s *Store) Resolve(ctx context.Context, req driver.ResolveRequest) (driver.
 // for the script's decoder. A transport error is classified: Indeterminate
 // for a script that may write, Unavailable for INSPECT. c, when not nil,
 // is a script call from s.newCall whose text and blob made arguments of
-// args; call returns it to the pool when it may.
+// args; call returns it to the pool when it may, and builds the key in it.
 func (s *Store) call(ctx context.Context, c *scriptCall, op string, ref onceflow.Ref, sc script, args ...any) (any, error) {
-	return s.callKey(ctx, c, op, ref, s.Key(ref), sc, args...)
+	return s.callKey(ctx, c, op, ref, "", sc, args...)
 }
 
 // newCall is a pooled script call, for call and callKey.
 func (s *Store) newCall() *scriptCall { return s.scriptCalls.Get().(*scriptCall) }
 
-// callKey is call for a key already built.
+// callKey is call for a key already built ("": built here).
 func (s *Store) callKey(ctx context.Context, c *scriptCall, op string, ref onceflow.Ref, key string, sc script, args ...any) (any, error) {
 	durable := s.durable.covers(op)
+	if key == "" && (s.guarded || durable) {
+		key = s.Key(ref)
+	}
 	var v any
 	var err error
 	switch {
@@ -441,7 +463,11 @@ func (s *Store) callKey(ctx context.Context, c *scriptCall, op string, ref oncef
 		if c == nil {
 			c = s.newCall()
 		}
-		v, err = s.runIn(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, sc, key, args...)
+		var k any = key
+		if key == "" {
+			k = c.key(s, ref)
+		}
+		v, err = s.runIn(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, sc, k, args...)
 		c.release(&s.scriptCalls)
 	}
 	if err != nil {
@@ -467,13 +493,19 @@ func (s *Store) callGuarded(ctx context.Context, durable bool, sc script, key st
 // transport error is classified as the claim's would be: Indeterminate,
 // although a read changes nothing, so that a caller handles a failed
 // claim one way whichever command failed.
-func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest, key string) (replayRead, error) {
+func (s *Store) replay(ctx context.Context, op string, req driver.ClaimRequest) (replayRead, error) {
 	var rd replayRead
 	var err error
 	if s.guarded {
-		rd, err = s.replayGuarded(ctx, key, req)
+		rd, err = s.replayGuarded(ctx, s.Key(req.Ref), req)
 	} else {
 		c := s.calls.Get().(*replayCall)
+		var key any
+		if s.cachedReads {
+			key = s.Key(req.Ref) // the cache caches a string key only
+		} else {
+			key = c.key(s, req.Ref)
+		}
 		rd, err = s.readReplay(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, key, req)
 		c.release(&s.calls)
 	}
