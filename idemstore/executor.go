@@ -31,6 +31,8 @@ type Executor struct {
 	// background counts what an Execute that returned left running: a
 	// renewal whose Store ignored its cancellation (lease.stop).
 	background sync.WaitGroup
+	// ids draws the owners and nonces of Execute (identity.go).
+	ids identities
 }
 
 // Drain waits until nothing an Execute started is still running, or until
@@ -99,9 +101,9 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 	}
 	var nonce onceflow.Nonce
 	if req.Owner == "" {
-		req.Owner, nonce = onceflow.NewOwnerAndNonce()
+		req.Owner, nonce = e.ids.ownerAndNonce()
 	} else {
-		nonce = onceflow.NewNonce()
+		nonce = e.ids.nonce()
 	}
 	ctx, tel := e.startExecute(ctx, req.Ref)
 	defer func() { tel.end(res, err) }()
