@@ -130,6 +130,23 @@
 // calls per RenewInterval. A Cluster, a guarded client and a durable store
 // renew one lease a call.
 //
+// RENEW and a COMPLETE compare fp and m by equality with the record the
+// caller's start left (RenewRequest.Started, CompleteRequest.Started),
+// which the executor sends, instead of checking them by their rules, and
+// answer without the record the caller holds; a record that differs, or
+// a request without it, is checked and answered as described above. The
+// store packs what it sends from that record only when the record is the
+// caller's EXECUTING one and keeps the schema's rules.
+//
+// The calls that return only once go-redis has let go of their command
+// (a client bounded by the context, not durable) come from a pool, and
+// hand go-redis their key and their string arguments from buffers of the
+// pooled call rather than as strings, which would each cost an
+// allocation: a pointer-shaped argument that go-redis writes by
+// MarshalBinary and fmt prints by String (go-redis' key routing, a
+// tracing hook's db.statement). A replay read through the client-side
+// cache keeps a string key, the only kind the cache caches.
+//
 // The store takes a redis.UniversalClient, so a standalone server,
 // Sentinel and Cluster all work: every script but a batched RENEW touches
 // exactly one key, and a batched RENEW is sent only where that is safe. A

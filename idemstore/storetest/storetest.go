@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"TransitionRefusesStaleOrForeignWriters", testTransitionRefusals},
 		{"RenewReallyExtendsLeaseAndTTL", testRenewExtends},
 		{"RenewRefusesAndChangesNothing", testRenewRefusals},
+		{"StartedRecordIsComparedNeverTrusted", testStartedRecord},
 		{"ReleaseOnlyFromClaimed", testRelease},
 		{"ResolveSettlesAbandoned", testResolve},
 		{"ResolveFailsForGoodAndReopens", testResolveFailed},
@@ -961,4 +962,66 @@ func testInvalidInput(t *testing.T, h Harness) {
 		}
 	}
 	sameRecord(t, before, inspect(t, s, f.Ref))
+}
+
+// testStartedRecord: a renewal and a completion that carry the record
+// their start left (RenewRequest.Started, CompleteRequest.Started) are
+// answered as without it; one whose Started differs from what is stored,
+// or belongs to another invocation, is answered, refused and written by
+// what is stored, never by what it carries.
+func testStartedRecord(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	f := NewFixture()
+	nonce := onceflow.NewNonce()
+	acq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), f.ClaimStart(onceflow.NewOwner(), nonce)))))
+	started := acq.Record
+	renew := func(rec onceflow.Record, n onceflow.Nonce) (driver.RenewOutcome, error) {
+		return s.Renew(ctx(t), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: acq.Ownership.Owner, Nonce: n,
+			Lease: time.Hour, Retention: f.TTL, Started: rec})
+	}
+	same := func(what string, got onceflow.Record) {
+		t.Helper()
+		if got.State != onceflow.StateExecuting || got.Owner != started.Owner || got.Operation != started.Operation ||
+			got.Nonce != nonce || got.Attempt != started.Attempt || got.Rev != started.Rev {
+			t.Fatalf("%s: renewed %+v, want the stored EXECUTING record %+v", what, got, started)
+		}
+	}
+	same("renew with its start's record", as[driver.Renewed](t, must(t, res(renew(started, nonce)))).Record)
+	other := started
+	other.Attempt, other.Rev, other.Policy, other.Codec = started.Attempt+1, started.Rev+3, started.Policy+1, "other-codec"
+	same("renew with another record", as[driver.Renewed](t, must(t, res(renew(other, nonce)))).Record)
+	before := inspect(t, s, f.Ref)
+	if ref := as[driver.Refused](t, must(t, res(renew(started, onceflow.NewNonce())))); ref.Reason != driver.RefusedNonce {
+		t.Fatalf("renew by another invocation with the start's record refused %s, want %s", ref.Reason, driver.RefusedNonce)
+	}
+	sameRecord(t, before, inspect(t, s, f.Ref))
+
+	// A completion whose Started differs writes what is stored.
+	tr := as[driver.Transitioned](t, must(t, res(s.Complete(ctx(t), driver.CompleteRequest{
+		Ownership: acq.Ownership, Nonce: nonce, Response: []byte(`{"ok":1}`), TTL: f.TTL, Started: other,
+	}))))
+	if r := tr.Record; r.Attempt != started.Attempt || r.Rev != started.Rev+1 || r.Codec != f.Codec || r.Policy != f.Policy {
+		t.Fatalf("completed with another record: %+v, want attempt %d, rev %d, codec %s, policy %d", r, started.Attempt, started.Rev+1, f.Codec, f.Policy)
+	}
+	rep := as[driver.CompletedReplay](t, must(t, res(s.Claim(ctx(t), f.Claim(onceflow.NewOwner())))))
+	if r := rep.Record; r.Codec != f.Codec || r.Policy != f.Policy || string(r.Response) != `{"ok":1}` {
+		t.Fatalf("replay after a completion with another record: %+v", r)
+	}
+
+	// A completion with its start's record is one without it.
+	g := NewFixture()
+	gn := onceflow.NewNonce()
+	gacq := as[driver.Acquired](t, must(t, res(s.ClaimStart(ctx(t), g.ClaimStart(onceflow.NewOwner(), gn)))))
+	gtr := as[driver.Transitioned](t, must(t, res(s.Complete(ctx(t), driver.CompleteRequest{
+		Ownership: gacq.Ownership, Nonce: gn, Response: []byte("r"), TTL: g.TTL, Started: gacq.Record,
+	}))))
+	want := gacq.Record
+	if r := gtr.Record; r.State != onceflow.StateCompleted || r.Owner != want.Owner || r.Operation != want.Operation || r.Nonce != gn ||
+		r.Attempt != want.Attempt || r.Rev != want.Rev+1 || r.Fingerprint != want.Fingerprint || r.Codec != want.Codec ||
+		r.Policy != want.Policy || !r.CreatedAt.Equal(want.CreatedAt) || r.EffectUnknown || gtr.Ownership.Rev != want.Rev+1 {
+		t.Fatalf("completed with its start's record: %+v (ownership %+v), want %+v at the next revision", r, gtr.Ownership, want)
+	}
+	if obs := inspect(t, s, g.Ref); obs.Record.State != onceflow.StateCompleted || obs.Record.Rev != want.Rev+1 || string(obs.Record.Response) != "r" {
+		t.Fatalf("stored after a completion with its start's record: %+v", obs.Record)
+	}
 }
