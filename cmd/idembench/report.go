@@ -75,7 +75,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		for _, w := range ws {
 			for _, g := range b.cfg.goroutines {
 				s := results[w.name][g]
-				p("%s, %d goroutines: %.0f ops/s, p50 %s, %.0f allocs/op, %.1f Redis µs/op, %.1f client CPU µs/op\n", w.name, g, s.opsPerSec, us(s.p50), s.allocs, s.redisUsPerOp, s.clientUsPerOp)
+				p("%s, %d goroutines: %.0f ops/s, p50 %s, %.1f allocs/op, %.1f Redis µs/op, %.1f client CPU µs/op\n", w.name, g, s.opsPerSec, us(s.p50), s.allocs, s.redisUsPerOp, s.clientUsPerOp)
 			}
 		}
 		return nil
@@ -92,7 +92,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 			s := results[w.name][g]
 			allocs, bytes := "", ""
 			if s.hasAllocations {
-				allocs, bytes = fmt.Sprintf("%.0f", s.allocs), fmt.Sprintf("%.0f", s.bytes)
+				allocs, bytes = fmt.Sprintf("%.1f", s.allocs), fmt.Sprintf("%.0f", s.bytes)
 			}
 			vsFloor, vsNaive := "", ""
 			switch w.name {
@@ -175,10 +175,10 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 		row(fmt.Sprintf("client CPU µs per fresh operation (%d goroutines; two trivial EVALSHAs: %.1f)", g, results[floor2][g].clientUsPerOp), "≤ 45", freshCPU, "%.1f", freshCPU <= 45)
 	}
 	if s := results[fresh][1]; s.hasAllocations {
-		row("allocations per fresh operation (this harness, with the key)", "≤ 35", s.allocs, "%.0f", s.allocs <= 35)
+		row("allocations per fresh operation (this harness, with the key)", "≤ 35", s.allocs, "%.1f", s.allocs <= 35)
 	}
 	if s := results[replayHot][1]; s.hasAllocations {
-		row("allocations per replay (this harness, with the key; `go test -bench` gives the executor's own)", "≤ 12", s.allocs, "%.0f", s.allocs <= 12)
+		row("allocations per replay (this harness, with the key; `go test -bench` gives the executor's own)", "≤ 12", s.allocs, "%.1f", s.allocs <= 12)
 	}
 	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
 	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 0.9", replayTput, "%.2f", replayTput >= 0.9)
