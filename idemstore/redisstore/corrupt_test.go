@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/onceflow/onceflow"
 
@@ -46,11 +45,7 @@ func garbles(k schema.Kind) []string {
 // byte as it was. Only a replay may ignore a field it does not read.
 func TestNoScriptChangesACorruptRecord(t *testing.T) {
 	t.Parallel()
-	client := redistest.Client(t)
-	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, client := sharedStore(t)
 	ctx := context.Background()
 	fields := []string{}
 	for _, r := range schema.Fields {

@@ -88,11 +88,7 @@ func TestFastPathsTakeTheCommonCase(t *testing.T) {
 // the same, but for the times.
 func TestFastPathsWriteWhatTheFullPathWrites(t *testing.T) {
 	t.Parallel()
-	client := redistest.Client(t)
-	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, client := sharedStore(t)
 	ctx := context.Background()
 	for k, size := range []int{0, 10, schema.ChunkSize, 100, schema.ChunkSize * schema.MaxChunks, schema.ChunkSize*schema.MaxChunks + 1, 0, 100, schema.ChunkSize*schema.MaxChunks + 1} {
 		withStarted := k < 6
@@ -205,19 +201,10 @@ func scrubRecord(t *testing.T, client redis.Cmdable, key string) string {
 // caller sent.
 func TestARenewalComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
 	t.Parallel()
-	client := redistest.Client(t)
-	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := sharedStore(t)
 	ctx := context.Background()
-	f := storetest.NewFixture()
-	owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
-	out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
-	if err != nil {
-		t.Fatal(err)
-	}
-	stored := out.(driver.Acquired).Record
+	f, acq, nonce := started(t, s)
+	owner, stored := acq.Ownership.Owner, acq.Record
 	for name, change := range map[string]func(r *onceflow.Record){
 		"rev":       func(r *onceflow.Record) { r.Rev += 4 },
 		"attempt":   func(r *onceflow.Record) { r.Attempt++ },
@@ -244,11 +231,7 @@ func TestARenewalComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
 // from what the caller sent.
 func TestACompletionComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
 	t.Parallel()
-	client := redistest.Client(t)
-	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := sharedStore(t)
 	ctx := context.Background()
 	for name, change := range map[string]func(r *onceflow.Record){
 		"policy":    func(r *onceflow.Record) { r.Policy++ },
@@ -257,16 +240,10 @@ func TestACompletionComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
 		"uncertain": func(r *onceflow.Record) { r.EffectUnknown = true },
 		"fp":        func(r *onceflow.Record) { r.Fingerprint = onceflow.FingerprintOf([]byte("another")) },
 	} {
-		f := storetest.NewFixture()
-		owner, nonce := onceflow.NewOwner(), onceflow.NewNonce()
-		out, err := s.ClaimStart(ctx, f.ClaimStart(owner, nonce))
-		if err != nil {
-			t.Fatal(err)
-		}
-		acq := out.(driver.Acquired)
-		started := acq.Record
-		change(&started)
-		done, err := s.Complete(ctx, driver.CompleteRequest{Ownership: acq.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL, Started: started})
+		f, acq, nonce := started(t, s)
+		sent := acq.Record
+		change(&sent)
+		done, err := s.Complete(ctx, driver.CompleteRequest{Ownership: acq.Ownership, Nonce: nonce, Response: []byte("r"), TTL: f.TTL, Started: sent})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,4 +260,29 @@ func TestACompletionComparesTheStartedRecordWithTheStoredOne(t *testing.T) {
 			t.Errorf("started record with another %s: stored %+v, want the stored record's parts kept", name, r)
 		}
 	}
+}
+
+// sharedStore is a store on the tests' shared redis-server, in a
+// namespace of the test's own, and its client.
+func sharedStore(t *testing.T) (*Store, *redis.Client) {
+	t.Helper()
+	client := redistest.Client(t)
+	s, err := New(Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, client
+}
+
+// started claims and starts a new fixture's record and returns the
+// outcome and the nonce.
+func started(t *testing.T, s *Store) (storetest.Fixture, driver.Acquired, onceflow.Nonce) {
+	t.Helper()
+	f := storetest.NewFixture()
+	nonce := onceflow.NewNonce()
+	out, err := s.ClaimStart(context.Background(), f.ClaimStart(onceflow.NewOwner(), nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, out.(driver.Acquired), nonce
 }

@@ -63,37 +63,37 @@ local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[12] == '' then
   local v = redis.call('HGETALL', key)
   @scanexec(v)
-  local held = ARGV[13]
+  local held, by = ARGV[13], nil
+  local attempt, mrev, policy, created, updated, unc, sum, codec
   if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
       e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
     if held ~= '' then
-      if e_m == held and e_fp == ARGV[14] then
-        local t = redis.call('TIME')
-        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-        local set = {'state', 'COMPLETED', 'm', ARGV[15] .. nows .. ARGV[16]}
-        @chunkresp(set, ARGV[10])
-        redis.call('HDEL', key, 'leaseUntil')
-        redis.call('HSET', key, unpack(set))
-        redis.call('PEXPIRE', key, ttl)
-        return R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
-      end
+      if e_m == held and e_fp == ARGV[14] then by = 'held' end
     elseif e_fp and not @invalid(fp, e_fp) then
-      local attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+      attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
       if attempt and sum == '' and tonumber(mrev) == rev and
           @metaclean(attempt, mrev, policy, created, updated, unc, sum, codec) then
-        local t = redis.call('TIME')
-        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-        local nrev = string.format('%d', rev + 1)
-        local set = {'state', 'COMPLETED', 'm',
-          @packm(attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)}
-        @chunkresp(set, ARGV[10])
-        redis.call('HDEL', key, 'leaseUntil')
-        redis.call('HSET', key, unpack(set))
-        redis.call('PEXPIRE', key, ttl)
-        return R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
-          @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])
+        by = 'rules'
       end
     end
+  end
+  if by then
+    local t = redis.call('TIME')
+    local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    local nrev, m = string.format('%d', rev + 1), nil
+    if by == 'held' then
+      m = ARGV[15] .. nows .. ARGV[16]
+    else
+      m = @packm(attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)
+    end
+    local set = {'state', 'COMPLETED', 'm', m}
+    @chunkresp(set, ARGV[10])
+    redis.call('HDEL', key, 'leaseUntil')
+    redis.call('HSET', key, unpack(set))
+    redis.call('PEXPIRE', key, ttl)
+    local out = R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
+    if by == 'held' then return out end
+    return out .. '\0' .. @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])
   end
 end
 --@prelude

@@ -84,67 +84,52 @@ if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[
     elseif k == 'm' then e_m = x
     end
   end
-  local held = ARGV[13]
+  local held, by = ARGV[13], nil
+  local attempt, mrev, policy, created, updated, unc, sum, codec
   if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
       e_leaseUntil and not (#e_leaseUntil > 15 or not (e_leaseUntil == '0' or find(e_leaseUntil, '^[1-9]%d*$'))) and e_m then
     if held ~= '' then
-      if e_m == held and e_fp == ARGV[14] then
-        local t = redis.call('TIME')
-        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-        local set = {'state', 'COMPLETED', 'm', ARGV[15] .. nows .. ARGV[16]}
-        do
-          local resp_, n_ = ARGV[10], #ARGV[10]
-          if n_ <= 64 or n_ > 64 * 32 then
-            set[#set + 1] = 'resp'
-            set[#set + 1] = resp_
-          else
-            set[#set + 1] = 'resp'
-            set[#set + 1] = string.sub(resp_, 1, 64)
-            local i = 2
-            for at = 64 + 1, n_, 64 do
-              set[#set + 1] = 'resp' .. i
-              set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
-              i = i + 1
-            end
-          end
-        end
-        redis.call('HDEL', key, 'leaseUntil')
-        redis.call('HSET', key, unpack(set))
-        redis.call('PEXPIRE', key, ttl)
-        return 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
-      end
+      if e_m == held and e_fp == ARGV[14] then by = 'held' end
     elseif e_fp and not (#e_fp ~= 64 or find(e_fp, '[^0-9a-f]')) then
-      local attempt, mrev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+      attempt, mrev, policy, created, updated, unc, sum, codec = string.match(e_m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
       if attempt and sum == '' and tonumber(mrev) == rev and
           (#attempt <= 15 and #mrev <= 15 and #policy <= 15 and #created <= 15 and (#created == 1 or string.byte(created) ~= 48) and #updated <= 15 and (#updated == 1 or string.byte(updated) ~= 48) and (#sum == 0 or #sum == 8) and #codec <= 32) then
-        local t = redis.call('TIME')
-        local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
-        local nrev = string.format('%d', rev + 1)
-        local set = {'state', 'COMPLETED', 'm',
-          attempt .. ':' .. nrev .. ':' .. policy .. ':' .. created .. ':' .. nows .. ':' .. '0' .. ':' .. ARGV[11] .. ':' .. codec}
-        do
-          local resp_, n_ = ARGV[10], #ARGV[10]
-          if n_ <= 64 or n_ > 64 * 32 then
-            set[#set + 1] = 'resp'
-            set[#set + 1] = resp_
-          else
-            set[#set + 1] = 'resp'
-            set[#set + 1] = string.sub(resp_, 1, 64)
-            local i = 2
-            for at = 64 + 1, n_, 64 do
-              set[#set + 1] = 'resp' .. i
-              set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
-              i = i + 1
-            end
-          end
-        end
-        redis.call('HDEL', key, 'leaseUntil')
-        redis.call('HSET', key, unpack(set))
-        redis.call('PEXPIRE', key, ttl)
-        return 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' ..
-          ('COMPLETED' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (nrev or '') .. '\0' .. (op or '') .. '\0' .. (e_fp or '') .. '\0' .. (codec or '') .. '\0' .. (policy or '') .. '\0' .. '' .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. (nows or '') .. '\0' .. (ARGV[11] or '')
+        by = 'rules'
       end
     end
+  end
+  if by then
+    local t = redis.call('TIME')
+    local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
+    local nrev, m = string.format('%d', rev + 1), nil
+    if by == 'held' then
+      m = ARGV[15] .. nows .. ARGV[16]
+    else
+      m = attempt .. ':' .. nrev .. ':' .. policy .. ':' .. created .. ':' .. nows .. ':' .. '0' .. ':' .. ARGV[11] .. ':' .. codec
+    end
+    local set = {'state', 'COMPLETED', 'm', m}
+    do
+      local resp_, n_ = ARGV[10], #ARGV[10]
+      if n_ <= 64 or n_ > 64 * 32 then
+        set[#set + 1] = 'resp'
+        set[#set + 1] = resp_
+      else
+        set[#set + 1] = 'resp'
+        set[#set + 1] = string.sub(resp_, 1, 64)
+        local i = 2
+        for at = 64 + 1, n_, 64 do
+          set[#set + 1] = 'resp' .. i
+          set[#set + 1] = string.sub(resp_, at, at + 64 - 1)
+          i = i + 1
+        end
+      end
+    end
+    redis.call('HDEL', key, 'leaseUntil')
+    redis.call('HSET', key, unpack(set))
+    redis.call('PEXPIRE', key, ttl)
+    local out = 10 --[[TRANSITIONED]] .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
+    if by == 'held' then return out end
+    return out .. '\0' .. ('COMPLETED' or '') .. '\0' .. (owner or '') .. '\0' .. (attempt or '') .. '\0' .. (nrev or '') .. '\0' .. (op or '') .. '\0' .. (e_fp or '') .. '\0' .. (codec or '') .. '\0' .. (policy or '') .. '\0' .. '' .. '\0' .. (nonce or '') .. '\0' .. '' .. '\0' .. '' .. '\0' .. (created or '') .. '\0' .. (nows or '') .. '\0' .. (ARGV[11] or '')
   end
 end
 -- ---- The shared helpers this script uses: generated from the record schema, then lua/record.lua ----
