@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
-	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
 // Renewals of one store are sent together: RENEW takes several leases
@@ -240,50 +237,4 @@ func (s *Store) appendRenewArgs(args []any, req driver.RenewRequest, started str
 	}
 	return append(args, string(req.Owner), string(req.Operation), string(req.Nonce),
 		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), fp, started)
-}
-
-// startedMeta is m as req.Started says the caller's start left it, which
-// renew.lua compares the stored m with (and fp with req.Started's); ""
-// when req.Started is not that record (see appendHeld).
-func startedMeta(req driver.RenewRequest) string {
-	b, ok := appendHeld(nil, &req.Started, req.Owner, req.Operation, req.Nonce, req.Started.Attempt, req.Started.Rev)
-	if !ok {
-		return ""
-	}
-	return string(b)
-}
-
-// appendHeld appends m packed from r, the record a caller says its start
-// left, for a script to compare the stored m with by equality; not ok
-// (compare nothing) unless r is EXECUTING under the owner, operation and
-// nonce the caller sends, at the attempt and revision it sends, with a
-// valid fingerprint and parts that keep the schema's rules
-// (schema.ParseMeta checks the packed value). A record equal to what it
-// appends therefore keeps them too.
-func appendHeld(dst []byte, r *onceflow.Record, owner onceflow.Owner, op onceflow.OperationID, nonce onceflow.Nonce, attempt, rev int64) ([]byte, bool) {
-	if r.State != onceflow.StateExecuting || r.Owner != owner || r.Operation != op || r.Nonce != nonce ||
-		r.Attempt != attempt || r.Rev != rev || r.Fingerprint.Validate() != nil {
-		return dst, false
-	}
-	n := len(dst)
-	dst = strconv.AppendInt(dst, r.Attempt, 10)
-	dst = append(dst, schema.MetaSep)
-	dst = strconv.AppendInt(dst, r.Rev, 10)
-	dst = append(dst, schema.MetaSep)
-	dst = strconv.AppendInt(dst, int64(r.Policy), 10)
-	dst = append(dst, schema.MetaSep)
-	dst = strconv.AppendInt(dst, r.CreatedAt.UnixMilli(), 10)
-	dst = append(dst, schema.MetaSep)
-	dst = strconv.AppendInt(dst, r.UpdatedAt.UnixMilli(), 10)
-	if r.EffectUnknown {
-		dst = append(dst, ":1:"...)
-	} else {
-		dst = append(dst, ":0:"...)
-	}
-	dst = append(dst, schema.MetaSep) // no sum: the record has none before COMPLETED
-	dst = append(dst, r.Codec...)
-	if _, bad := schema.ParseMeta(unsafe.String(unsafe.SliceData(dst[n:]), len(dst)-n)); bad != "" {
-		return dst[:n], false
-	}
-	return dst, true
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
-	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
 // DefaultCommandTimeout is the default time one script call may take.
@@ -343,25 +342,7 @@ func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, t
 	var held, head, tail []byte // nil: compare nothing
 	fp := ""
 	if started != nil && resp != nil {
-		// m as the start left it, then the head and tail of the m the
-		// COMPLETE writes (transition.lua), in c's buffer.
-		if b, ok := appendHeld(c.buf, started, o.Owner, o.Operation, nonce, o.Attempt, o.Rev); ok {
-			n1 := len(b)
-			b = strconv.AppendInt(b, started.Attempt, 10)
-			b = append(b, schema.MetaSep)
-			b = strconv.AppendInt(b, started.Rev+1, 10)
-			b = append(b, schema.MetaSep)
-			b = strconv.AppendInt(b, int64(started.Policy), 10)
-			b = append(b, schema.MetaSep)
-			b = strconv.AppendInt(b, started.CreatedAt.UnixMilli(), 10)
-			b = append(b, schema.MetaSep)
-			n2 := len(b)
-			b = append(b, ":0:"...)
-			b = append(b, sum...)
-			b = append(b, schema.MetaSep)
-			b = append(b, started.Codec...)
-			c.buf = b
-			held, head, tail = b[:n1:n1], b[n1:n2:n2], b[n2:]
+		if c.buf, held, head, tail = appendCompleteHeld(c.buf, started, o, nonce, sum); held != nil {
 			fp = string(started.Fingerprint)
 		}
 	}
