@@ -20,7 +20,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	progress := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "idembench: "+format+"\n", args...) }
 
 	p("# idembench\n\n")
-	p("Command: `go run ./cmd/idembench %s` (from the repository root), %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
+	p("Command: `%s` (from the repository root), %s.\n\n", strings.Join(append([]string{"go run ./cmd/idembench"}, os.Args[1:]...), " "), time.Now().UTC().Format("2006-01-02"))
 	p("%s\n\n", b.machine(ctx))
 
 	ws, err := b.workloads(ctx)
