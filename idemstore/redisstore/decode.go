@@ -128,10 +128,11 @@ func decodeTransition(op string, ref onceflow.Ref, raw any) (driver.TransitionOu
 }
 
 // decodeComplete decodes the reply of transition.lua to a COMPLETE that
-// sent started (the record its start left, which heldMeta packed) for the
-// script to compare: TRANSITIONED without a record says the record was
-// started's, and is now COMPLETED at the next revision, updated at the
-// reply's time. Any other reply is decoded as decodeTransition does.
+// sent started (the record its start left, packed by appendCompleteHeld)
+// for the script to compare: TRANSITIONED without a record says the
+// record was started's, and is now COMPLETED at the next revision,
+// updated at the reply's time. Any other reply is decoded as
+// decodeTransition does.
 func decodeComplete(o driver.Ownership, nonce onceflow.Nonce, started *onceflow.Record, raw any) (driver.TransitionOutcome, error) {
 	rp, err := parse(opComplete, o.Ref, raw)
 	if err != nil {
