@@ -145,7 +145,11 @@
 // allocation: a pointer-shaped argument that go-redis writes by
 // MarshalBinary and fmt prints by String (go-redis' key routing, a
 // tracing hook's db.statement). A replay read through the client-side
-// cache keeps a string key, the only kind the cache caches.
+// cache keeps a string key, the only kind the cache caches. A go-redis
+// hook that keeps a command after the call returned (to log it later)
+// sees its arguments reused by the next call, and should copy what it
+// keeps; go-redis' own hooks, redisotel's among them, read a command
+// only while it runs.
 //
 // The store takes a redis.UniversalClient, so a standalone server,
 // Sentinel and Cluster all work: every script but a batched RENEW touches
