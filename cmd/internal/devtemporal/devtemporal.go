@@ -39,6 +39,8 @@ import (
 	"go.temporal.io/server/common/primitives"
 	sqliteschema "go.temporal.io/server/schema/sqlite"
 	"go.temporal.io/server/temporal"
+
+	"github.com/onceflow/onceflow/cmd/internal/freeport"
 )
 
 // DefaultAddress is where the server listens unless told otherwise: the
@@ -89,7 +91,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	host, port, err := listenable(cfg.Address)
+	host, port, ports, err := listenable(cfg.Address)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +129,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	service := func(grpcPort int) (config.Service, error) {
 		if grpcPort == 0 {
-			if grpcPort, err = freePort(host); err != nil {
+			if grpcPort, err = ports.Pick(); err != nil {
 				return config.Service{}, err
 			}
 		}
@@ -282,58 +284,38 @@ func (s *Server) waitReady(timeout time.Duration) error {
 }
 
 // listenable checks that addr can be listened on, and returns its host
-// and port (a free one for port 0).
-func listenable(addr string) (string, int, error) {
+// and port (a free one for port 0), and the ports of the server's other
+// services are to be picked from (which never gives that port again).
+func listenable(addr string) (string, int, *freeport.Set, error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", 0, fmt.Errorf("devtemporal: address %q: want host:port such as %s: %w", addr, DefaultAddress, err)
+		return "", 0, nil, fmt.Errorf("devtemporal: address %q: want host:port such as %s: %w", addr, DefaultAddress, err)
 	}
 	if host == "" || host == "localhost" {
 		host = "127.0.0.1"
 	}
 	port, err := strconv.Atoi(p)
 	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("devtemporal: address %q: the port must be a number from 0 to 65535", addr)
+		return "", 0, nil, fmt.Errorf("devtemporal: address %q: the port must be a number from 0 to 65535", addr)
 	}
+	ports := freeport.New(host)
 	if port == 0 {
-		port, err = freePort(host)
+		port, err = ports.Pick()
 		if err != nil {
-			return "", 0, fmt.Errorf("devtemporal: find a free port on %s: %w", host, err)
+			return "", 0, nil, fmt.Errorf("devtemporal: find a free port on %s: %w", host, err)
 		}
-		return host, port, nil
+		return host, port, ports, nil
 	}
 	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if errors.Is(err, syscall.EADDRINUSE) {
-		return "", 0, fmt.Errorf("%w: %s (another Temporal server, or another -dev worker?)", ErrAddressInUse, addr)
+		return "", 0, nil, fmt.Errorf("%w: %s (another Temporal server, or another -dev worker?)", ErrAddressInUse, addr)
 	}
 	if err != nil {
-		return "", 0, fmt.Errorf("devtemporal: listen on %s: %w", addr, err)
+		return "", 0, nil, fmt.Errorf("devtemporal: listen on %s: %w", addr, err)
 	}
 	port = l.Addr().(*net.TCPAddr).Port
-	return host, port, l.Close()
-}
-
-// freePort returns a port of host that nothing listens on, chosen below
-// Linux's default range of ephemeral ports (32768 to 60999) where it can.
-// The port is closed again before the server opens it, and a port of the
-// ephemeral range can be taken in between by any outgoing connection on
-// the machine (a test's Redis client, say): the server then cannot open
-// its listener and exits at start ("Failed to start gRPC listener").
-func freePort(host string) (int, error) {
-	for range 64 {
-		p := 20000 + rand.IntN(32768-20000)
-		l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		return p, l.Close()
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	ports.Reserve(port)
+	return host, port, ports, l.Close()
 }
 
 // slogLogger is the server's log.Logger on a *slog.Logger: its errors as
