@@ -236,7 +236,7 @@ func (s *Store) Key(ref onceflow.Ref) string {
 }
 
 // appendKey appends Key(ref) to dst: a pooled call builds its key in a
-// buffer of its own (scriptCall.key, replayCall.keyArg), not in a string.
+// buffer of its own (scriptCall.key, replayCall.key), not in a string.
 func (s *Store) appendKey(dst []byte, ref onceflow.Ref) []byte {
 	dst = append(dst, s.ns...)
 	dst = append(dst, ":idem:v"...)
