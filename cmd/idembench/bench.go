@@ -173,6 +173,21 @@ func randomHex(n int) string {
 	return hex.EncodeToString(p)
 }
 
+// pipelinedExecutor returns an executor of the records of s whose store
+// sends concurrent replay reads through the client's auto-pipeliner
+// (redisstore.Config.AutoPipelineReads).
+func (b *bench) pipelinedExecutor(s *redisstore.Store) (*idemstore.Executor, error) {
+	ns, _, _ := strings.Cut(s.Key(onceflow.Ref{}), ":idem:")
+	ps, err := redisstore.New(redisstore.Config{Client: b.rdb, Namespace: ns, AutoPipelineReads: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := ps.LoadScripts(context.Background()); err != nil {
+		return nil, err
+	}
+	return idemstore.NewExecutor(idemstore.ExecutorConfig{Store: ps})
+}
+
 // scope returns the digest of record i of goroutine g: 64 hex characters,
 // built in place (one allocation, as a caller's digest would be).
 func scope(g, i int) onceflow.ScopeDigest {

@@ -101,7 +101,7 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 				if w.name != naiveFresh {
 					vsNaive = ratio(s.opsPerSec, results[naiveFresh][g].opsPerSec)
 				}
-			case replayHot, replaySpread, replayCached, naiveReplay:
+			case replayHot, replaySpread, replayHotAP, replaySprAP, replayCached, naiveReplay:
 				vsFloor = ratio(s.opsPerSec, results[floor1][g].opsPerSec)
 				if w.name != naiveReplay {
 					vsNaive = ratio(s.opsPerSec, results[naiveReplay][g].opsPerSec)
@@ -182,6 +182,8 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	}
 	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
 	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 0.9", replayTput, "%.2f", replayTput >= 0.9)
+	replayTputAP := min(results[replayHotAP][last].opsPerSec, results[replaySprAP][last].opsPerSec) / results[floor1][last].opsPerSec
+	row("the same with `redisstore.Config.AutoPipelineReads`", "≥ 0.9", replayTputAP, "%.2f", replayTputAP >= 0.9)
 	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
 	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.05", replayP50, "%.2f", replayP50 <= 1.05)
 	c100 := float64(memOf["COMPLETED, 100 B response"])

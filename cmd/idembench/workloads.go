@@ -29,6 +29,8 @@ const (
 	replayHot    = "executor: replay, hot key"
 	replaySpread = "executor: replay, 10k keys"
 	replayCached = "executor: replay, hot key, client-side cache"
+	replayHotAP  = "executor: replay, hot key, AutoPipelineReads"
+	replaySprAP  = "executor: replay, 10k keys, AutoPipelineReads"
 	naiveFresh   = "naive: fresh (SET NX, SET)"
 	naiveReplay  = "naive: replay (SET NX, GET)"
 )
@@ -65,6 +67,11 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 	}
 	// The same records, replayed through go-redis' client-side cache.
 	cachedExec, err := b.cachedExecutor(replayStore)
+	if err != nil {
+		return nil, err
+	}
+	// The same records, their replay reads auto-pipelined.
+	pipedExec, err := b.pipelinedExecutor(replayStore)
 	if err != nil {
 		return nil, err
 	}
@@ -151,6 +158,12 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 		}), storeCmds},
 		{replaySpread, static(func(ctx context.Context, g, i int) error {
 			return expect(ctx, replayExec, request(-2, (g*7919+i)%spreadKeys), idemstore.Replayed)
+		}), storeCmds},
+		{replayHotAP, static(func(ctx context.Context, _, _ int) error {
+			return expect(ctx, pipedExec, request(-1, 0), idemstore.Replayed)
+		}), storeCmds},
+		{replaySprAP, static(func(ctx context.Context, g, i int) error {
+			return expect(ctx, pipedExec, request(-2, (g*7919+i)%spreadKeys), idemstore.Replayed)
 		}), storeCmds},
 		{replayCached, static(func(ctx context.Context, _, _ int) error {
 			return expect(ctx, cachedExec, request(-1, 0), idemstore.Replayed)

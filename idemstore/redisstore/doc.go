@@ -97,7 +97,12 @@
 //     (Protocol 3 and ClientSideCacheConfig): a COMPLETED record does not
 //     change until it expires, and a cached reply is replayed only when it
 //     passes the same checks, so only a record that was COMPLETED when
-//     cached is ever served from the cache.
+//     cached is ever served from the cache. With Config.AutoPipelineReads
+//     a read that finds another in flight goes through the client's
+//     deferred auto-pipeliner, which sends the reads of concurrent claims
+//     as one pipeline; the store waits for it until CommandTimeout itself,
+//     since go-redis runs a queued command whatever its context says. No
+//     script rides it.
 //   - The replay fast path of claim.lua (a COMPLETED record with the
 //     caller's fingerprint, codec and policy) reads only what it replays:
 //     state, fp, codec and policy (compared with the caller's), m (every

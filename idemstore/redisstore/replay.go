@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"hash/crc32"
 	"sync"
 	"sync/atomic"
@@ -150,6 +151,8 @@ type replayCall struct {
 	cmd  redis.StringSliceCmd
 	// keyBuf holds the key (key), and keeps its capacity from read to read.
 	keyBuf []byte
+	// lent is set when the auto-pipeliner may still hold cmd (readPipelined).
+	lent bool
 }
 
 // key builds ref's key in c and returns it as an argument (see blob).
@@ -158,8 +161,12 @@ func (c *replayCall) key(s *Store, ref onceflow.Ref) any {
 	return blob{&c.keyBuf}
 }
 
-// release clears c and puts it back into pool.
+// release clears c and puts it back into pool, unless the auto-pipeliner
+// may still hold it.
 func (c *replayCall) release(pool *sync.Pool) {
+	if c.lent {
+		return
+	}
 	c.ctx = deadlineCtx{}
 	clear(c.args[:])
 	c.cmd = redis.StringSliceCmd{}
@@ -175,7 +182,7 @@ func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key any) (
 	copy(a, args)
 	a[1] = key
 	c.cmd = *redis.NewStringSliceCmd(ctx, a...)
-	if err := s.read(ctx, &c.cmd); err != nil {
+	if err := s.read(ctx, c); err != nil {
 		return nil, err
 	}
 	if v := c.cmd.Val(); len(v) == len(args)-2 {
@@ -184,11 +191,21 @@ func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key any) (
 	return nil, nil
 }
 
-// read sends a replay read: by itself (go-redis may answer it from its
-// client-side cache, which Config.ReplayCache allows), or, when the client
-// has a cache the store must not use, as a pipeline of one, which go-redis
-// always sends to the server.
-func (s *Store) read(ctx context.Context, cmd *redis.StringSliceCmd) error {
+// read sends the replay read in c: through the auto-pipeliner while
+// another read is in flight (Config.AutoPipelineReads), else by itself
+// (go-redis may answer it from its client-side cache, which
+// Config.ReplayCache allows), or, when the client has a cache the store
+// must not use, as a pipeline of one, which go-redis always sends to the
+// server.
+func (s *Store) read(ctx context.Context, c *replayCall) error {
+	cmd := &c.cmd
+	if s.pipe != nil {
+		n := s.pipeReads.Add(1)
+		defer s.pipeReads.Add(-1)
+		if n > 1 {
+			return s.readPipelined(ctx, c)
+		}
+	}
 	if !s.bypassCache {
 		return s.client.Process(ctx, cmd)
 	}
@@ -198,6 +215,24 @@ func (s *Store) read(ctx context.Context, cmd *redis.StringSliceCmd) error {
 	}
 	_, err := pipe.Exec(ctx)
 	return err
+}
+
+// readPipelined sends the replay read in c through the auto-pipeliner
+// and waits for it until ctx is done. The auto-pipeliner runs a queued
+// command whatever its context says, so a read the store stopped waiting
+// for may still be in go-redis' hands: then c is lent, never pooled
+// again.
+func (s *Store) readPipelined(ctx context.Context, c *replayCall) error {
+	s.pipelined.Add(1)
+	f := s.pipe.Submit(ctx, &c.cmd)
+	if err := f.WaitContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			c.lent = true
+			return fmt.Errorf("redisstore: no reply to the auto-pipelined replay read by the deadline: %w", context.Cause(ctx))
+		}
+		return err
+	}
+	return nil
 }
 
 // replayMatch reports whether the fields read (go-redis gives "" for a

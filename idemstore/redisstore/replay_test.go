@@ -28,6 +28,33 @@ func testStore(t *testing.T, cfg Config) *Store {
 	return s
 }
 
+// eachReadPath runs test, in parallel subtests, with a store of cfg whose
+// replay reads go to Redis by themselves, and with one whose every replay
+// read rides the auto-pipeliner (Config.AutoPipelineReads, with a read
+// held in flight so that none goes alone).
+func eachReadPath(t *testing.T, cfg Config, test func(t *testing.T, s *Store)) {
+	t.Helper()
+	for _, pipelined := range []bool{false, true} {
+		name := "direct"
+		if pipelined {
+			name = "auto-pipelined"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := cfg
+			c.AutoPipelineReads = pipelined
+			s := testStore(t, c)
+			if pipelined {
+				s.pipeReads.Add(1)
+			}
+			test(t, s)
+			if pipelined && s.pipelined.Load() == 0 {
+				t.Fatal("no replay read rode the auto-pipeliner")
+			}
+		})
+	}
+}
+
 // completedRecord writes a COMPLETED record of resp and returns its
 // fixture and ownership.
 func completedRecord(t *testing.T, s *Store, resp []byte) (storetest.Fixture, driver.Ownership) {
@@ -53,7 +80,10 @@ func completedRecord(t *testing.T, s *Store, resp []byte) (storetest.Fixture, dr
 // one, is replayed by the script.
 func TestReplayIsOneReadWithoutAScript(t *testing.T) {
 	t.Parallel()
-	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)})
+	eachReadPath(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t)}, testReplayIsOneReadWithoutAScript)
+}
+
+func testReplayIsOneReadWithoutAScript(t *testing.T, s *Store) {
 	ctx := context.Background()
 	for _, n := range []int{0, 1, 63, 64, 65, 100, 256, 257, 1000, schema.ChunkSize * schema.MaxChunks, 5000} {
 		resp := bytes.Repeat([]byte{'a', 0, 'z'}, n/3+1)[:n]
@@ -89,7 +119,12 @@ func TestReplayIsOneReadWithoutAScript(t *testing.T) {
 func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 	t.Parallel()
 	client := redistest.Client(t)
-	s := testStore(t, Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
+	eachReadPath(t, Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second}, func(t *testing.T, s *Store) {
+		testReplayReadNeverReplaysACorruptRecord(t, s, client)
+	})
+}
+
+func testReplayReadNeverReplaysACorruptRecord(t *testing.T, s *Store, client *redis.Client) {
 	ctx := context.Background()
 	kinds := map[string]schema.Kind{}
 	for _, r := range schema.Fields {

@@ -656,9 +656,18 @@ func freshClusterClient(t *testing.T, cl *redistopo.Cluster, gone string) *redis
 func TestClusterReshardWhileOperationsRun(t *testing.T) {
 	t.Parallel()
 	topologyTests(t)
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("AutoPipelineReads=%t", pipelined), func(t *testing.T) {
+			t.Parallel()
+			testClusterReshardWhileOperationsRun(t, pipelined)
+		})
+	}
+}
+
+func testClusterReshardWhileOperationsRun(t *testing.T, pipelined bool) {
 	cl := redistopo.StartCluster(t, 3, 1)
 	client := cl.Client(t)
-	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second})
+	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second, AutoPipelineReads: pipelined})
 	ex, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: s})
 	if err != nil {
 		t.Fatal(err)
@@ -709,6 +718,12 @@ func TestClusterReshardWhileOperationsRun(t *testing.T) {
 	}
 	l.mu.Unlock()
 	l.check(t, ex, s)
+	if pipelined {
+		t.Logf("%d replay reads rode the auto-pipeliner", redisstore.PipelinedReads(s))
+		if redisstore.PipelinedReads(s) == 0 {
+			t.Fatal("no replay read rode the auto-pipeliner")
+		}
+	}
 }
 
 // masterIDs returns the node IDs of the cluster's primaries, ordered by
