@@ -33,6 +33,8 @@ type AttachConfig struct {
 	RedisCommandTimeout time.Duration
 	// RedisOmitShebang: see Config.RedisOmitShebang.
 	RedisOmitShebang bool
+	// RedisAutoPipelineReads: see Config.RedisAutoPipelineReads.
+	RedisAutoPipelineReads bool
 	// AllowEviction: Attach refuses a Redis whose maxmemory-policy may
 	// evict records, unless this is set (Config.AllowEviction).
 	AllowEviction bool
@@ -90,7 +92,7 @@ func Attach(ctx context.Context, c client.Client, rdb redis.UniversalClient, cfg
 	}
 	cfg = cfg.withDefaults()
 	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: cfg.KeyNamespace, CommandTimeout: cfg.RedisCommandTimeout,
-		Logger: cfg.Logger, OmitShebang: cfg.RedisOmitShebang})
+		Logger: cfg.Logger, OmitShebang: cfg.RedisOmitShebang, AutoPipelineReads: cfg.RedisAutoPipelineReads})
 	if err != nil {
 		return nil, err
 	}

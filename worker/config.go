@@ -211,6 +211,10 @@ type Config struct {
 	// RedisOmitShebang sends the scripts without the Redis 7 "#!lua"
 	// header, for Redis before 7 and miniredis (redisstore.Config.OmitShebang).
 	RedisOmitShebang bool
+	// RedisAutoPipelineReads sends the replay reads of concurrent
+	// activities as one pipeline, through go-redis' auto-pipeliner
+	// (redisstore.Config.AutoPipelineReads). Default false.
+	RedisAutoPipelineReads bool
 }
 
 // DevSecret is the digest secret a Dev worker uses when Secret is empty:

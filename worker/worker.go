@@ -191,7 +191,8 @@ func (w *Worker) connectRedis(p *parts) error {
 func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	c, log := w.cfg, w.cfg.Logger
 	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
-		Logger: log, OmitShebang: c.RedisOmitShebang, Durability: c.RedisDurability, DurableReplicas: c.RedisDurableReplicas})
+		Logger: log, OmitShebang: c.RedisOmitShebang, Durability: c.RedisDurability, DurableReplicas: c.RedisDurableReplicas,
+		AutoPipelineReads: c.RedisAutoPipelineReads})
 	if err != nil {
 		return err
 	}

@@ -41,6 +41,8 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
 	fs.BoolVar(&c.RequirePersistence, "require-persistence", env("ONCEFLOW_REQUIRE_PERSISTENCE", "") == "true",
 		"refuse to start when Redis' persistence can lose an acknowledged record (appendonly, appendfsync, replicas), instead of warning (ONCEFLOW_REQUIRE_PERSISTENCE=true)")
+	fs.BoolVar(&c.RedisAutoPipelineReads, "redis-auto-pipeline-reads", env("ONCEFLOW_REDIS_AUTO_PIPELINE_READS", "") == "true",
+		"send the replay reads of concurrent activities as one pipeline, through go-redis' auto-pipeliner (ONCEFLOW_REDIS_AUTO_PIPELINE_READS=true)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+worker.DefaultKeyNamespace+")")
 	var durability string
 	fs.StringVar(&durability, "redis-durability", env("ONCEFLOW_REDIS_DURABILITY", ""), "what a store write waits for: none, replicas (WAIT) or aof (WAITAOF, Redis 7.2+) (ONCEFLOW_REDIS_DURABILITY; default none)")

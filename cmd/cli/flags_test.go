@@ -27,6 +27,24 @@ func TestParseWorkerFlagsPrefersFlagsThenEnvironment(t *testing.T) {
 	}
 }
 
+func TestParseWorkerFlagsAutoPipelineReads(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want bool
+	}{{nil, "", false}, {[]string{"-redis-auto-pipeline-reads"}, "", true}, {nil, "true", true}, {[]string{"-redis-auto-pipeline-reads=false"}, "true", false}} {
+		env := map[string]string{"ONCEFLOW_REDIS_AUTO_PIPELINE_READS": tc.env}
+		cfg, err := cli.ParseWorkerFlags("worker", tc.args, func(k string) string { return env[k] }, nil, cli.Help{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.RedisAutoPipelineReads != tc.want {
+			t.Fatalf("%v with ONCEFLOW_REDIS_AUTO_PIPELINE_READS=%q: RedisAutoPipelineReads = %t, want %t", tc.args, tc.env, cfg.RedisAutoPipelineReads, tc.want)
+		}
+	}
+}
+
 func TestParseWorkerFlagsNamesABadValue(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"-lease", "soon"}, {"-max-concurrent-activities", "many"}, {"-secret-version", "0"}, {"extra"}} {
