@@ -143,6 +143,12 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 	static := func(o op) func(context.Context) (op, error) {
 		return func(context.Context) (op, error) { return o, nil }
 	}
+	// The replays ask for one record (hot) or spread over spreadKeys.
+	hot := func(_, _ int) idemstore.Request { return request(-1, 0) }
+	spread := func(g, i int) idemstore.Request { return request(-2, (g*7919+i)%spreadKeys) }
+	replayOf := func(e *idemstore.Executor, req func(g, i int) idemstore.Request) func(context.Context) (op, error) {
+		return static(func(ctx context.Context, g, i int) error { return expect(ctx, e, req(g, i), idemstore.Replayed) })
+	}
 	return []workload{
 		{floor1, static(func(ctx context.Context, g, _ int) error { return trivial(ctx, g) }), scriptCmds},
 		{floor2, static(func(ctx context.Context, g, _ int) error {
@@ -153,21 +159,11 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 		}), scriptCmds},
 		{fresh, freshWith(nil), storeCmds},
 		{twoStep, freshWith(func(context.Context, driver.Ownership) error { return nil }), storeCmds},
-		{replayHot, static(func(ctx context.Context, _, _ int) error {
-			return expect(ctx, replayExec, request(-1, 0), idemstore.Replayed)
-		}), storeCmds},
-		{replaySpread, static(func(ctx context.Context, g, i int) error {
-			return expect(ctx, replayExec, request(-2, (g*7919+i)%spreadKeys), idemstore.Replayed)
-		}), storeCmds},
-		{replayHotAP, static(func(ctx context.Context, _, _ int) error {
-			return expect(ctx, pipedExec, request(-1, 0), idemstore.Replayed)
-		}), storeCmds},
-		{replaySprAP, static(func(ctx context.Context, g, i int) error {
-			return expect(ctx, pipedExec, request(-2, (g*7919+i)%spreadKeys), idemstore.Replayed)
-		}), storeCmds},
-		{replayCached, static(func(ctx context.Context, _, _ int) error {
-			return expect(ctx, cachedExec, request(-1, 0), idemstore.Replayed)
-		}), storeCmds},
+		{replayHot, replayOf(replayExec, hot), storeCmds},
+		{replaySpread, replayOf(replayExec, spread), storeCmds},
+		{replayHotAP, replayOf(pipedExec, hot), storeCmds},
+		{replaySprAP, replayOf(pipedExec, spread), storeCmds},
+		{replayCached, replayOf(cachedExec, hot), storeCmds},
 		{naiveFresh, naive(false), []string{"set", "get"}},
 		{naiveReplay, naive(true), []string{"set", "get"}},
 	}, nil
