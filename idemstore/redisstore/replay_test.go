@@ -379,19 +379,27 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 			}
 		}
 	})
-	t.Run("without ReplayCache the cache is not read", func(t *testing.T) {
-		cc := cachingClient(t)
-		s := testStore(t, Config{Client: cc, Namespace: ns})
-		f, _ := completedRecord(t, direct, []byte("ok"))
-		for range 3 {
-			if out, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.CompletedReplay" {
-				t.Fatalf("replay = %T %v", out, err)
+	for _, pipelined := range []bool{false, true} {
+		t.Run(fmt.Sprintf("without ReplayCache the cache is not read (AutoPipelineReads=%t)", pipelined), func(t *testing.T) {
+			cc := cachingClient(t)
+			s := testStore(t, Config{Client: cc, Namespace: ns, AutoPipelineReads: pipelined})
+			if pipelined {
+				s.pipeReads.Add(1) // a read in flight: every read rides the auto-pipeliner
 			}
-		}
-		if st := cc.CSCStats(); st.Hits != 0 || st.Entries != 0 {
-			t.Fatalf("the store used the client's cache: %+v", st)
-		}
-	})
+			f, _ := completedRecord(t, direct, []byte("ok"))
+			for range 3 {
+				if out, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.CompletedReplay" {
+					t.Fatalf("replay = %T %v", out, err)
+				}
+			}
+			if st := cc.CSCStats(); st.Hits != 0 || st.Entries != 0 {
+				t.Fatalf("the store used the client's cache: %+v", st)
+			}
+			if pipelined && s.pipelined.Load() != 3 {
+				t.Fatalf("%d reads rode the auto-pipeliner, want 3", s.pipelined.Load())
+			}
+		})
+	}
 }
 
 // TestReplayReadStopsWhileClaimsFindNothing: after missLimit claims of new
