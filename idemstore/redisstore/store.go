@@ -142,10 +142,8 @@ func (c *Config) setDefaults() error {
 	if c.ReplayCache && !clientCaches(c.Client) {
 		return errors.New("redisstore: Config.ReplayCache needs a *redis.Client with a client-side cache (Protocol 3 and ClientSideCacheConfig)")
 	}
-	if c.AutoPipelineReads {
-		if c.ReplayCache {
-			return errors.New("redisstore: Config.AutoPipelineReads and Config.ReplayCache exclude each other (go-redis never answers a pipelined read from its cache): set one")
-		}
+	if c.AutoPipelineReads && c.ReplayCache {
+		return errors.New("redisstore: Config.AutoPipelineReads and Config.ReplayCache exclude each other (go-redis never answers a pipelined read from its cache): set one")
 	}
 	return c.setDurabilityDefaults()
 }
