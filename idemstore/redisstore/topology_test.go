@@ -700,8 +700,49 @@ func testClusterReshardWhileOperationsRun(t *testing.T, pipelined bool) {
 	if len(ids) != 3 {
 		t.Fatalf("len = %d, want %d: %v", len(ids), 3, ids)
 	}
+	// Replays of the completed operations run through the reshard too, on
+	// a store of their own (its replay reads do not pause for the fresh
+	// operations' misses): a read of a moving slot is redirected, on the
+	// auto-pipeliner as on the client, and fails nothing.
+	rs := newStore(t, redisstore.Config{Client: client, Namespace: keyNamespace(s), CommandTimeout: 2 * time.Second, AutoPipelineReads: pipelined})
+	rex, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	var done []storetest.Fixture
+	for op := range l.acked {
+		done = append(done, l.refs[op])
+	}
+	l.mu.Unlock()
+	var replays, replayErrs atomic.Int64
+	quit := make(chan struct{})
+	var rwg sync.WaitGroup
+	for w := range 8 {
+		rwg.Go(func() {
+			for i := w; ; i += 8 {
+				select {
+				case <-quit:
+					return
+				default:
+				}
+				f := done[i%len(done)]
+				res, err := rex.Execute(t.Context(), idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
+					func(context.Context) ([]byte, error) { return nil, errors.New("a completed operation ran again") })
+				if err != nil || res.Disposition != idemstore.Replayed {
+					replayErrs.Add(1)
+					t.Errorf("replay of %s: %v %v", f.Operation, res.Disposition, err)
+					continue
+				}
+				replays.Add(1)
+			}
+		})
+	}
 	out, err := exec.Command("redis-cli", "--cluster", "reshard", cl.Nodes[0].Addr,
 		"--cluster-from", ids[0], "--cluster-to", ids[1], "--cluster-slots", "1000", "--cluster-yes").CombinedOutput()
+	close(quit)
+	rwg.Wait()
+	t.Logf("%d replays during the reshard (%d through the auto-pipeliner), %d failed", replays.Load(), redisstore.PipelinedReads(rs), replayErrs.Load())
 	if err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
