@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("idembench", flag.ContinueOnError)
 	fs.StringVar(&c.redisURL, "redis-url", "", "Redis to measure (default: a redis-server started on a free loopback port)")
 	fs.DurationVar(&c.cell, "cell", 1500*time.Millisecond, "how long one measured cell runs")
-	fs.IntVar(&c.reps, "reps", 3, "repetitions of every cell; the report gives the median")
+	fs.IntVar(&c.reps, "reps", 3, "rounds, each measuring every cell once; the report gives medians, and ratios as the median of the rounds' ratios")
 	g := fs.String("goroutines", "1,16,64", "concurrency levels, comma separated")
 	fs.BoolVar(&c.temporal, "temporal", true, "compare the idempotent Temporal activity with the bare one on an in-process server")
 	fs.IntVar(&c.inFlight, "in-flight", 1000, "in-flight actions for the renewal cost")
@@ -305,6 +306,34 @@ func (b *bench) measure(ctx context.Context, w workload, goroutines int) (sample
 	}
 	s.redisUsPerOp = usec / float64(s.ops)
 	return s, nil
+}
+
+// cells holds every repetition of every cell: by workload, then
+// concurrency, in the order of the rounds that measured them.
+type cells map[string]map[int][]sample
+
+func (c cells) add(w string, g int, s sample) {
+	if c[w] == nil {
+		c[w] = map[int][]sample{}
+	}
+	c[w][g] = append(c[w][g], s)
+}
+
+// ratio is the median over the rounds of f(w's cell) ÷ f(base's cell) at g
+// goroutines, both cells of the same round: on a machine whose speed
+// drifts, a ratio of two cells measured seconds apart, not of two
+// medians. NaN when either was not measured.
+func (c cells) ratio(w, base string, g int, f func(sample) float64) float64 {
+	a, b := c[w][g], c[base][g]
+	if len(a) == 0 || len(a) != len(b) {
+		return math.NaN()
+	}
+	v := make([]float64, len(a))
+	for i := range a {
+		v[i] = f(a[i]) / f(b[i])
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // median of reps samples, metric by metric.

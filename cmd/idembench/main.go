@@ -8,7 +8,9 @@
 // It starts its own redis-server (Debian's, on a free loopback port) unless
 // -redis-url names one, and an in-process Temporal server for the activity
 // comparison. Throughput and latencies are the medians of -reps
-// repetitions; allocations are measured with one goroutine.
+// repetitions, run in rounds (each round measures every workload once at
+// each concurrency); a ratio is the median of the rounds' ratios, each of
+// two cells of one round. Allocations are measured with one goroutine.
 package main
 
 import (

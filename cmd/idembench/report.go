@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -42,21 +43,33 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 			return err
 		}
 	}
-	results := map[string]map[int]sample{}
-	for _, w := range ws {
-		results[w.name] = map[int]sample{}
+	// Rounds: each measures every workload once at each concurrency, so
+	// the cells a ratio compares ran seconds apart, not a minute apart as
+	// when a workload's repetitions ran back to back; each round starts
+	// one workload further on, so no workload always follows the same one.
+	all := cells{}
+	for rep := range b.cfg.reps {
 		for _, g := range b.cfg.goroutines {
-			var ss []sample
-			for range b.cfg.reps {
+			for k := range ws {
+				w := ws[(k+rep)%len(ws)]
 				s, err := b.measure(ctx, w, g)
 				if err != nil {
 					return err
 				}
-				ss = append(ss, s)
+				all.add(w.name, g, s)
+				progress("round %d of %d: %-32s %3d goroutines: %8.0f ops/s", rep+1, b.cfg.reps, w.name, g, s.opsPerSec)
 			}
-			results[w.name][g] = median(ss)
-			progress("%-32s %3d goroutines: %8.0f ops/s", w.name, g, results[w.name][g].opsPerSec)
 		}
+	}
+	results := map[string]map[int]sample{}
+	for w, byG := range all {
+		results[w] = map[int]sample{}
+		for g, ss := range byG {
+			results[w][g] = median(ss)
+		}
+	}
+	opsRatio := func(w, base string, g int) float64 {
+		return all.ratio(w, base, g, func(s sample) float64 { return s.opsPerSec })
 	}
 
 	if b.cfg.cpuProfile != "" {
@@ -82,9 +95,9 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	}
 
 	p("## Operations\n\n")
-	p("Medians of %d repetitions of %v each. Allocations per operation with one goroutine (they include building the record's key). ", b.cfg.reps, b.cfg.cell)
+	p("Medians of %d repetitions of %v each, run in %d rounds: a round measures every workload once at each concurrency. Allocations per operation with one goroutine (they include building the record's key). ", b.cfg.reps, b.cfg.cell, b.cfg.reps)
 	p("Redis µs/op is the script's (or the commands') time inside Redis, from `INFO commandstats`; client CPU µs/op is this process' CPU time (user + system) per operation, redis-server's not included. ")
-	p("Ratios: the executor's fresh operations against two EVALSHAs and against the naive code, its replays against one EVALSHA.\n\n")
+	p("Ratios: the executor's fresh operations against two EVALSHAs and against the naive code, its replays against one EVALSHA; each is the median of the rounds' ratios, every one of two cells of the same round.\n\n")
 	p("| workload | goroutines | ops/s | p50 | p99 | allocs/op | B/op | Redis µs/op | client CPU µs/op | ÷ floor | ÷ naive |\n")
 	p("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, w := range ws {
@@ -97,14 +110,14 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 			vsFloor, vsNaive := "", ""
 			switch w.name {
 			case fresh, twoStep, naiveFresh:
-				vsFloor = ratio(s.opsPerSec, results[floor2][g].opsPerSec)
+				vsFloor = ratioText(opsRatio(w.name, floor2, g))
 				if w.name != naiveFresh {
-					vsNaive = ratio(s.opsPerSec, results[naiveFresh][g].opsPerSec)
+					vsNaive = ratioText(opsRatio(w.name, naiveFresh, g))
 				}
 			case replayHot, replaySpread, replayHotAP, replaySprAP, replayCached, naiveReplay:
-				vsFloor = ratio(s.opsPerSec, results[floor1][g].opsPerSec)
+				vsFloor = ratioText(opsRatio(w.name, floor1, g))
 				if w.name != naiveReplay {
-					vsNaive = ratio(s.opsPerSec, results[naiveReplay][g].opsPerSec)
+					vsNaive = ratioText(opsRatio(w.name, naiveReplay, g))
 				}
 			}
 			p("| %s | %d | %.0f | %s | %s | %s | %s | %.1f | %.1f | %s | %s |\n", w.name, g, s.opsPerSec, us(s.p50), us(s.p99), allocs, bytes, s.redisUsPerOp, s.clientUsPerOp, vsFloor, vsNaive)
@@ -161,9 +174,9 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	}
 	last := b.cfg.goroutines[len(b.cfg.goroutines)-1]
 	first := b.cfg.goroutines[0]
-	freshFloor := results[fresh][last].opsPerSec / results[floor2][last].opsPerSec
+	freshFloor := opsRatio(fresh, floor2, last)
 	row(fmt.Sprintf("fresh ÷ two trivial EVALSHAs, throughput at %d goroutines", last), "≥ 0.5", freshFloor, "%.2f", freshFloor >= 0.5)
-	freshNaive := results[fresh][last].opsPerSec / results[naiveFresh][last].opsPerSec
+	freshNaive := opsRatio(fresh, naiveFresh, last)
 	row(fmt.Sprintf("fresh ÷ naive `SET NX` + `SET`, throughput at %d goroutines", last), "≥ 0.5", freshNaive, "%.2f", freshNaive >= 0.5)
 	freshRedis := results[fresh][last].redisUsPerOp
 	row(fmt.Sprintf("Redis µs per fresh operation (%d goroutines)", last), "≤ 35", freshRedis, "%.1f", freshRedis <= 35)
@@ -180,15 +193,15 @@ func (b *bench) report(ctx context.Context, out io.Writer) error {
 	if s := results[replayHot][1]; s.hasAllocations {
 		row("allocations per replay (this harness, with the key; `go test -bench` gives the executor's own)", "≤ 12", s.allocs, "%.1f", s.allocs <= 12)
 	}
-	replayTput := min(results[replayHot][last].opsPerSec, results[replaySpread][last].opsPerSec) / results[floor1][last].opsPerSec
+	replayTput := min(opsRatio(replayHot, floor1, last), opsRatio(replaySpread, floor1, last))
 	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 0.9", replayTput, "%.2f", replayTput >= 0.9)
-	replayTputAP := min(results[replayHotAP][last].opsPerSec, results[replaySprAP][last].opsPerSec) / results[floor1][last].opsPerSec
+	replayTputAP := min(opsRatio(replayHotAP, floor1, last), opsRatio(replaySprAP, floor1, last))
 	row("the same with `redisstore.Config.AutoPipelineReads`", "≥ 0.9", replayTputAP, "%.2f", replayTputAP >= 0.9)
-	replayP50 := float64(results[replayHot][first].p50) / float64(results[floor1][first].p50)
+	replayP50 := all.ratio(replayHot, floor1, first, func(s sample) float64 { return float64(s.p50) })
 	row(fmt.Sprintf("replay p50 ÷ floor p50, %d goroutine", first), "≤ 1.05", replayP50, "%.2f", replayP50 <= 1.05)
 	c100 := float64(memOf["COMPLETED, 100 B response"])
 	row("`MEMORY USAGE`, COMPLETED with a 100 B response", "≤ 450 B", c100, "%.0f B", c100 <= 450)
-	cachedTput := results[replayCached][last].opsPerSec / results[floor1][last].opsPerSec
+	cachedTput := opsRatio(replayCached, floor1, last)
 	row(fmt.Sprintf("replay, client-side cache on, hot key, %d goroutines ÷ one trivial EVALSHA (round two)", last), "≥ 1.5", cachedTput, "%.2f", cachedTput >= 1.5)
 	ex := float64(memOf["EXECUTING"])
 	row("`MEMORY USAGE`, EXECUTING (round two)", "≤ 400 B", ex, "%.0f B", ex <= 400)
@@ -205,7 +218,15 @@ func ratio(a, b float64) string {
 	if b == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.2f", a/b)
+	return ratioText(a / b)
+}
+
+// ratioText prints a ratio; NaN (not measured) as nothing.
+func ratioText(r float64) string {
+	if math.IsNaN(r) {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", r)
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond)) }
