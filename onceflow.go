@@ -2,6 +2,7 @@ package onceflow
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"time"
 )
@@ -61,6 +62,11 @@ const (
 	// new key per retry. Non-retryable: the same input derives the same
 	// key again. See docs/guards.md#the-business-reference.
 	TypeReferenceReused = "onceflow.ReferenceReused"
+	// TypeLocalActivity: a wrapped activity was started as a local
+	// activity (workflow.ExecuteLocalActivity), which has no heartbeat to
+	// renew its lease and carry its checkpoint. Non-retryable: schedule it
+	// with workflow.ExecuteActivity.
+	TypeLocalActivity = "onceflow.LocalActivity"
 )
 
 // Outcome is the class of an executor's result: the one classification
@@ -213,6 +219,11 @@ type EffectUnknownDetails struct {
 	// RetentionPassed: the activity refused to run again because the
 	// retention had passed.
 	RetentionPassed bool `json:"retentionPassed,omitempty"`
+	// ActionFailed: the action returned an error, the failure's cause
+	// (the downstream's own words), which a Fail decision delivers to the
+	// workflow. False when the effect became unknown otherwise (a dead
+	// worker, a lost lease, a completion the store did not record).
+	ActionFailed bool `json:"actionFailed,omitempty"`
 }
 
 // ReferenceReusedDetails are the details of a TypeReferenceReused error:
@@ -250,8 +261,15 @@ type WrappedActivity struct {
 	// HeartbeatTimeout is the heartbeat timeout it is scheduled with when
 	// the workflow's ActivityOptions leave it zero.
 	HeartbeatTimeout time.Duration
-	// ResultType is the Go type of its result, for the operator.
+	// ResultType is the Go type of its result, for the operator; "" when
+	// it returns only an error (NoResult).
 	ResultType string
+	// NoResult: the activity returns only an error; a completed decision
+	// needs no result.
+	NoResult bool
+	// Reconcile: the activity declares a Reconcile, which the workflow's
+	// recovery and the operator's tools ask for evidence.
+	Reconcile bool
 	// Decodes reports whether a result, as JSON, decodes into the result
 	// type.
 	Decodes func(json []byte) error
@@ -292,6 +310,62 @@ func NonRetryableTypes(ctx context.Context) []string {
 // the worker registers it (the activity package's Wrapper.ResolveRecord)
 // and onceflow's workflow package calls it.
 const ResolveRecordActivity = "onceflow.ResolveRecord"
+
+// RetryDetails are the details of the retryable errors a wrapped activity
+// returns (TypeInProgress, TypeRetryableNoEffect, TypeStoreUnavailable,
+// TypeCanceled, TypeInternal): what the attempt knew of an effect of the
+// attempts so far. Should it be the last attempt its retry policy allows,
+// the workflow side settles the call (SettleActivity) with them as
+// evidence.
+type RetryDetails struct {
+	// Checkpoint is the attempt's own checkpoint once it reached the
+	// action, else the one the previous attempt heartbeated; nil when
+	// none did.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// EffectUnknown says why an earlier attempt may have reached the
+	// action where no checkpoint says so; "" when nothing does.
+	EffectUnknown string `json:"effectUnknown,omitempty"`
+}
+
+// SettleActivity is the registered name of the activity package's
+// Wrapper.Settle, which the workflow package runs when a wrapped
+// activity's call ended in a failure its retry policy gave up on (its
+// attempts were used up, or its ScheduleToCloseTimeout passed) and an
+// attempt may have had the effect: it settles the call's record the way
+// one more attempt would, without running the action.
+const SettleActivity = "onceflow.Settle"
+
+// SettleInput is what SettleActivity settles: a call of a wrapped
+// activity, in the workflow run that runs SettleActivity.
+type SettleInput struct {
+	// Activity is the wrapped activity's registered name.
+	Activity string `json:"activity"`
+	// ActivityID is the call's activity ID: its operation.
+	ActivityID string `json:"activityId"`
+	// Args are the call's arguments, each as JSON.
+	Args []json.RawMessage `json:"args"`
+	// Checkpoint is the last checkpoint the call's attempts left (the
+	// heartbeat details of a timeout, or RetryDetails.Checkpoint).
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// EffectUnknown says why an attempt of this call, or of an earlier
+	// call of the same step retried after its effect was unknown, may
+	// have had the effect where no checkpoint says so.
+	EffectUnknown string `json:"effectUnknown,omitempty"`
+	// TimedOut: the call's last attempt timed out (it may have died
+	// before its checkpoint reached Temporal, where the worker does not
+	// confirm checkpoints).
+	TimedOut bool `json:"timedOut,omitempty"`
+}
+
+// SettleResult is what SettleActivity found, when no effect is unknown
+// (an unknown effect is its TypeEffectUnknown error, with
+// EffectUnknownDetails, for the workflow to recover).
+type SettleResult struct {
+	// Completed: an attempt completed the operation (its reply to
+	// Temporal was lost); Result is its result, as JSON.
+	Completed bool            `json:"completed"`
+	Result    json.RawMessage `json:"result,omitempty"`
+}
 
 // ResolveRecordInput settles an ABANDONED record.
 type ResolveRecordInput struct {

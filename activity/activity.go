@@ -69,6 +69,9 @@ type Wrapper struct {
 	// that have ResolveRecord.
 	activities sync.Map // string → onceflow.WrappedActivity
 	resolveOn  sync.Map // Registry → struct{}
+	// bindings are the activities Register registered, by name, for
+	// Settle.
+	bindings sync.Map // string → *bound
 	// mu guards running and idle: running counts the wrapped activities
 	// that have not returned yet, and idle is closed when it falls to
 	// zero, so Wait can wait for them without a goroutine of its own.
@@ -160,9 +163,10 @@ type Options[In, Out any] struct {
 	// ("json-v2"). A result stored under another codec ID is not replayed:
 	// the activity fails with TypeCodecMismatch.
 	Codec Codec
-	// InProgress says what an attempt does when another attempt (of
-	// another workflow, with BusinessScoped) holds the operation.
-	// InProgressDefault waits for BusinessScoped and retries otherwise.
+	// InProgress says what an attempt does when another attempt holds the
+	// operation: an earlier attempt of the same activity whose worker died
+	// (its lease has not run out yet), or another workflow's, with
+	// BusinessScoped. Default InProgressWait.
 	InProgress InProgressPolicy
 	// DownstreamKey returns the reference the downstream system knows
 	// the operation by, such as a transfer's reference ID. When set,
@@ -212,20 +216,31 @@ type Options[In, Out any] struct {
 type InProgressPolicy int
 
 const (
-	// InProgressDefault is InProgressWait for BusinessScoped activities
-	// and InProgressRetry for the others.
+	// InProgressDefault is InProgressWait.
 	InProgressDefault InProgressPolicy = iota
 	// InProgressWait waits inside the activity, heartbeating, until the
 	// other attempt finishes (its result is replayed), dies (its lease runs
 	// out and this attempt takes over) or the activity's own timeouts end
-	// the wait. The wait does not use up the retry policy's
-	// MaximumAttempts; the activity's StartToCloseTimeout must cover it.
+	// the wait. The wait does not use up one of the retry policy's
+	// MaximumAttempts: a retry after a worker died mid-action meets that
+	// attempt's lease for up to the executor's Lease (30 s by default).
+	// Should the activity's StartToCloseTimeout end the wait first, and
+	// that was its last attempt, the workflow side settles the call
+	// (docs/adopting.md#retry-policies).
 	InProgressWait
 	// InProgressRetry fails the attempt with the retryable TypeInProgress,
 	// NextRetryDelay set to the lease the other attempt has left: each
 	// such attempt counts against MaximumAttempts.
 	InProgressRetry
 )
+
+// codec is the activity's Codec, JSONCodec by default.
+func (o Options[In, Out]) codec() Codec {
+	if o.Codec == nil {
+		return JSONCodec{}
+	}
+	return o.Codec
+}
 
 // Codec encodes activity results for storage and replay.
 type Codec interface {
@@ -251,6 +266,8 @@ func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(dat
 // Wrap returns fn as an idempotent activity with the same signature:
 // register the result with the Temporal worker as you would fn (give it a
 // name with RegisterActivityWithOptions, since the wrapper is a closure).
+// Register does this for any activity shape, with its options checked at
+// registration; Wrap is for a program that registers activities itself.
 //
 // Every retry of the activity is one operation; the Temporal attempt is
 // the retained attempt. fn runs at most once per scope whenever Redis can
@@ -266,236 +283,39 @@ func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(dat
 // heartbeats and renews its lease on a ticker derived from it and from the
 // lease, and the heartbeats deliver cancellation.
 func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	codec := opts.codec()
+	b := typedBinding(opts, fn)
+	w.resolvers.Store(opts.Code, resolverOf(b.codec, func(raw []byte) (any, error) {
+		var out Out
+		err := json.Unmarshal(raw, &out)
+		return out, err
+	}))
+	return func(ctx context.Context, in In) (Out, error) {
+		var out Out
+		r := run(ctx, w, b, in, nil)
+		if r.err != nil {
+			return out, r.err
+		}
+		if err := b.codec.Unmarshal(r.res.Response, &out); err != nil {
+			return out, temporal.NewNonRetryableApplicationError(
+				"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), onceflow.TypeCodecMismatch, err)
+		}
+		return out, nil
+	}
+}
+
+// resolverOf is the resolver of an activity whose result a decision's
+// JSON decodes into with decode, stored with codec.
+func resolverOf(codec Codec, decode func(raw []byte) (any, error)) resolver {
 	// A completed decision arrives as JSON (the workflow's result type);
 	// it is stored under this activity's codec, so the next claim replays
 	// it instead of refusing a codec it cannot read.
-	w.resolvers.Store(opts.Code, resolver{codec: codec.ID(), encode: func(raw []byte) ([]byte, error) {
-		var out Out
-		if err := json.Unmarshal(raw, &out); err != nil {
+	return resolver{codec: codec.ID(), encode: func(raw []byte) ([]byte, error) {
+		out, err := decode(raw)
+		if err != nil {
 			return nil, err
 		}
 		return codec.Marshal(out)
-	}})
-	return func(ctx context.Context, in In) (Out, error) {
-		return run(ctx, w, opts, fn, in)
-	}
-}
-
-func run[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error), in In) (Out, error) {
-	w.enter()
-	defer w.leave()
-	var zero Out
-	info := sdkactivity.GetInfo(ctx)
-	standalone := Standalone(info)
-	if info.HeartbeatTimeout <= 0 && standalone {
-		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"onceflow: standalone activity %s was started without a HeartbeatTimeout; set StartActivityOptions.HeartbeatTimeout "+
-				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
-			onceflow.TypeHeartbeatTimeoutRequired, nil)
-	}
-	if info.HeartbeatTimeout <= 0 {
-		return zero, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
-			"onceflow: activity %s was scheduled without a HeartbeatTimeout; install onceflow's interceptor on the workflow's worker "+
-				"(sdkworker.Options{Interceptors: ...}, see worker.Attach), which sets one, or set ActivityOptions.HeartbeatTimeout "+
-				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
-			onceflow.TypeHeartbeatTimeoutRequired, nil)
-	}
-	input, err := json.Marshal(in)
-	if err != nil {
-		return zero, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)
-	}
-	digest, err := scopeDigest(w.digester, opts, info, in)
-	if err != nil {
-		return zero, err
-	}
-	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
-	if standalone {
-		// No workflow: the activity ID, which the caller chose, is the
-		// operation's identity.
-		rawOp = info.Namespace + "/activity/" + info.ActivityID
-	}
-	opID := w.digester.Operation(rawOp)
-	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
-	h := newHeart(ctx, w, info)
-	if h.prev != nil {
-		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", h.prev.Attempt, "checkpoint_rev", h.prev.Rev, "phase", h.prev.Phase)
-	}
-	codec := opts.codec()
-	nonRetryable := nonRetryableTypes(ctx, info.RetryPolicy)
-	downstreamKey := ""
-	if opts.DownstreamKey != nil {
-		if downstreamKey = opts.DownstreamKey(in); downstreamKey == "" {
-			return zero, temporal.NewNonRetryableApplicationError("onceflow: Options.DownstreamKey returned an empty key", onceflow.TypeInvalidInput, nil)
-		}
-		ctx = context.WithValue(ctx, downstreamKeyKey{}, downstreamKey)
-	}
-	req := idemstore.Request{
-		Codec:                codec.ID(),
-		Ref:                  onceflow.Ref{Code: opts.Code, Digest: digest},
-		Operation:            opID,
-		Fingerprint:          onceflow.FingerprintOf(input),
-		Owner:                w.digester.Owner(opID, int(info.Attempt)),
-		Reconcile:            reconcileOf(opts, codec, in),
-		IdempotentDownstream: opts.IdempotentDownstream,
-		ReachedAction:        evidence(info, h.prev, h.confirms),
-		DownstreamRetention:  opts.DownstreamRetention,
-	}
-	// Heartbeats drive renewal: each tick records a heartbeat (which also
-	// delivers cancellation) and then renews the lease.
-	interval := min(w.exec.Config().RenewInterval, info.HeartbeatTimeout/2)
-	ticks := make(chan time.Time)
-	req.RenewTicks = ticks
-	stopHeartbeats := h.beat(interval, ticks)
-	action := func(actx context.Context) ([]byte, error) {
-		if x, ok := idemstore.ExecutionFrom(actx); ok {
-			// Evidence first, then the effect: Temporal holds the
-			// checkpoint before the action can start, so an attempt that
-			// finds the record lost knows this one may have acted.
-			c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
-				Phase: onceflow.PhaseExecuting, TemporalAttempt: info.Attempt}
-			// Under the action's context: the lease bounds the wait.
-			if err := h.checkpoint(actx, c); err != nil {
-				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
-			}
-		}
-		out, err := fn(actx, in)
-		if err != nil {
-			if own, ok := noEffect(err, opts, nonRetryable); ok {
-				return nil, idemstore.RetryableNoEffect(&passthrough{err: own})
-			}
-			return nil, err
-		}
-		b, err := codec.Marshal(out)
-		if err != nil {
-			// The effect happened but its result cannot be stored.
-			return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
-		}
-		return b, nil
-	}
-	if downstreamKey != "" {
-		if err := checkReference(ctx, w, opts, info.Namespace, downstreamKey, req.Ref); err != nil {
-			return zero, err
-		}
-	}
-	var res idemstore.Result
-	if opts.InProgress == InProgressWait || opts.InProgress == InProgressDefault && opts.Scope == BusinessScoped {
-		// Another attempt holds the operation: wait for it here, beating
-		// the heart, instead of using up a retry.
-		res, _, err = w.exec.ExecuteWaiting(ctx, req, action, idemstore.Waiting{
-			MinDelay: 50 * time.Millisecond, MaxDelay: interval,
-			OnWait: func(ip *idemstore.InProgressError) {
-				log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
-			},
-		})
-	} else {
-		res, err = w.exec.Execute(ctx, req, action)
-	}
-	stopHeartbeats()
-	var re *idemstore.RetryableError
-	if errors.As(err, &re) && re.Recorded {
-		h.settled(ctx, log)
-	}
-	var own *passthrough
-	if errors.As(err, &own) {
-		return zero, own.err // the activity's own error, as Temporal knew it before onceflow
-	}
-	if err != nil {
-		return zero, toTemporal(err, req.Ref, rawOp, h.prev, downstream{idempotent: opts.IdempotentDownstream, key: downstreamKey, retention: opts.DownstreamRetention})
-	}
-	var out Out
-	if err := codec.Unmarshal(res.Response, &out); err != nil {
-		return zero, temporal.NewNonRetryableApplicationError(
-			"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), onceflow.TypeCodecMismatch, err)
-	}
-	if res.Disposition != idemstore.Ran {
-		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
-	}
-	return out, nil
-}
-
-// checkReference flags, or with RefuseReusedReference refuses, a business
-// reference (the DownstreamKey) that arrived under another operation key
-// first (idemstore.Executor.CheckReference). The reference is digested
-// with the worker's secret: Redis never holds it.
-func checkReference[In, Out any](ctx context.Context, w *Wrapper, opts Options[In, Out], namespace, reference string, ref onceflow.Ref) error {
-	window := opts.DownstreamRetention
-	if window <= 0 {
-		window = DefaultReferenceWindow
-	}
-	c := idemstore.ReferenceCheck{
-		Reference: onceflow.Ref{Code: opts.Code, Digest: w.digester.Digest("reference", namespace, reference)},
-		Key:       ref.String(), Window: window, Refuse: opts.RefuseReusedReference,
-	}
-	_, err := w.exec.CheckReference(ctx, c)
-	var reused *idemstore.ReferenceReusedError
-	switch {
-	case errors.As(err, &reused):
-		return temporal.NewNonRetryableApplicationError("onceflow: "+err.Error(), onceflow.TypeReferenceReused, err,
-			onceflow.ReferenceReusedDetails{OperationCode: string(opts.Code), Reference: reference, Holder: reused.Holder, Key: reused.Key})
-	case err != nil:
-		return toTemporal(err, ref, "", nil, downstream{})
-	}
-	return nil
-}
-
-// Standalone reports whether the activity runs on its own, started by a
-// client (a Temporal Standalone Activity, client.ExecuteActivity) rather
-// than scheduled by a workflow. Its operation is then named by its
-// activity ID, and an unknown effect waits in its record (ABANDONED) for
-// an operator, since no workflow holds a Recovery: see
-// docs/guards.md#standalone-activities.
-func Standalone(info sdkactivity.Info) bool {
-	return info.WorkflowExecution.ID == "" && !info.IsLocalActivity && info.ActivityID != ""
-}
-
-// codec is the activity's Codec, JSONCodec by default.
-func (o Options[In, Out]) codec() Codec {
-	if o.Codec == nil {
-		return JSONCodec{}
-	}
-	return o.Codec
-}
-
-// scopeDigest is the digest of the activity's scope (Options.Scope), or
-// an ApplicationError when the scope cannot be made.
-func scopeDigest[In, Out any](dig *onceflow.Digester, opts Options[In, Out], info sdkactivity.Info, in In) (onceflow.ScopeDigest, error) {
-	switch {
-	case opts.Scope != BusinessScoped && Standalone(info):
-		return dig.Digest(onceflow.StandaloneScope(info.Namespace, info.ActivityID)...), nil
-	}
-	switch opts.Scope {
-	case RunScoped:
-		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
-	case WorkflowScoped:
-		return dig.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...), nil
-	case BusinessScoped:
-		if opts.Key == nil {
-			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
-		}
-		key := opts.Key(in)
-		if key == "" {
-			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
-		}
-		return dig.Digest(onceflow.BusinessScope(info.Namespace, key)...), nil
-	}
-	return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", opts.Scope), onceflow.TypeInvalidInput, nil)
-}
-
-// reconcileOf is opts.Reconcile as the executor calls it, its result
-// encoded with codec; nil without one.
-func reconcileOf[In, Out any](opts Options[In, Out], codec Codec, in In) idemstore.ReconcileFunc {
-	if opts.Reconcile == nil {
-		return nil
-	}
-	return func(ctx context.Context, rec onceflow.Record) ([]byte, bool, error) {
-		out, found, err := opts.Reconcile(ctx, in, rec)
-		if err != nil || !found {
-			return nil, found, err
-		}
-		b, err := codec.Marshal(out)
-		return b, err == nil, err
-	}
+	}}
 }
 
 // heart is one attempt's heartbeat and checkpoint. Before the action
@@ -556,6 +376,24 @@ func (h *heart) checkpoint(ctx context.Context, c onceflow.Checkpoint) error {
 		return nil
 	}
 	return h.client.RecordActivityHeartbeat(ctx, h.info.TaskToken, c)
+}
+
+// latest is what this attempt knows of an effect so far, for the details
+// of a retryable error: its own checkpoint once it reached the action,
+// else the previous attempt's, and why an earlier attempt may have reached
+// the action where no checkpoint says so.
+func (h *heart) latest(reached *idemstore.ReachedAction) onceflow.RetryDetails {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d := onceflow.RetryDetails{Checkpoint: h.prev}
+	if h.cp != nil {
+		cp := *h.cp
+		d.Checkpoint = &cp
+	}
+	if reached != nil && reached.Fence == (onceflow.Fence{}) {
+		d.EffectUnknown = reached.Reason
+	}
+	return d
 }
 
 // beat heartbeats every interval and sends each beat on ticks, for the
@@ -681,13 +519,15 @@ type downstream struct {
 	idempotent bool
 	key        string
 	retention  time.Duration
+	// actionFailed: the unknown effect followed the action's own error.
+	actionFailed bool
 }
 
 // toTemporal maps an Execute error to an ApplicationError with a stable
 // type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
 // reason) add it here.
-func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, ds downstream) error {
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, rd onceflow.RetryDetails, ds downstream) error {
 	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
 	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
 	var (
@@ -704,7 +544,7 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 			RecordKey: ref.String(), OperationCode: string(ref.Code), ScopeDigest: ref.Digest.Hex, DigestVersion: ref.Digest.Version,
 			Operation: rawOp, Attempt: eu.Attempt, Rev: eu.Rev, State: string(eu.State),
 			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: ds.idempotent, DownstreamKey: ds.key,
-			ReachedAt: eu.Since, DownstreamRetention: ds.retention, RetentionPassed: eu.RetentionPassed,
+			ReachedAt: eu.Since, DownstreamRetention: ds.retention, RetentionPassed: eu.RetentionPassed, ActionFailed: ds.actionFailed,
 		}}
 	case onceflow.TypeRetryableNoEffect:
 		errors.As(err, &re)
@@ -715,6 +555,11 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 	case onceflow.TypeInProgress:
 		errors.As(err, &ip)
 		opts.NextRetryDelay = max(ip.RetryAfter, 100*time.Millisecond)
+	}
+	if t.retryable && opts.Details == nil {
+		// Should this be the last attempt the retry policy allows, the
+		// workflow's settle takes what it knew of the earlier ones.
+		opts.Details = []any{rd}
 	}
 	return temporal.NewApplicationErrorWithOptions(err.Error(), t.typ, opts)
 }
@@ -768,16 +613,18 @@ func (w *Wrapper) WrappedActivity(name string) (onceflow.WrappedActivity, bool) 
 	return a.(onceflow.WrappedActivity), true
 }
 
-// registerResolve registers ResolveRecord with r, once per registry.
-func (w *Wrapper) registerResolve(r Registry) {
+// registerOwn registers onceflow's own activities with r, once per
+// registry.
+func (w *Wrapper) registerOwn(r Registry) {
 	if _, loaded := w.resolveOn.LoadOrStore(r, struct{}{}); loaded {
 		return
 	}
 	r.RegisterActivityWithOptions(w.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
+	r.RegisterActivityWithOptions(w.Settle, sdkactivity.RegisterOptions{Name: onceflow.SettleActivity})
 }
 
-// RegisterResolve registers onceflow's own activity (ResolveRecord), which
-// the workflow side's recovery calls, with r, unless Register did already.
-// A worker that registers its activities with Wrap instead of Register
-// calls it once.
-func (w *Wrapper) RegisterResolve(r Registry) { w.registerResolve(r) }
+// RegisterResolve registers onceflow's own activities (ResolveRecord and
+// Settle), which the workflow side's recovery calls, with r, unless
+// Register did already. A worker that registers its activities with Wrap
+// instead of Register calls it once.
+func (w *Wrapper) RegisterResolve(r Registry) { w.registerOwn(r) }

@@ -37,7 +37,7 @@ func ExampleRefuseReusedReference() {
 	wrapper := exampleWrapper()
 	env.SetWorkerOptions(exampleWorkerOptions(wrapper))
 	b := &tellers{}
-	onceactivity.Register(env, wrapper, b.Withdraw, "withdraw",
+	onceactivity.Register(env, wrapper, b.Withdraw,
 		onceactivity.BusinessKey(func(in Transfer) string { return in.Reference + "/" + in.Account }),
 		onceactivity.DownstreamKey(func(in Transfer) string { return in.Reference }),
 		onceactivity.DownstreamRetention(30*24*time.Hour),

@@ -20,11 +20,11 @@ func TestEveryOutcomeHasATemporalType(t *testing.T) {
 		}
 	}
 	var ae *temporal.ApplicationError
-	err := toTemporal(errors.New("something new"), onceflow.Ref{}, "", nil, downstream{})
+	err := toTemporal(errors.New("something new"), onceflow.Ref{}, "", nil, onceflow.RetryDetails{}, downstream{})
 	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeInternal || ae.NonRetryable() {
 		t.Fatalf("an unclassified error = %v, want a retryable %s", err, onceflow.TypeInternal)
 	}
-	err = toTemporal(&onceflow.ValidationError{Field: "Ref", Reason: "bad"}, onceflow.Ref{}, "", nil, downstream{})
+	err = toTemporal(&onceflow.ValidationError{Field: "Ref", Reason: "bad"}, onceflow.Ref{}, "", nil, onceflow.RetryDetails{}, downstream{})
 	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeInvalidInput || !ae.NonRetryable() {
 		t.Fatalf("a validation error = %v, want a non-retryable %s", err, onceflow.TypeInvalidInput)
 	}

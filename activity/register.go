@@ -48,23 +48,6 @@ type Option interface {
 	apply(*settings) error
 }
 
-// settings are the Options before Register checks them against the
-// activity's types.
-type settings struct {
-	name       string
-	scope      ScopeKind
-	key        any // func(In) string
-	downstream any // func(In) string
-	reconcile  any // func(context.Context, In, onceflow.Record) (Out, bool, error)
-	idempotent bool
-	noEffect   func(error) bool
-	codec      Codec
-	inProgress InProgressPolicy
-	heartbeat  time.Duration
-	retention  time.Duration
-	refuseRef  bool
-}
-
 type optionFunc func(*settings) error
 
 func (f optionFunc) apply(s *settings) error { return f(s) }
@@ -197,105 +180,287 @@ func WhenInProgress(p InProgressPolicy) Option {
 	return optionFunc(func(s *settings) error { s.inProgress = p; return nil })
 }
 
+// Code is the activity's operation code, [a-z0-9-]{1,64}, instead of the
+// one derived from its name: it names the use case in Redis keys, metrics
+// and the operator's tools, so it must stay the same as long as records
+// of the activity may exist.
+func Code(code onceflow.OperationCode) Option {
+	return optionFunc(func(s *settings) error {
+		if err := code.Validate(); err != nil {
+			return fmt.Errorf("Code: %w", err)
+		}
+		s.code = code
+		return nil
+	})
+}
+
+// Method gives the method of a struct registered with Register options of
+// its own, on top of those given to the whole struct: a Reconcile for
+// Withdraw, IdempotentDownstream for Deposit.
+func Method(name string, opts ...Option) Option {
+	return optionFunc(func(s *settings) error {
+		if name == "" {
+			return errors.New("Method: the method name is empty")
+		}
+		if s.methods == nil {
+			s.methods = map[string][]Option{}
+		}
+		s.methods[name] = append(s.methods[name], opts...)
+		return nil
+	})
+}
+
+// ErrorsAreNoEffect declares that every error the activity returns means
+// its attempt had no effect: the error goes back to Temporal as it is, the
+// retry policy retries it and the workflow's own error handling sees it,
+// as without onceflow. Declare it only for an activity whose effect is a
+// single call that either happens or fails (a downstream that never acts
+// and then answers an error). Without it, an error that is not
+// non-retryable and not marked with NoEffect (nor classified by
+// NoEffectWhen) means the effect may have happened: the call waits for a
+// decision, whose fail delivers this error to the workflow
+// (docs/adopting.md#what-an-error-means).
+func ErrorsAreNoEffect() Option {
+	return optionFunc(func(s *settings) error {
+		s.noEffect = func(error) bool { return true }
+		return nil
+	})
+}
+
 // codecID is what a Codec's ID must look like.
 var codecID = regexp.MustCompile(`^[a-z0-9.-]{1,32}$`)
 
 // closureName is the name the SDK gives a function literal.
 var closureName = regexp.MustCompile(`^(func)?\d+$`)
 
-// Register wraps fn (Wrap) under the operation code and registers it with
-// r under the name the SDK gives fn, so a workflow keeps calling it as
-// before: workflow.ExecuteActivity(ctx, Withdraw, in), or a.Withdraw for
-// a method. The first registration on r also registers onceflow's own
-// activity (Wrapper.ResolveRecord), which the workflow side's recovery
-// calls.
+// Register wraps a and registers it with r as the SDK's RegisterActivity
+// would register a, so a workflow keeps calling it as before:
+// workflow.ExecuteActivity(ctx, Withdraw, in), or a.Withdraw for a method.
+// a is any activity the SDK accepts:
 //
-// The code and the options are checked here, and Register panics on an
-// invalid one, as the SDK's RegisterActivity panics on an invalid
-// function; RegisterSafely returns the error instead.
-func Register[In, Out any](r Registry, w *Wrapper, fn func(context.Context, In) (Out, error), code onceflow.OperationCode, opts ...Option) {
-	if err := RegisterSafely(r, w, fn, code, opts...); err != nil {
+//   - a function, with or without a context.Context first, of any number
+//     of arguments, returning an error or a result and an error:
+//     func(ctx, In) (Out, error), func(ctx, In) error, func(ctx) error,
+//     func(ctx, A, B) (Out, error), …; it is registered under the name the
+//     SDK gives it, or Name's;
+//   - a pointer to a struct: each exported method is such a function and
+//     is registered under its name (prefixed with Name's, as the SDK's
+//     RegisterOptions.Name prefixes them); Method gives one method options
+//     of its own.
+//
+// Each activity's operation code, which names it in Redis keys, metrics
+// and the operator's tools, is its registered name in lower case with
+// words joined by "-" ("ChargeCard" is "charge-card"), or Code's. The
+// first registration on r also registers onceflow's own activities
+// (Wrapper.ResolveRecord, Wrapper.Settle), which the workflow side's
+// recovery calls.
+//
+// The options are checked against each activity's types here, and
+// Register panics on an invalid one, as the SDK's RegisterActivity panics
+// on an invalid function; RegisterSafely returns the error instead.
+func Register(r Registry, w *Wrapper, a any, opts ...Option) {
+	if err := RegisterSafely(r, w, a, opts...); err != nil {
 		panic(err)
 	}
 }
 
-// RegisterSafely is Register, returning an invalid code or option as an
-// error instead of panicking.
-func RegisterSafely[In, Out any](r Registry, w *Wrapper, fn func(context.Context, In) (Out, error), code onceflow.OperationCode, opts ...Option) error {
-	if r == nil || w == nil || fn == nil {
-		return errors.New("activity: Register needs a registry, a Wrapper and a function")
+// RegisterSafely is Register, returning an invalid activity, code or
+// option as an error instead of panicking. Nothing is registered then.
+func RegisterSafely(r Registry, w *Wrapper, a any, opts ...Option) error {
+	if r == nil || w == nil || a == nil {
+		return errors.New("activity: Register needs a registry, a Wrapper and an activity")
 	}
-	o, name, heartbeat, err := options[In, Out](fn, code, opts)
+	if u, ok := r.(interface{ SDKRegistry() Registry }); ok {
+		// onceflow's own SDK worker (the worker package's Worker), whose
+		// RegisterActivity wraps: register on the worker beneath it.
+		r = u.SDKRegistry()
+	}
+	s, err := collect(opts)
 	if err != nil {
-		return fmt.Errorf("activity: register %s: %w", activityName(fn), err)
+		return fmt.Errorf("activity: register %s: %w", describe(a), err)
 	}
-	if err := w.catalog(onceflow.WrappedActivity{
-		Name: name, Code: code, HeartbeatTimeout: heartbeat, ResultType: reflect.TypeFor[Out]().String(),
-		Decodes: func(raw []byte) error { var out Out; return json.Unmarshal(raw, &out) },
-	}); err != nil {
-		return err
+	regs, err := plan(w, reflect.ValueOf(a), s)
+	if err != nil {
+		return fmt.Errorf("activity: register %s: %w", describe(a), err)
 	}
-	w.registerResolve(r)
-	r.RegisterActivityWithOptions(Wrap(w, o, fn), sdkactivity.RegisterOptions{Name: name})
+	for _, g := range regs {
+		if err := w.catalog(g.entry); err != nil {
+			return err
+		}
+	}
+	w.registerOwn(r)
+	for _, g := range regs {
+		w.resolvers.Store(g.entry.Code, g.resolver)
+		w.bindings.Store(g.entry.Name, g.bound)
+		r.RegisterActivityWithOptions(g.fn, sdkactivity.RegisterOptions{Name: g.entry.Name})
+	}
 	return nil
 }
 
-// options checks code and opts against the activity's types and returns
-// them as Options, with the activity's name and heartbeat timeout.
-func options[In, Out any](fn any, code onceflow.OperationCode, opts []Option) (o Options[In, Out], name string, heartbeat time.Duration, err error) {
-	if err := code.Validate(); err != nil {
-		return o, "", 0, err
+// describe names a for an error: the function's name, or the struct type.
+func describe(a any) string {
+	v := reflect.ValueOf(a)
+	if v.Kind() == reflect.Func {
+		return activityName(a)
 	}
+	return v.Type().String()
+}
+
+// registration is one activity Register registers.
+type registration struct {
+	entry    onceflow.WrappedActivity
+	resolver resolver
+	bound    *bound
+	fn       any
+}
+
+// plan checks a (a function, or a struct's methods) and its options and
+// returns what to register, registering nothing.
+func plan(w *Wrapper, v reflect.Value, s settings) ([]registration, error) {
+	if v.Kind() == reflect.Func {
+		if len(s.methods) > 0 {
+			return nil, errors.New("Method options are for the methods of a struct; pass the options themselves for a function")
+		}
+		name := s.name
+		if name == "" {
+			name = activityName(v.Interface())
+			if closureName.MatchString(name) {
+				return nil, fmt.Errorf("a function literal has no name the workflow can call it by (the SDK names it %q): give it one with Name", name)
+			}
+		}
+		g, err := prepare(w, v, name, s)
+		if err != nil {
+			return nil, err
+		}
+		return []registration{g}, nil
+	}
+	t := v.Type()
+	if t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%s is neither a function nor a pointer to a struct; the SDK registers only those as activities", t)
+	}
+	var regs []registration
+	seen := map[string]bool{}
+	for i := range t.NumMethod() {
+		m := t.Method(i)
+		if !m.IsExported() {
+			continue
+		}
+		seen[m.Name] = true
+		ms, err := s.forMethod(m.Name)
+		if err != nil {
+			return nil, err
+		}
+		g, err := prepare(w, v.Method(i), s.name+m.Name, ms)
+		if err != nil {
+			return nil, fmt.Errorf("method %s: %w", m.Name, err)
+		}
+		regs = append(regs, g)
+	}
+	for name := range s.methods {
+		if !seen[name] {
+			return nil, fmt.Errorf("Method(%q) names no exported method of %s", name, t)
+		}
+	}
+	if len(regs) == 0 {
+		return nil, fmt.Errorf("%s has no exported method to register", t)
+	}
+	return regs, nil
+}
+
+// prepare checks one activity function and its options and builds its
+// registration.
+func prepare(w *Wrapper, fn reflect.Value, name string, s settings) (registration, error) {
+	sh, err := shapeOf(fn.Type())
+	if err != nil {
+		return registration{}, err
+	}
+	code := s.code
+	if code == "" {
+		if code = codeFor(name); code.Validate() != nil {
+			return registration{}, fmt.Errorf("the activity name %q gives no operation code ([a-z0-9-]{1,64}): give it one with Code", name)
+		}
+	}
+	if err := code.Validate(); err != nil {
+		return registration{}, err
+	}
+	b, err := reflectBinding(fn, sh, s)
+	if err != nil {
+		return registration{}, err
+	}
+	b.code = code
+	decode := func(raw []byte) (any, error) {
+		if sh.out == nil {
+			return nil, nil
+		}
+		p := reflect.New(sh.out)
+		err := json.Unmarshal(raw, p.Interface())
+		return p.Elem().Interface(), err
+	}
+	entry := onceflow.WrappedActivity{
+		Name: name, Code: code, HeartbeatTimeout: s.heartbeat, NoResult: sh.out == nil, Reconcile: b.reconcile != nil,
+		Decodes: func(raw []byte) error { _, err := decode(raw); return err },
+	}
+	if sh.out != nil {
+		entry.ResultType = sh.out.String()
+	}
+	bd := &bound{b: b, sh: sh}
+	return registration{entry: entry, resolver: resolverOf(b.codec, decode), bound: bd, fn: bd.activity(w)}, nil
+}
+
+// settings are the Options before Register checks them against the
+// activity's types.
+type settings struct {
+	name       string
+	code       onceflow.OperationCode
+	scope      ScopeKind
+	key        any // func(In) string
+	downstream any // func(In) string
+	reconcile  any // func(context.Context, In, onceflow.Record) (Out, bool, error)
+	idempotent bool
+	noEffect   func(error) bool
+	codec      Codec
+	inProgress InProgressPolicy
+	heartbeat  time.Duration
+	retention  time.Duration
+	refuseRef  bool
+	// methods are Method's options, by method name.
+	methods map[string][]Option
+}
+
+// collect applies opts to the defaults.
+func collect(opts []Option) (settings, error) {
 	s := settings{heartbeat: DefaultHeartbeatTimeout}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
 		}
 		if err := opt.apply(&s); err != nil {
-			return o, "", 0, err
+			return s, err
 		}
 	}
-	o = Options[In, Out]{Code: code, Scope: s.scope, IdempotentDownstream: s.idempotent, NoEffect: s.noEffect, Codec: s.codec, InProgress: s.inProgress,
-		DownstreamRetention: s.retention, RefuseReusedReference: s.refuseRef}
-	if s.refuseRef && s.downstream == nil {
-		return o, "", 0, errors.New("RefuseReusedReference needs DownstreamKey: the business reference it guards")
-	}
-	if s.key != nil {
-		if o.Key, err = typed[func(In) string]("BusinessKey", s.key); err != nil {
-			return o, "", 0, err
-		}
-	}
-	if s.downstream != nil {
-		if o.DownstreamKey, err = typed[func(In) string]("DownstreamKey", s.downstream); err != nil {
-			return o, "", 0, err
-		}
-	}
-	if s.reconcile != nil {
-		if o.Reconcile, err = typed[func(context.Context, In, onceflow.Record) (Out, bool, error)]("Reconcile", s.reconcile); err != nil {
-			return o, "", 0, err
-		}
-	}
-	if s.codec != nil && !codecID.MatchString(s.codec.ID()) {
-		return o, "", 0, fmt.Errorf("WithCodec: codec ID %q is not [a-z0-9.-]{1,32}", s.codec.ID())
-	}
-	name = s.name
-	if name == "" {
-		name = activityName(fn)
-		if closureName.MatchString(name) {
-			return o, "", 0, fmt.Errorf("a function literal has no name the workflow can call it by (the SDK names it %q): give it one with Name", name)
-		}
-	}
-	return o, name, s.heartbeat, nil
+	return s, nil
 }
 
-// typed is the option's function as the type the activity needs, or an
-// error that names both.
-func typed[F any](option string, f any) (F, error) {
-	t, ok := f.(F)
-	if !ok {
-		return t, fmt.Errorf("%s's function is %T, but the activity needs %s", option, f, reflect.TypeFor[F]())
+// forMethod is s with the options Method gave the method name; the name
+// (a prefix for a struct) and the other methods' options are not its.
+func (s settings) forMethod(name string) (settings, error) {
+	own := s.methods[name]
+	s.methods, s.name = nil, ""
+	for _, opt := range own {
+		if opt == nil {
+			continue
+		}
+		if err := opt.apply(&s); err != nil {
+			return s, fmt.Errorf("method %s: %w", name, err)
+		}
 	}
-	return t, nil
+	if s.name != "" {
+		return s, fmt.Errorf("method %s: Name is for the struct (a prefix of its methods' names); the SDK names a method by the method", name)
+	}
+	if len(s.methods) > 0 {
+		return s, fmt.Errorf("method %s: Method within Method", name)
+	}
+	return s, nil
 }
 
 // activityName is the name the SDK registers fn under and a workflow's
@@ -305,6 +470,46 @@ func activityName(fn any) string {
 	full := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
 	return strings.TrimSuffix(full[strings.LastIndex(full, ".")+1:], "-fm")
 }
+
+// codeFor is the operation code of an activity named name: its words in
+// lower case joined by "-" ("ChargeCard" is "charge-card", "HTTPCall"
+// "http-call", "withdraw_v2" "withdraw-v2"), at most 64 bytes.
+func codeFor(name string) onceflow.OperationCode {
+	var b strings.Builder
+	rs := []rune(name)
+	dash := false
+	for i, r := range rs {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			// A word starts at an upper-case letter after a lower-case
+			// one or a digit, and at the last of a run of upper-case
+			// letters followed by a lower-case one (HTTPCall).
+			if i > 0 && (isLowerOrDigit(rs[i-1]) || i+1 < len(rs) && rs[i+1] >= 'a' && rs[i+1] <= 'z' && rs[i-1] >= 'A' && rs[i-1] <= 'Z') {
+				dash = true
+			}
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r - 'A' + 'a')
+		case isLowerOrDigit(r):
+			if dash && b.Len() > 0 {
+				b.WriteByte('-')
+			}
+			dash = false
+			b.WriteRune(r)
+		default:
+			dash = true
+		}
+	}
+	code := b.String()
+	if len(code) > 64 {
+		code = strings.TrimRight(code[:64], "-")
+	}
+	return onceflow.OperationCode(code)
+}
+
+func isLowerOrDigit(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }
 
 // NoEffect marks err as the error of an attempt that certainly had no
 // effect: the wrapped activity records that nothing happened and returns
@@ -360,12 +565,12 @@ func temporalType(err error) string {
 // Options.NoEffect, or one that Temporal will not retry (an
 // ApplicationError marked non-retryable, or a type the activity's retry
 // policy lists as non-retryable).
-func noEffect[In, Out any](err error, opts Options[In, Out], nonRetryable []string) (error, bool) {
+func noEffect(err error, b *binding, nonRetryable []string) (error, bool) {
 	var ne *noEffectError
 	if errors.As(err, &ne) {
 		return ne.err, true
 	}
-	if opts.NoEffect != nil && opts.NoEffect(err) {
+	if b.noEffect != nil && b.noEffect(err) {
 		return err, true
 	}
 	if ae, ok := err.(*temporal.ApplicationError); ok && ae.NonRetryable() {

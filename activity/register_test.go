@@ -90,7 +90,7 @@ func TestRegisterNamesTheActivityAsTheSDKDoes(t *testing.T) {
 	env := quietSuite()
 	once := onceflowtest.Attach(t, env)
 	b := &tellers{}
-	onceactivity.Register(env, once.Activities, b.Withdraw, "withdraw", onceactivity.Heartbeat(5*time.Second))
+	onceactivity.Register(env, once.Activities, b.Withdraw, onceactivity.Heartbeat(5*time.Second))
 	a, ok := once.Activities.WrappedActivity("Withdraw")
 	if !ok || a.Code != "withdraw" || a.HeartbeatTimeout != 5*time.Second || a.ResultType != "string" {
 		t.Fatalf("WrappedActivity(Withdraw) = %+v, %v", a, ok)
@@ -115,16 +115,16 @@ func TestRegisterChecksItsOptions(t *testing.T) {
 		want string
 	}{
 		{"bad code", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, "Withdraw Money")
+			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, onceactivity.Code("Withdraw Money"))
 		}, "OperationCode"},
 		{"key of another type", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, "withdraw", onceactivity.BusinessKey(func(s string) string { return s }))
+			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, onceactivity.BusinessKey(func(s string) string { return s }))
 		}, "BusinessKey's function is func(string) string, but the activity needs func(activity_test.Transfer) string"},
 		{"short heartbeat", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, "withdraw", onceactivity.Heartbeat(time.Millisecond))
+			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, onceactivity.Heartbeat(time.Millisecond))
 		}, "under a second"},
 		{"function literal", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, func(context.Context, Transfer) (string, error) { return "", nil }, "withdraw")
+			return onceactivity.RegisterSafely(r, once.Activities, func(context.Context, Transfer) (string, error) { return "", nil })
 		}, "give it one with Name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -135,8 +135,8 @@ func TestRegisterChecksItsOptions(t *testing.T) {
 		})
 	}
 	env := quietSuite()
-	onceactivity.Register(env, once.Activities, b.Withdraw, "withdraw")
-	if err := onceactivity.RegisterSafely(env, once.Activities, b.Withdraw, "withdraw"); err == nil || !strings.Contains(err.Error(), "registered already") {
+	onceactivity.Register(env, once.Activities, b.Withdraw)
+	if err := onceactivity.RegisterSafely(env, once.Activities, b.Withdraw); err == nil || !strings.Contains(err.Error(), "registered already") {
 		t.Fatalf("a second Withdraw: %v", err)
 	}
 	defer func() {
@@ -144,7 +144,7 @@ func TestRegisterChecksItsOptions(t *testing.T) {
 			t.Fatal("Register did not panic on a bad code")
 		}
 	}()
-	onceactivity.Register(quietSuite(), once.Activities, b.Withdraw, "Withdraw Money", onceactivity.Name("Other"))
+	onceactivity.Register(quietSuite(), once.Activities, b.Withdraw, onceactivity.Code("Withdraw Money"), onceactivity.Name("Other"))
 }
 
 // TestNoEffectKeepsTheErrorForTemporal: an error marked NoEffect reaches
@@ -159,7 +159,7 @@ func TestNoEffectKeepsTheErrorForTemporal(t *testing.T) {
 			env := quietSuite()
 			once := onceflowtest.Attach(t, env)
 			b := &tellers{down: down}
-			onceactivity.Register(env, once.Activities, b.Withdraw, "withdraw")
+			onceactivity.Register(env, once.Activities, b.Withdraw)
 			env.RegisterWorkflow(withdrawWorkflow)
 			env.ExecuteWorkflow(withdrawWorkflow, Transfer{Account: "a", Amount: 1, Reference: "t-1"})
 			if down == 1 {
@@ -185,7 +185,7 @@ func TestDownstreamKeyIsTheBusinessReference(t *testing.T) {
 	env := quietSuite()
 	once := onceflowtest.Attach(t, env)
 	b := &tellers{}
-	onceactivity.Register(env, once.Activities, b.Withdraw, "withdraw",
+	onceactivity.Register(env, once.Activities, b.Withdraw,
 		onceactivity.DownstreamKey(func(in Transfer) string { return in.Reference }))
 	env.RegisterWorkflow(withdrawWorkflow)
 	env.ExecuteWorkflow(withdrawWorkflow, Transfer{Account: "a", Amount: 1, Reference: "t-1"})
@@ -199,7 +199,7 @@ func TestDownstreamKeyIsTheBusinessReference(t *testing.T) {
 	once = onceflowtest.Attach(t, env)
 	onceactivity.Register(env, once.Activities, func(ctx context.Context, in Transfer) (string, error) {
 		return "", errors.New("read tcp: i/o timeout")
-	}, "withdraw", onceactivity.Name("Withdraw"), onceactivity.DownstreamKey(func(in Transfer) string { return in.Reference }))
+	}, onceactivity.Name("Withdraw"), onceactivity.DownstreamKey(func(in Transfer) string { return in.Reference }))
 	env.RegisterWorkflow(withdrawWorkflow)
 	var pending []idemwf.PendingRecovery
 	env.RegisterDelayedCallback(func() {
@@ -222,7 +222,7 @@ func ExampleRegister() {
 	wrapper := exampleWrapper()
 	env.SetWorkerOptions(exampleWorkerOptions(wrapper))
 	b := &tellers{}
-	onceactivity.Register(env, wrapper, b.Withdraw, "withdraw",
+	onceactivity.Register(env, wrapper, b.Withdraw,
 		onceactivity.DownstreamKey(func(in Transfer) string { return in.Reference }))
 	env.RegisterWorkflow(withdrawWorkflow) // workflow.ExecuteActivity(ctx, b.Withdraw, in)
 
@@ -241,7 +241,7 @@ func ExampleNoEffect() {
 	wrapper := exampleWrapper()
 	env.SetWorkerOptions(exampleWorkerOptions(wrapper))
 	b := &tellers{down: 1} // its Withdraw returns onceactivity.NoEffect(&BankDownError{}) once
-	onceactivity.Register(env, wrapper, b.Withdraw, "withdraw")
+	onceactivity.Register(env, wrapper, b.Withdraw)
 	env.RegisterWorkflow(withdrawWorkflow)
 	env.ExecuteWorkflow(withdrawWorkflow, Transfer{Account: "85-150", Amount: 40, Reference: exampleReference()})
 	var out string

@@ -48,5 +48,5 @@ func (w *Wrapper) ResolveRecord(ctx context.Context, in onceflow.ResolveRecordIn
 	case err == nil, errors.Is(err, idemstore.ErrNoRecord):
 		return nil
 	}
-	return toTemporal(err, ref, d.Operation, d.Checkpoint, downstream{idempotent: d.IdempotentDownstream, key: d.DownstreamKey, retention: d.DownstreamRetention})
+	return toTemporal(err, ref, d.Operation, d.Checkpoint, onceflow.RetryDetails{}, downstream{idempotent: d.IdempotentDownstream, key: d.DownstreamKey, retention: d.DownstreamRetention})
 }

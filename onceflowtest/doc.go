@@ -8,7 +8,7 @@
 //
 //	env := suite.NewTestWorkflowEnvironment()
 //	once := onceflowtest.Attach(t, env)
-//	onceactivity.Register(env, once.Activities, a.Withdraw, "withdraw")
+//	onceactivity.Register(env, once.Activities, a.Withdraw)
 //
 // docs/testing.md shows what to test with it.
 package onceflowtest

@@ -24,8 +24,14 @@ const Secret = "onceflowtest secret, for tests only, never production"
 
 // Options configure New. The zero value is what most tests want.
 type Options struct {
-	// Lease is the executor's lease. Default idemstore's.
+	// Lease is the executor's lease. Default idemstore's (30 s). A test
+	// that crashes an attempt (Crash) waits out this lease, in real time,
+	// before the next attempt takes over: give it a few seconds.
 	Lease time.Duration
+	// CommandTimeout bounds each call to the in-memory Redis. Default 2 s,
+	// or a sixth of Lease when Lease is set (the executor's safety margin
+	// is twice it, and at most a third of the lease).
+	CommandTimeout time.Duration
 	// Logger receives onceflow's lines. Default: discard.
 	Logger *slog.Logger
 }
@@ -43,6 +49,7 @@ type Once struct {
 	Redis *miniredis.Miniredis
 
 	interceptor *workflow.Interceptor
+	crasher     *crasher
 }
 
 // New starts an in-memory Redis and builds onceflow on it; both go away
@@ -56,12 +63,18 @@ func New(tb testing.TB, opts ...Options) *Once {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.CommandTimeout == 0 {
+		o.CommandTimeout = 2 * time.Second
+		if o.Lease > 0 {
+			o.CommandTimeout = min(o.CommandTimeout, o.Lease/6)
+		}
+	}
 	mr := miniredis.RunT(tb)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	// miniredis runs the scripts in Go, slowly under -race: a test is
 	// about what happens, not how fast.
-	store, err := redisstore.New(redisstore.Config{Client: rdb, OmitShebang: true, CommandTimeout: 2 * time.Second, Logger: o.Logger})
+	store, err := redisstore.New(redisstore.Config{Client: rdb, OmitShebang: true, CommandTimeout: o.CommandTimeout, Logger: o.Logger})
 	if err != nil {
 		tb.Fatalf("onceflowtest: %v", err)
 	}
@@ -83,15 +96,20 @@ func New(tb testing.TB, opts ...Options) *Once {
 		_ = wrapper.Wait(ctx)
 		_ = exec.Drain(ctx)
 	})
+	release := make(chan struct{})
+	tb.Cleanup(func() { close(release) }) // runs first: the crashed attempts end before Wait
 	return &Once{Activities: wrapper, Executor: exec, Store: store, Redis: mr,
-		interceptor: workflow.NewInterceptor(workflow.InterceptorOptions{Activities: wrapper})}
+		interceptor: workflow.NewInterceptor(workflow.InterceptorOptions{Activities: wrapper}),
+		crasher:     &crasher{release: release}}
 }
 
 // Interceptors are the worker interceptors worker.Attached.Interceptors
 // returns in production: the recovery of the workflows, and the registered
 // activities' heartbeat timeout.
+//
+// They also let an activity Crash: a test's stand-in for a worker that dies.
 func (o *Once) Interceptors() []interceptor.WorkerInterceptor {
-	return []interceptor.WorkerInterceptor{o.interceptor}
+	return []interceptor.WorkerInterceptor{o.interceptor, o.crasher}
 }
 
 // Attach is New, with the interceptors installed on env (its worker

@@ -24,7 +24,7 @@
 //	}
 //	defer once.Close()
 //	w := sdkworker.New(c, queue, sdkworker.Options{Interceptors: once.Interceptors()})
-//	activity.Register(w, once.Activities, a.Withdraw, "withdraw")
+//	activity.Register(w, once.Activities, a.Withdraw)
 //
 // Config documents every setting and its default; New fills the defaults
 // in and validates the whole, in one place. The package reads no flags or

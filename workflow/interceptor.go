@@ -9,6 +9,7 @@ import (
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/onceflow/onceflow"
@@ -119,7 +120,7 @@ type outbound struct {
 }
 
 func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if own, _ := ctx.Value(ownRecoveryKey{}).(bool); own || o.rec == nil || activityType == onceflow.ResolveRecordActivity {
+	if own, _ := ctx.Value(ownRecoveryKey{}).(bool); own || o.rec == nil || activityType == onceflow.ResolveRecordActivity || activityType == onceflow.SettleActivity {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	c := call{activity: activityType, args: args, exec: o.Next.ExecuteActivity, resultType: "JSON", scheduled: workflow.Now(ctx),
@@ -138,6 +139,7 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 				c.decodes = func(raw json.RawMessage) error { return a.Decodes(raw) }
 				c.resultType = a.ResultType
 			}
+			c.settles, c.noResult = true, a.NoResult
 		}
 	}
 	if rp := workflow.GetActivityOptions(ctx).RetryPolicy; rp != nil && len(rp.NonRetryableErrorTypes) > 0 {
@@ -153,7 +155,9 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 	f, set := workflow.NewFuture(ctx)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		err := first.Get(ctx, nil)
-		if _, unknown := EffectUnknown(err); !unknown || !o.recovers(ctx) {
+		_, unknown := rawEffectUnknown(err)
+		_, ended := retriesEnded(err, workflow.GetActivityOptions(ctx).RetryPolicy)
+		if !unknown && !(ended && c.settles) || !o.recovers(ctx) {
 			set.Chain(first)
 			return
 		}
@@ -173,6 +177,22 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 		}
 	})
 	return f
+}
+
+// ExecuteLocalActivity refuses a wrapped activity: a local activity has no
+// heartbeat to renew its lease and carry its checkpoint. Every other local
+// activity runs as it would without the Interceptor.
+func (o *outbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if o.root.opts.Activities != nil {
+		if _, ok := o.root.opts.Activities.WrappedActivity(activityType); ok {
+			f, set := workflow.NewFuture(ctx)
+			set.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+				"onceflow: %s is registered through onceflow, which does not run local activities (no heartbeat renews the lease "+
+					"or carries the checkpoint); schedule it with workflow.ExecuteActivity", activityType), onceflow.TypeLocalActivity, nil))
+			return f
+		}
+	}
+	return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
 }
 
 // recovers reports whether this run recovers unknown effects: every run

@@ -79,7 +79,7 @@ func newInterceptorEnv(t *testing.T, b *bank) *testsuite.TestWorkflowEnvironment
 	env := suite.NewTestWorkflowEnvironment()
 	once := onceflowtest.Attach(t, env)
 	env.RegisterWorkflow(payAndPlain)
-	onceactivity.Register(env, once.Activities, b.Pay, "pay")
+	onceactivity.Register(env, once.Activities, b.Pay)
 	env.RegisterActivity(Plain)
 	return env
 }
@@ -155,7 +155,7 @@ func TestInterceptorLeavesBusinessErrorsAlone(t *testing.T) {
 	declined := func(ctx context.Context, amount int) (Receipt, error) {
 		return Receipt{}, temporal.NewNonRetryableApplicationError("card declined", "CardDeclined", nil)
 	}
-	onceactivity.Register(env, once.Activities, declined, "pay", onceactivity.Name("Decline"))
+	onceactivity.Register(env, once.Activities, declined, onceactivity.Code("pay"), onceactivity.Name("Decline"))
 	env.RegisterWorkflowWithOptions(func(ctx workflow.Context, amount int) error {
 		ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
 		return workflow.ExecuteActivity(ctx, "Decline", amount).Get(ctx, nil)

@@ -194,6 +194,14 @@ type PendingRecovery struct {
 	// RetentionPassed: the activity itself refused to run again past the
 	// retention.
 	RetentionPassed bool `json:"retentionPassed,omitempty"`
+	// NoResult: the activity returns only an error, so a Completed
+	// decision needs no Result (ResultType is then "").
+	NoResult bool `json:"noResult,omitempty"`
+	// ActionError is what the action returned when its effect became
+	// unknown (the downstream's own words); nil when it returned nothing
+	// (its worker died, its lease was lost). A Fail decision delivers it
+	// to the workflow (UnknownEffectError).
+	ActionError *ActionError `json:"actionError,omitempty"`
 }
 
 // Refusal is a decision the workflow refused.
@@ -247,6 +255,8 @@ type Recovery struct {
 	pendingVersion *workflow.Version
 	// automaticVersion: see decidesAutomatically (decide.go).
 	automaticVersion *workflow.Version
+	// settleVersion: see settles (settle.go).
+	settleVersion *workflow.Version
 }
 
 type waiter struct {
@@ -359,7 +369,7 @@ func (r *Recovery) check(now time.Time, res Resolution) (repeat *Decided, err er
 		return nil, refused("no such pending incident %s; pending: [%s] (name the record key, attempt and rev the pending list shows)",
 			inc, strings.Join(pending, " "))
 	}
-	if res.Decision == Completed {
+	if res.Decision == Completed && !w.info.NoResult {
 		if len(res.Result) == 0 {
 			return nil, refused("completed needs the activity's result, as JSON decoding into %s", w.info.ResultType)
 		}
@@ -498,7 +508,7 @@ func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity st
 	ctx = workflow.WithValue(ctx, ownRecoveryKey{}, true)
 	c := call{
 		opts: opts, activity: activity, args: args, exec: executeActivity, scheduled: workflow.Now(ctx),
-		decodes: decodes[T], resultType: typeName[T](),
+		decodes: decodes[T], resultType: typeName[T](), settles: true,
 	}
 	done, decided, err := r.execute(ctx, c, nil)
 	if err != nil {
@@ -536,6 +546,12 @@ type call struct {
 	// scheduled is when the call's first attempt was scheduled: no
 	// attempt reached the downstream before it (see retentionEnds).
 	scheduled time.Time
+	// settles: the activity is one Register registered (it has
+	// onceflow.SettleActivity beside it), so a failure its retry policy
+	// gave up on is settled before the call returns it.
+	settles bool
+	// noResult: the activity returns only an error.
+	noResult bool
 }
 
 // execute runs the activity (or, when first is not nil, waits on that
@@ -546,22 +562,47 @@ type call struct {
 func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) (done workflow.Future, decided json.RawMessage, err error) {
 	reconciled := false
 	retried := 0 // automatic retries of this call
+	// unsettled says why an earlier attempt's effect is still unknown: it
+	// was retried only because its downstream is idempotent, which proves
+	// nothing happened no more than a later failure does.
+	unsettled := ""
 	for {
 		f := first
 		if f == nil {
 			f = c.exec(ctx, c.activity, c.args...)
 		}
 		first = nil
-		err := f.Get(ctx, nil)
-		if err == nil {
+		failure := f.Get(ctx, nil)
+		if failure == nil {
 			return f, nil, nil
 		}
-		d, ok := EffectUnknown(err)
+		d, ok := rawEffectUnknown(failure)
 		if !ok {
-			return f, nil, nil
+			e, ended := retriesEnded(failure, workflow.GetActivityOptions(ctx).RetryPolicy)
+			if !ended || !c.settles || !r.settles(ctx) {
+				return f, nil, nil
+			}
+			result, unknown, serr := settle(ctx, c, e, unsettled)
+			switch {
+			case serr != nil && ctx.Err() != nil:
+				return f, nil, nil
+			case serr != nil:
+				// Nothing says whether an attempt acted: a person decides.
+				workflow.GetLogger(ctx).Error("onceflow: could not settle the call whose retries ended", "activity", c.activity, "error", serr)
+				unknown = &onceflow.EffectUnknownDetails{RecordKey: "unsettled/" + e.activityID, Reason: fmt.Sprintf(
+					"the call's retries ended with %q, and %s could not settle its record: %v", failure.Error(), onceflow.SettleActivity, serr)}
+			case result != nil:
+				return nil, result, nil
+			case unknown == nil:
+				return f, nil, nil // nothing may have happened: the call's failure stands
+			}
+			d = *unknown
 		}
-		var res Resolution
-		decided := false
+		var (
+			res     Resolution
+			decided bool
+			basis   Basis
+		)
 		if r.decidesAutomatically(ctx) {
 			if retried < MaxAutomaticRetries {
 				a, ok, err := decide(ctx, c, d, workflow.Now(ctx))
@@ -572,7 +613,7 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 					ok = r.retryWithinRetention(ctx, c, d, a)
 				}
 				if ok {
-					res, decided = r.record(ctx, a), true
+					res, decided, basis = r.record(ctx, a), true, a.basis
 					if res.Decision == Retry {
 						retried++
 					}
@@ -597,7 +638,8 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 			}
 		}
 		if !decided {
-			if res, err = r.wait(ctx, d, c, c.decodes, c.resultType); err != nil {
+			var err error
+			if res, err = r.wait(ctx, d, c, failure); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -611,17 +653,21 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
 				return nil, nil, err
 			}
+			unsettled = ""
+			if basis == BasisIdempotentDownstream {
+				unsettled = fmt.Sprintf("incident %s (activity %s) may have had its effect: it was retried because its downstream is idempotent",
+					res.Incident(), c.activity)
+			}
 			continue
 		default:
 			reason := "failed by decision"
 			if res.Reason != "" {
 				reason += ": " + res.Reason
 			}
-			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); err != nil {
-				workflow.GetLogger(ctx).Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", err)
+			if rerr := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); rerr != nil {
+				workflow.GetLogger(ctx).Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", rerr)
 			}
-			return nil, nil, temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("onceflow: the operation %s was failed by decision: %s", d.RecordKey, res.Reason), TypeRecoveryFailed, err)
+			return nil, nil, failedByDecision(failure, d, res)
 		}
 	}
 }
@@ -637,6 +683,9 @@ func typeName[T any]() string { return reflect.TypeFor[T]().String() }
 // complete records a completed decision in the store and returns its
 // result.
 func complete(ctx workflow.Context, d onceflow.EffectUnknownDetails, result json.RawMessage, reason string) (workflow.Future, json.RawMessage, error) {
+	if len(result) == 0 {
+		result = json.RawMessage("null") // an activity that returns only an error
+	}
 	in := onceflow.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
 	if err := resolveRecord(ctx, d, in); err != nil {
 		return nil, nil, err
@@ -657,16 +706,15 @@ func resolveRecord(ctx workflow.Context, d onceflow.EffectUnknownDetails, in onc
 
 // wait lists the incident as pending and blocks until a decision for it is
 // applied, or ctx is done.
-func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, c call,
-	decodes func(json.RawMessage) error, resultType string,
-) (Resolution, error) {
-	activity := c.activity
+func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, c call, cause error) (Resolution, error) {
+	activity, decodes, resultType := c.activity, c.decodes, c.resultType
 	inc := Incident{RecordKey: d.RecordKey, Attempt: d.Attempt, Rev: d.Rev}
 	w, ok := r.waiting[inc]
 	if !ok {
 		w = &waiter{decodes: decodes, info: PendingRecovery{
 			Incident: inc, RecordKey: d.RecordKey, Activity: activity, Details: d, Since: workflow.Now(ctx), ResultType: resultType,
 			RetentionEnds: retentionEnds(d, c.scheduled), RetentionPassed: d.RetentionPassed,
+			NoResult: c.noResult, ActionError: actionErrorOf(cause, d),
 		}}
 		r.waiting[inc] = w
 		r.order = append(r.order, inc)

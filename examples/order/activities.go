@@ -97,47 +97,49 @@ func NewActivities(l *ledger.Ledger, g *Gateway, w *onceactivity.Wrapper) *Activ
 	return &Activities{ledger: l, gateway: g, wrapper: w}
 }
 
-// Register registers PlaceOrder and its activities: the steps wrapped by
-// r.Activities, the reconcile and bookkeeping activities as they are.
+// Register registers PlaceOrder and its activities: the steps through
+// onceflow (activity.Register), each under its name and operation code
+// with its business key, the reconcile and bookkeeping activities as they
+// are.
 func Register(r worker.Registry, l *ledger.Ledger, g *Gateway) error {
 	a := NewActivities(l, g, r.Activities)
 	r.Worker.RegisterWorkflow(PlaceOrder)
+	step := func(fn any, name string, code onceflow.OperationCode, opts ...onceactivity.Option) error {
+		return onceactivity.RegisterSafely(r.Worker, r.Activities, fn, append(opts, onceactivity.Name(name), onceactivity.Code(code))...)
+	}
+	err := errors.Join(
+		// One reservation per order; the ledger's reservation row makes a
+		// re-run after a takeover safe.
+		step(a.Reserve, ReserveActivity, ReserveCode, onceactivity.BusinessKey(func(in ReserveInput) string { return in.OrderID + "/reserve" }),
+			onceactivity.IdempotentDownstream()),
+		// One charge per order, across workflows; an attempt that takes
+		// over from one that died mid-charge asks the gateway (Reconcile)
+		// instead of charging again.
+		step(a.Charge, ChargeCardActivity, ChargeCode, onceactivity.BusinessKey(func(in ChargeInput) string { return in.OrderID + "/charge" }),
+			onceactivity.Reconcile(func(ctx context.Context, in ChargeInput, _ onceflow.Record) (ledger.Payment, bool, error) {
+				fence, _ := onceactivity.Fence(ctx)
+				return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, fence)
+			})),
+		step(a.Ship, ShipActivity, ShipCode, onceactivity.BusinessKey(func(in OrderRef) string { return in.OrderID + "/ship" }),
+			onceactivity.IdempotentDownstream()), // one shipment per order (UNIQUE order_id)
+		step(a.Confirm, ConfirmActivity, ConfirmCode, onceactivity.BusinessKey(func(in ConfirmInput) string { return in.OrderID + "/confirm" }),
+			onceactivity.IdempotentDownstream()), // one confirmation per order (primary key)
+		step(a.Release, ReleaseActivity, ReleaseCode, onceactivity.BusinessKey(func(in OrderRef) string { return in.OrderID + "/release" }),
+			onceactivity.IdempotentDownstream()), // releases only from status reserved
+		step(a.Refund, RefundActivity, RefundCode, onceactivity.BusinessKey(func(in ChargeInput) string { return in.OrderID + "/refund" }),
+			onceactivity.IdempotentDownstream()), // the gateway refunds each charge once (UNIQUE charge_id)
+	)
+	if err != nil {
+		return err
+	}
 	reg := func(name string, fn any) {
 		r.Worker.RegisterActivityWithOptions(fn, sdkactivity.RegisterOptions{Name: name})
 	}
-	reg(ReserveActivity, onceactivity.Wrap(r.Activities, a.ReserveOptions(), a.Reserve))
-	reg(ChargeCardActivity, onceactivity.Wrap(r.Activities, a.ChargeOptions(), a.Charge))
-	reg(ShipActivity, onceactivity.Wrap(r.Activities, onceactivity.Options[OrderRef, ledger.Shipment]{
-		Code: ShipCode, Scope: onceactivity.BusinessScoped, Key: func(in OrderRef) string { return in.OrderID + "/ship" },
-		IdempotentDownstream: true, // one shipment per order (UNIQUE order_id)
-	}, a.Ship))
-	reg(ConfirmActivity, onceactivity.Wrap(r.Activities, onceactivity.Options[ConfirmInput, ledger.Confirmation]{
-		Code: ConfirmCode, Scope: onceactivity.BusinessScoped, Key: func(in ConfirmInput) string { return in.OrderID + "/confirm" },
-		IdempotentDownstream: true, // one confirmation per order (primary key)
-	}, a.Confirm))
-	reg(ReleaseActivity, onceactivity.Wrap(r.Activities, onceactivity.Options[OrderRef, ledger.Reservation]{
-		Code: ReleaseCode, Scope: onceactivity.BusinessScoped, Key: func(in OrderRef) string { return in.OrderID + "/release" },
-		IdempotentDownstream: true, // releases only from status reserved
-	}, a.Release))
-	reg(RefundActivity, onceactivity.Wrap(r.Activities, onceactivity.Options[ChargeInput, Refund]{
-		Code: RefundCode, Scope: onceactivity.BusinessScoped, Key: func(in ChargeInput) string { return in.OrderID + "/refund" },
-		IdempotentDownstream: true, // the gateway refunds each charge once (UNIQUE charge_id)
-	}, a.Refund))
 	reg(ReconcileChargeActivity, a.ReconcileCharge)
 	reg(RecordPaymentActivity, a.RecordPayment)
 	reg(CreateOrderActivity, a.CreateOrder)
 	reg(SetStatusActivity, a.SetStatus)
 	return nil
-}
-
-// ReserveOptions: one reservation per order; the ledger's reservation row
-// makes a re-run after a takeover safe.
-func (a *Activities) ReserveOptions() onceactivity.Options[ReserveInput, ledger.Reservation] {
-	return onceactivity.Options[ReserveInput, ledger.Reservation]{
-		Code: ReserveCode, Scope: onceactivity.BusinessScoped,
-		Key:                  func(in ReserveInput) string { return in.OrderID + "/reserve" },
-		IdempotentDownstream: true,
-	}
 }
 
 // Reserve reserves the order's items.
@@ -150,20 +152,6 @@ func (a *Activities) Reserve(ctx context.Context, in ReserveInput) (ledger.Reser
 	return r, nil
 }
 
-// ChargeOptions: one charge per order, across workflows; an attempt that
-// takes over from one that died mid-charge asks the gateway (Reconcile)
-// instead of charging again.
-func (a *Activities) ChargeOptions() onceactivity.Options[ChargeInput, ledger.Payment] {
-	return onceactivity.Options[ChargeInput, ledger.Payment]{
-		Code: ChargeCode, Scope: onceactivity.BusinessScoped,
-		Key: func(in ChargeInput) string { return in.OrderID + "/charge" },
-		Reconcile: func(ctx context.Context, in ChargeInput, _ onceflow.Record) (ledger.Payment, bool, error) {
-			fence, _ := onceactivity.Fence(ctx)
-			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, fence)
-		},
-	}
-}
-
 // Charge charges the card through the (non-idempotent) gateway and
 // records the payment under the attempt's fence.
 //
@@ -172,7 +160,7 @@ func (a *Activities) ChargeOptions() onceactivity.Options[ChargeInput, ledger.Pa
 // attempt is in doubt (an earlier attempt may have reached the gateway:
 // onceactivity.AskFirst), the gateway's own record of the key is asked
 // before it is called again, so a charge that reached the gateway but not
-// the ledger is not repeated. (ChargeOptions' Reconcile asks both before
+// the ledger is not repeated. (the step's Reconcile asks both before
 // the action whenever there is doubt; this is the second check.) A zombie
 // attempt (its lease taken over, or its record lost and created anew) that
 // reaches the write finds a newer fence and is refused.

@@ -278,7 +278,16 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 
 	reservation, err := idemwf.Execute[ledger.Reservation](ctx, rec, s.step(""), ReserveActivity, ReserveInput{OrderID: in.OrderID, Items: in.Items})
 	if err != nil {
-		return s.end(result, StatusFailed, "reserve: "+reason(err))
+		// A reserve step that may have reserved (an attempt's effect was
+		// unknown, and an operator failed the step) gives its stock back:
+		// the saga compensates a step that may have acted, not only one
+		// that completed.
+		if _, acted := idemwf.EffectUnknown(err); acted && workflow.GetVersion(ctx, releaseFailedReserveChange, workflow.DefaultVersion, 1) >= 1 {
+			if err := s.release(); err != nil {
+				return result, err
+			}
+		}
+		return s.fail(result, ReasonReserveFailed, "reserve", err)
 	}
 	if reservation.Status != ledger.Reserved {
 		return s.end(result, StatusRejected, "out of stock")
@@ -299,7 +308,7 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 		if err := s.compensate(&result, charge); err != nil {
 			return result, err
 		}
-		return s.end(result, StatusFailed, "charge: "+reason(err))
+		return s.fail(result, ReasonChargeFailed, "charge", err)
 	}
 	// The ledger's row is the payment of record, whatever path the result
 	// took (the action, a reconcile, an operator's decision).
@@ -327,15 +336,16 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 				return result, err
 			}
 		}
-		return s.end(result, StatusFailed, "ship: "+reason(err))
+		return s.fail(result, ReasonShipFailed, "ship", err)
 	}
 	result.ShipmentID = shipment.ID
 	if _, err := idemwf.Execute[ledger.Confirmation](ctx, rec, s.step(""), ConfirmActivity, ConfirmInput{OrderID: in.OrderID, PaymentID: payment.ID}); err != nil {
+		s.logStep("confirm", err)
 		if !s.compensates() {
-			return s.end(result, StatusFailed, "confirm (the card was charged, the shipment created): "+reason(err))
+			return s.end(result, StatusFailed, ReasonConfirmFailed)
 		}
 		// Paid and shipped: the order stands without its confirmation.
-		return s.end(result, StatusCompleted, "the confirmation could not be sent: "+reason(err))
+		return s.end(result, StatusCompleted, ReasonConfirmFailed)
 	}
 	return s.end(result, StatusCompleted, "")
 }
@@ -444,6 +454,34 @@ func (s saga) status(status, paymentID, why string) {
 	if err != nil {
 		workflow.GetLogger(s.ctx).Warn("order: could not record the status", "status", status, "err", err)
 	}
+}
+
+// The reasons an order failed, as its clients read them (OrderResult.Reason
+// and the ledger's order row): stable texts. What failed inside, the
+// step's error, is for operators: the workflow's log line and history.
+const (
+	ReasonReserveFailed = "the items could not be reserved"
+	ReasonChargeFailed  = "the payment could not be completed"
+	ReasonShipFailed    = "the shipment could not be created"
+	ReasonConfirmFailed = "the confirmation could not be sent"
+)
+
+// releaseFailedReserveChange names the change that releases the stock of
+// a reserve step a decision failed after it may have reserved
+// (workflow.GetVersion): histories recorded before it replay without the
+// release.
+const releaseFailedReserveChange = "release-failed-reserve"
+
+// fail ends the order failed with the stable reason why; the step's error
+// goes to the operators' log.
+func (s saga) fail(r OrderResult, why, step string, err error) (OrderResult, error) {
+	s.logStep(step, err)
+	return s.end(r, StatusFailed, why)
+}
+
+// logStep logs a step's failure for operators.
+func (s saga) logStep(step string, err error) {
+	workflow.GetLogger(s.ctx).Warn("order: a step failed", "order_id", s.in.OrderID, "step", step, "error", err)
 }
 
 func (s saga) end(r OrderResult, status, why string) (OrderResult, error) {

@@ -91,7 +91,7 @@ func run(ctx context.Context) error {
 	defer once.Close()
 	w := worker.New(c, "quickstart", worker.Options{Interceptors: once.Interceptors()})
 	w.RegisterWorkflow(Welcome)
-	onceactivity.Register(w, once.Activities, SendWelcome, "send-welcome",
+	onceactivity.Register(w, once.Activities, SendWelcome,
 		onceactivity.BusinessKey(func(s Signup) string { return s.UserID })) // one email per user, whatever starts it
 	if err := w.Start(); err != nil {
 		return err

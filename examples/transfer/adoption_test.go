@@ -13,7 +13,7 @@ import (
 
 // maxAdoptionLines is the most lines (added plus removed) adopting
 // onceflow may change in the service's code (issue 33).
-const maxAdoptionLines = 15
+const maxAdoptionLines = 10
 
 // TestAdoptionDiff: the adopted copy differs from the original by at most
 // maxAdoptionLines lines of Go, counted as `git diff --no-index --numstat`

@@ -21,8 +21,8 @@ func newOnceEnv(t *testing.T, bank *MemoryBank) *testsuite.TestWorkflowEnvironme
 	once := onceflowtest.Attach(t, env)
 	env.RegisterWorkflow(MoneyTransfer)
 	activities := &Activities{Bank: bank}
-	onceactivity.Register(env, once.Activities, activities.Withdraw, "withdraw")
-	onceactivity.Register(env, once.Activities, activities.Deposit, "deposit")
+	onceactivity.Register(env, once.Activities, activities.Withdraw)
+	onceactivity.Register(env, once.Activities, activities.Deposit)
 	return env
 }
 

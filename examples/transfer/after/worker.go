@@ -3,7 +3,6 @@ package transfer
 import (
 	"context"
 
-	onceactivity "github.com/onceflow/onceflow/activity"
 	onceworker "github.com/onceflow/onceflow/worker"
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
@@ -27,16 +26,13 @@ func RunWorker(ctx context.Context, cfg Config) error {
 	}
 	defer c.Close()
 
-	once, err := onceworker.Attach(ctx, c, cfg.Redis, cfg.Onceflow)
+	w, err := onceworker.NewSDKWorker(ctx, c, cfg.Redis, MoneyTransferTaskQueueName, worker.Options{}, cfg.Onceflow)
 	if err != nil {
 		return err
 	}
-	defer once.Close()
-	w := worker.New(c, MoneyTransferTaskQueueName, worker.Options{Interceptors: once.Interceptors()})
 	w.RegisterWorkflow(MoneyTransfer)
 	activities := &Activities{Bank: cfg.Bank}
-	onceactivity.Register(w, once.Activities, activities.Withdraw, "withdraw")
-	onceactivity.Register(w, once.Activities, activities.Deposit, "deposit")
+	w.RegisterActivity(activities)
 
 	if err := w.Start(); err != nil {
 		return err

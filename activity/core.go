@@ -1,0 +1,347 @@
+package activity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// binding is one wrapped activity as the core runs it: its options, with
+// the parts that depend on the activity's types given as functions of its
+// arguments. args is the input as those functions take it: the In of
+// Wrap, or the arguments (a []reflect.Value) of a function Register wraps.
+type binding struct {
+	code       onceflow.OperationCode
+	scope      ScopeKind
+	idempotent bool
+	noEffect   func(error) bool
+	codec      Codec
+	inProgress InProgressPolicy
+	retention  time.Duration
+	refuseRef  bool
+	// input is the JSON the input is fingerprinted by.
+	input func(args any) ([]byte, error)
+	// key and downstream are nil unless the activity declares them.
+	key        func(args any) string
+	downstream func(args any) string
+	// reconcile is nil unless the activity declares one; out is the
+	// activity's result, to encode with codec.
+	reconcile func(ctx context.Context, args any, rec onceflow.Record) (out any, found bool, err error)
+	// call runs the activity function; out is nil when noResult.
+	call func(ctx context.Context, args any) (out any, err error)
+	// noResult: the function returns only an error. Its stored result is
+	// noResultJSON.
+	noResult bool
+}
+
+// noResultJSON is the stored result of an activity that returns only an
+// error, and the result a decision completes it with.
+var noResultJSON = []byte("null")
+
+// settling is what run needs to settle a call whose retries ended
+// (Wrapper.Settle) instead of running its action.
+type settling struct {
+	// activityID is the settled call's: its operation, not Settle's own.
+	activityID string
+	// evidence is what the call's attempts left of an effect.
+	evidence *idemstore.ReachedAction
+}
+
+// errSettleNoAction is the error of Settle's action, which never runs the
+// activity: it records that nothing ran.
+var errSettleNoAction = errors.New("onceflow: settled after the call's retries ended; the action did not run")
+
+// ran is one run of the core: the executor's result and error, and the
+// error to hand Temporal.
+type ran struct {
+	res idemstore.Result
+	// exec is the executor's error, before it was mapped for Temporal.
+	exec error
+	// err is what the activity returns to Temporal: the activity's own
+	// error unchanged when it recorded no effect, else exec as an
+	// ApplicationError of a stable type.
+	err error
+	// ref and rawOp name the record and the operation, once known.
+	ref   onceflow.Ref
+	rawOp string
+}
+
+// run runs one attempt of the activity b binds (or, with st, settles a
+// call of it) through the executor.
+func run(ctx context.Context, w *Wrapper, b *binding, args any, st *settling) ran {
+	w.enter()
+	defer w.leave()
+	info := sdkactivity.GetInfo(ctx)
+	if err := runnable(info); err != nil {
+		return ran{err: err}
+	}
+	input, err := b.input(args)
+	if err != nil {
+		return ran{err: temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)}
+	}
+	if st != nil {
+		info.ActivityID = st.activityID
+	}
+	standalone := Standalone(info)
+	digest, err := scopeDigest(w.digester, b, info, args)
+	if err != nil {
+		return ran{err: err}
+	}
+	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	if standalone {
+		// No workflow: the activity ID, which the caller chose, is the
+		// operation's identity.
+		rawOp = info.Namespace + "/activity/" + info.ActivityID
+	}
+	opID := w.digester.Operation(rawOp)
+	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	h := newHeart(ctx, w, info)
+	if h.prev != nil {
+		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", h.prev.Attempt, "checkpoint_rev", h.prev.Rev, "phase", h.prev.Phase)
+	}
+	nonRetryable := nonRetryableTypes(ctx, info.RetryPolicy)
+	downstreamKey := ""
+	if b.downstream != nil {
+		if downstreamKey = b.downstream(args); downstreamKey == "" {
+			return ran{err: temporal.NewNonRetryableApplicationError("onceflow: Options.DownstreamKey returned an empty key", onceflow.TypeInvalidInput, nil)}
+		}
+		ctx = context.WithValue(ctx, downstreamKeyKey{}, downstreamKey)
+	}
+	req := idemstore.Request{
+		Codec:                b.codec.ID(),
+		Ref:                  onceflow.Ref{Code: b.code, Digest: digest},
+		Operation:            opID,
+		Fingerprint:          onceflow.FingerprintOf(input),
+		Owner:                w.digester.Owner(opID, int(info.Attempt)),
+		Reconcile:            reconcileOf(b, args),
+		IdempotentDownstream: b.idempotent,
+		ReachedAction:        evidence(info, h.prev, h.confirms),
+		DownstreamRetention:  b.retention,
+	}
+	if st != nil {
+		// Never a Temporal attempt's owner; an earlier effect is for a
+		// decision, not for running again; the evidence is the call's.
+		req.Owner = w.digester.Owner(opID, 0)
+		req.IdempotentDownstream = false
+		req.ReachedAction = st.evidence
+	}
+	// Heartbeats drive renewal: each tick records a heartbeat (which also
+	// delivers cancellation) and then renews the lease.
+	interval := min(w.exec.Config().RenewInterval, info.HeartbeatTimeout/2)
+	ticks := make(chan time.Time)
+	req.RenewTicks = ticks
+	stopHeartbeats := h.beat(interval, ticks)
+	// reran: the action runs although an earlier attempt's effect is
+	// unknown (IdempotentDownstream, or a Reconcile that found nothing).
+	reran := false
+	// actionFailed: the action returned an error that may follow its
+	// effect.
+	actionFailed := false
+	action := func(actx context.Context) ([]byte, error) {
+		if st != nil {
+			return nil, idemstore.RetryableNoEffect(&passthrough{err: errSettleNoAction})
+		}
+		if x, ok := idemstore.ExecutionFrom(actx); ok {
+			reran = x.EffectUnknown != ""
+			// Evidence first, then the effect: Temporal holds the
+			// checkpoint before the action can start, so an attempt that
+			// finds the record lost knows this one may have acted.
+			c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
+				Phase: onceflow.PhaseExecuting, TemporalAttempt: info.Attempt}
+			// Under the action's context: the lease bounds the wait.
+			if err := h.checkpoint(actx, c); err != nil {
+				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
+			}
+		}
+		out, err := b.call(actx, args)
+		if err != nil {
+			if own, ok := noEffect(err, b, nonRetryable); ok {
+				return nil, idemstore.RetryableNoEffect(&passthrough{err: own})
+			}
+			actionFailed = true
+			return nil, err
+		}
+		if b.noResult {
+			return noResultJSON, nil
+		}
+		enc, err := b.codec.Marshal(out)
+		if err != nil {
+			// The effect happened but its result cannot be stored.
+			return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
+		}
+		return enc, nil
+	}
+	if downstreamKey != "" && st == nil {
+		if err := checkReference(ctx, w, b, info.Namespace, downstreamKey, req.Ref); err != nil {
+			stopHeartbeats()
+			return ran{err: err}
+		}
+	}
+	var res idemstore.Result
+	if st != nil || b.inProgress != InProgressRetry {
+		// Another attempt holds the operation (a dead attempt's lease, a
+		// zombie, another workflow): wait for it here, beating the heart,
+		// instead of using up one of the retry policy's attempts.
+		res, _, err = w.exec.ExecuteWaiting(ctx, req, action, idemstore.Waiting{
+			MinDelay: 50 * time.Millisecond, MaxDelay: interval,
+			OnWait: func(ip *idemstore.InProgressError) {
+				log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
+			},
+		})
+	} else {
+		res, err = w.exec.Execute(ctx, req, action)
+	}
+	stopHeartbeats()
+	var re *idemstore.RetryableError
+	if errors.As(err, &re) && re.Recorded && !reran {
+		// A re-run's no effect does not settle the earlier attempt's
+		// unknown one: its checkpoint stays, for the next attempt and the
+		// workflow's settle to doubt.
+		h.settled(ctx, log)
+	}
+	var own *passthrough
+	if errors.As(err, &own) {
+		return ran{exec: err, err: own.err, ref: req.Ref, rawOp: rawOp} // the activity's own error, as Temporal knew it before onceflow
+	}
+	if err != nil {
+		return ran{exec: err, ref: req.Ref, rawOp: rawOp, err: toTemporal(err, req.Ref, rawOp, h.prev, h.latest(req.ReachedAction),
+			downstream{idempotent: b.idempotent, key: downstreamKey, retention: b.retention, actionFailed: actionFailed})}
+	}
+	if res.Disposition != idemstore.Ran {
+		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
+	}
+	return ran{res: res, ref: req.Ref, rawOp: rawOp}
+}
+
+// runnable refuses what onceflow cannot run: a local activity, and an
+// activity without a heartbeat timeout.
+func runnable(info sdkactivity.Info) error {
+	switch {
+	case info.IsLocalActivity:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: activity %s was started as a local activity; onceflow wraps only activities scheduled with "+
+				"workflow.ExecuteActivity: a local activity has no heartbeat to renew its lease and carry its checkpoint, "+
+				"and no retry state Temporal keeps outside the worker", info.ActivityType.Name),
+			onceflow.TypeLocalActivity, nil)
+	case info.HeartbeatTimeout <= 0 && Standalone(info):
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: standalone activity %s was started without a HeartbeatTimeout; set StartActivityOptions.HeartbeatTimeout "+
+				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
+			onceflow.TypeHeartbeatTimeoutRequired, nil)
+	case info.HeartbeatTimeout <= 0:
+		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: activity %s was scheduled without a HeartbeatTimeout; install onceflow's interceptor on the workflow's worker "+
+				"(sdkworker.Options{Interceptors: ...}, see worker.Attach), which sets one, or set ActivityOptions.HeartbeatTimeout "+
+				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
+			onceflow.TypeHeartbeatTimeoutRequired, nil)
+	}
+	return nil
+}
+
+// Standalone reports whether the activity runs on its own, started by a
+// client (a Temporal Standalone Activity, client.ExecuteActivity) rather
+// than scheduled by a workflow. Its operation is then named by its
+// activity ID, and an unknown effect waits in its record (ABANDONED) for
+// an operator, since no workflow holds a Recovery: see
+// docs/guards.md#standalone-activities.
+func Standalone(info sdkactivity.Info) bool {
+	return info.WorkflowExecution.ID == "" && !info.IsLocalActivity && info.ActivityID != ""
+}
+
+// checkReference flags, or with RefuseReusedReference refuses, a business
+// reference (the DownstreamKey) that arrived under another operation key
+// first (idemstore.Executor.CheckReference). The reference is digested
+// with the worker's secret: Redis never holds it.
+func checkReference(ctx context.Context, w *Wrapper, b *binding, namespace, reference string, ref onceflow.Ref) error {
+	window := b.retention
+	if window <= 0 {
+		window = DefaultReferenceWindow
+	}
+	c := idemstore.ReferenceCheck{
+		Reference: onceflow.Ref{Code: b.code, Digest: w.digester.Digest("reference", namespace, reference)},
+		Key:       ref.String(), Window: window, Refuse: b.refuseRef,
+	}
+	_, err := w.exec.CheckReference(ctx, c)
+	var reused *idemstore.ReferenceReusedError
+	switch {
+	case errors.As(err, &reused):
+		return temporal.NewNonRetryableApplicationError("onceflow: "+err.Error(), onceflow.TypeReferenceReused, err,
+			onceflow.ReferenceReusedDetails{OperationCode: string(b.code), Reference: reference, Holder: reused.Holder, Key: reused.Key})
+	case err != nil:
+		return toTemporal(err, ref, "", nil, onceflow.RetryDetails{}, downstream{})
+	}
+	return nil
+}
+
+// scopeDigest is the digest of the activity's scope (Options.Scope), or
+// an ApplicationError when the scope cannot be made.
+func scopeDigest(dig *onceflow.Digester, b *binding, info sdkactivity.Info, args any) (onceflow.ScopeDigest, error) {
+	if b.scope != BusinessScoped && Standalone(info) {
+		return dig.Digest(onceflow.StandaloneScope(info.Namespace, info.ActivityID)...), nil
+	}
+	switch b.scope {
+	case RunScoped:
+		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
+	case WorkflowScoped:
+		return dig.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...), nil
+	case BusinessScoped:
+		if b.key == nil {
+			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
+		}
+		key := b.key(args)
+		if key == "" {
+			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
+		}
+		return dig.Digest(onceflow.BusinessScope(info.Namespace, key)...), nil
+	}
+	return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", b.scope), onceflow.TypeInvalidInput, nil)
+}
+
+// reconcileOf is b's Reconcile as the executor calls it, its result
+// encoded with b's codec; nil without one.
+func reconcileOf(b *binding, args any) idemstore.ReconcileFunc {
+	if b.reconcile == nil {
+		return nil
+	}
+	return func(ctx context.Context, rec onceflow.Record) ([]byte, bool, error) {
+		out, found, err := b.reconcile(ctx, args, rec)
+		if err != nil || !found {
+			return nil, found, err
+		}
+		if b.noResult {
+			return noResultJSON, true, nil
+		}
+		enc, err := b.codec.Marshal(out)
+		return enc, err == nil, err
+	}
+}
+
+// typedBinding binds Wrap's typed options and function.
+func typedBinding[In, Out any](opts Options[In, Out], fn func(context.Context, In) (Out, error)) *binding {
+	b := &binding{
+		code: opts.Code, scope: opts.Scope, idempotent: opts.IdempotentDownstream, noEffect: opts.NoEffect, codec: opts.codec(),
+		inProgress: opts.InProgress, retention: opts.DownstreamRetention, refuseRef: opts.RefuseReusedReference,
+		input: func(args any) ([]byte, error) { return json.Marshal(args.(In)) },
+		call:  func(ctx context.Context, args any) (any, error) { return fn(ctx, args.(In)) },
+	}
+	if opts.Key != nil {
+		b.key = func(args any) string { return opts.Key(args.(In)) }
+	}
+	if opts.DownstreamKey != nil {
+		b.downstream = func(args any) string { return opts.DownstreamKey(args.(In)) }
+	}
+	if opts.Reconcile != nil {
+		b.reconcile = func(ctx context.Context, args any, rec onceflow.Record) (any, bool, error) {
+			return opts.Reconcile(ctx, args.(In), rec)
+		}
+	}
+	return b
+}

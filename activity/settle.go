@@ -1,0 +1,120 @@
+package activity
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sdkactivity "go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore"
+)
+
+// maxSettleBackoff bounds the wait between two of Settle's tries while
+// the store cannot be reached.
+const maxSettleBackoff = 30 * time.Second
+
+// Settle is onceflow's own activity (onceflow.SettleActivity) that settles
+// a call of an activity Register registered, after the call's retry
+// policy gave up on it (its attempts used up, its ScheduleToCloseTimeout
+// passed) with a failure that does not say whether an attempt had the
+// effect: a dead worker's timeout, onceflow's in-progress or
+// store-unavailable error, the activity's own retryable error. The
+// workflow package runs it, on the activity's task queue, and Register
+// registers it.
+//
+// It does what one more attempt would, without running the action: it
+// waits out a live lease, replays a completed result (SettleResult), takes
+// over an attempt that died (asking the activity's Reconcile first) and
+// abandons the record when an effect may have happened: then it fails
+// with TypeEffectUnknown and its details, for the workflow to recover.
+// When nothing may have happened it records that and answers an empty
+// SettleResult: the call's own failure stands. in's checkpoint and
+// reasons are the call's evidence that an attempt reached the action. A
+// store that cannot be reached is tried again, with a backoff up to 30 s,
+// until Settle's StartToCloseTimeout nears; then the effect is unknown and
+// the call waits for a decision.
+func (w *Wrapper) Settle(ctx context.Context, in onceflow.SettleInput) (onceflow.SettleResult, error) {
+	v, ok := w.bindings.Load(in.Activity)
+	if !ok {
+		return onceflow.SettleResult{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: no activity named %s was registered through onceflow (activity.Register) on this worker, so its call cannot be settled",
+			in.Activity), onceflow.TypeInvalidInput, nil)
+	}
+	bd := v.(*bound)
+	args, err := bd.decodeArgs(in.Args)
+	if err != nil {
+		return onceflow.SettleResult{}, temporal.NewNonRetryableApplicationError("onceflow: settle "+in.Activity+": "+err.Error(), onceflow.TypeInvalidInput, err)
+	}
+	st := &settling{activityID: in.ActivityID, evidence: w.settleEvidence(ctx, in)}
+	backoff := time.Second
+	for {
+		r := run(ctx, w, bd.b, args, st)
+		var re *idemstore.RetryableError
+		switch {
+		case r.err == nil:
+			out, err := bd.result(r)
+			if err != nil {
+				return onceflow.SettleResult{}, err
+			}
+			raw := noResultJSON
+			if bd.sh.out != nil {
+				if raw, err = json.Marshal(out.Interface()); err != nil {
+					return onceflow.SettleResult{}, temporal.NewNonRetryableApplicationError(
+						"onceflow: the completed result does not encode as JSON: "+err.Error(), onceflow.TypeCodecMismatch, err)
+				}
+			}
+			return onceflow.SettleResult{Completed: true, Result: raw}, nil
+		case errors.Is(r.exec, errSettleNoAction), errors.As(r.exec, &re) && re.Recorded:
+			return onceflow.SettleResult{}, nil // nothing may have happened: the call's failure stands
+		}
+		switch idemstore.OutcomeOf(idemstore.Result{}, r.exec) {
+		case onceflow.OutcomeStoreUnavailable, onceflow.OutcomeError, onceflow.OutcomeInProgress, onceflow.OutcomeRetryable, onceflow.OutcomeNotStored, onceflow.OutcomeCanceled:
+		default:
+			return onceflow.SettleResult{}, r.err // an unknown effect, for the workflow to recover; a conflict; a failed operation
+		}
+		deadline, ok := ctx.Deadline()
+		if ctx.Err() != nil || !ok || time.Until(deadline) < 2*backoff+5*time.Second {
+			return onceflow.SettleResult{}, unsettled(r, in, bd.b, fmt.Sprintf(
+				"the call's retries ended and its record could not be settled before onceflow.Settle's timeout (%v)", r.exec))
+		}
+		w.logger.WarnContext(ctx, "onceflow: settling a call whose retries ended; trying again", "activity", in.Activity, "err", r.exec, "backoff", backoff)
+		sdkactivity.RecordHeartbeat(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxSettleBackoff)
+	}
+}
+
+// settleEvidence is the evidence that an attempt of the settled call
+// reached the action: its checkpoint, a reason the workflow knows, or,
+// where this worker's checkpoints are not confirmed, a timeout.
+func (w *Wrapper) settleEvidence(ctx context.Context, in onceflow.SettleInput) *idemstore.ReachedAction {
+	switch cp := in.Checkpoint; {
+	case cp != nil && cp.Phase == onceflow.PhaseExecuting:
+		return &idemstore.ReachedAction{Fence: cp.Fence(), Reason: fmt.Sprintf(
+			"activity attempt %d reached the action at fence %s, and the call's retries ended before it settled (its heartbeat checkpoint)",
+			cp.TemporalAttempt, cp.Fence())}
+	case in.EffectUnknown != "":
+		return &idemstore.ReachedAction{Reason: in.EffectUnknown}
+	case in.TimedOut && !newHeart(ctx, w, sdkactivity.GetInfo(ctx)).confirms:
+		return &idemstore.ReachedAction{Reason: "the call's last attempt timed out, and this worker's checkpoints are not confirmed by Temporal, so it may have reached the action"}
+	}
+	return nil
+}
+
+// unsettled is the unknown effect of a call Settle could not settle: the
+// record's identity, not confirmed (Recorded false).
+func unsettled(r ran, in onceflow.SettleInput, b *binding, reason string) error {
+	d := onceflow.EffectUnknownDetails{
+		RecordKey: r.ref.String(), OperationCode: string(r.ref.Code), ScopeDigest: r.ref.Digest.Hex, DigestVersion: r.ref.Digest.Version,
+		Operation: r.rawOp, Reason: reason, Checkpoint: in.Checkpoint, IdempotentDownstream: b.idempotent, DownstreamRetention: b.retention,
+	}
+	return temporal.NewNonRetryableApplicationError("onceflow: effect unknown: "+reason, onceflow.TypeEffectUnknown, r.exec, d)
+}
