@@ -146,8 +146,8 @@ func reconcileFunc(f any, sh shape) (func(ctx context.Context, args any, rec onc
 	ok := ft.NumIn() == 3 && ft.In(0) == contextType && ft.In(1) == sh.args[0] && ft.In(2) == recordType &&
 		ft.NumOut() == 3 && (sh.out == nil || ft.Out(0) == sh.out) && ft.Out(1) == boolType && ft.Out(2) == errorType
 	if !ok {
-		return nil, fmt.Errorf("Reconcile's function is %s, but the activity needs func(context.Context, %s, onceflow.Record) (%s, bool, error)",
-			ft, sh.args[0], out)
+		return nil, fmt.Errorf("%s's function is %s, but the activity needs func(context.Context, %s, onceflow.Record) (%s, bool, error)",
+			"Reconcile", ft, sh.args[0], out)
 	}
 	fv := reflect.ValueOf(f)
 	return func(ctx context.Context, args any, rec onceflow.Record) (any, bool, error) {

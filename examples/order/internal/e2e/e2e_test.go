@@ -305,6 +305,9 @@ func runChild() int {
 	if os.Getenv(envChild) == "transfer" {
 		return runTransferChild()
 	}
+	if c := os.Getenv(envChild); c == "saga" || c == "two-attempts" {
+		return runSagaChild()
+	}
 	lease, _ := time.ParseDuration(os.Getenv(envLease))
 	cfg := workerConfig(os.Getenv(envTemporal), os.Getenv(envNamespace), os.Getenv(envQueue), os.Getenv(envRedis), os.Getenv(envKeys), lease)
 	cfg.HTTPAddr = "off"
