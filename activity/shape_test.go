@@ -22,7 +22,7 @@ type shop struct{ effects atomic.Int32 }
 
 func (s *shop) Ping(context.Context) error                { s.effects.Add(1); return nil }
 func (s *shop) Notify(_ context.Context, to string) error { s.effects.Add(1); return nil }
-func (s *shop) Count(context.Context) (int, error)       { return int(s.effects.Add(1)), nil }
+func (s *shop) Count(context.Context) (int, error)        { return int(s.effects.Add(1)), nil }
 func (s *shop) Add(_ context.Context, a, b int) (int, error) {
 	s.effects.Add(1)
 	return a + b, nil
