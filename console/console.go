@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -302,6 +303,9 @@ type incident struct {
 	WorkflowID, RunID, Activity, RecordKey, State, Reason, ResultType, Since string
 	Attempt, Rev                                                             int64
 	Checkpoint                                                               *onceflow.Checkpoint
+	// NoResult: the activity returns only an error, so the completed form
+	// asks for no result (and sends none).
+	NoResult bool
 	// DownstreamKey is the reference the downstream knows the operation by
 	// (the activity's DownstreamKey option), "" when it declares none.
 	DownstreamKey string
@@ -392,6 +396,22 @@ func (i incident) ResultValue() string {
 		return string(i.Evidence.Result)
 	}
 	return ""
+}
+
+// ResultTypeName is the Go type the completed form's result decodes into
+// (transfer.Confirmation), "" when the workflow does not know it (any
+// JSON is then taken).
+func (i incident) ResultTypeName() string {
+	if i.ResultType == "JSON" {
+		return ""
+	}
+	return i.ResultType
+}
+
+// Prefilled says the completed form's value is the evidence's result, not
+// what the operator typed.
+func (i incident) Prefilled() bool {
+	return i.Form.Decision != string(idemwf.Completed) && i.Evidence != nil && i.Evidence.Implies == idemwf.Completed && len(i.Evidence.Result) > 0
 }
 
 // Implies is the decision the evidence implies, or "".
@@ -492,7 +512,7 @@ func message(code string) string {
 	case "applied":
 		return "applied: " + decision + " (the workflow took the decision)"
 	case "repeated":
-		return "applied: " + decision + " (already, by this request: nothing applied again)"
+		return "already applied by this request: " + decision + "; nothing changed"
 	case "signalled":
 		return "sent " + decision + " as a signal (this server takes no Updates): reload to see it applied"
 	}
@@ -524,7 +544,7 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 		in := incident{
 			Base: c.cfg.Path, WorkflowID: a.WorkflowID, RunID: a.RunID, Activity: p.Activity, RecordKey: p.Incident.RecordKey,
 			Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
-			ResultType: p.ResultType, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint, DownstreamKey: p.Details.DownstreamKey,
+			ResultType: p.ResultType, NoResult: p.NoResult, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint, DownstreamKey: p.Details.DownstreamKey,
 			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Page: pg,
 		}
 		in.Retention, in.RetentionExpired = retention(p, c.now())
@@ -561,7 +581,7 @@ func (c *Console) recent(ctx context.Context, v *view) {
 			break
 		}
 		rw := recent{ID: e.GetExecution().GetWorkflowId(), RunID: e.GetExecution().GetRunId(), Type: e.GetType().GetName(),
-			Status: status(e.GetStatus()), Started: e.GetStartTime().AsTime()}
+			Status: operator.Status(e.GetStatus()), Started: e.GetStartTime().AsTime()}
 		rw.Path = page{id: rw.ID}.path(c.cfg.Path)
 		if facts != nil {
 			f, err := facts.Facts(ctx, Workflow{ID: rw.ID, RunID: rw.RunID, Type: rw.Type})
@@ -576,10 +596,6 @@ func (c *Console) recent(ctx context.Context, v *view) {
 		v.Recent = append(v.Recent, rw)
 	}
 }
-
-// status is a workflow status as the console shows it: RUNNING,
-// COMPLETED, ….
-func status(s enumspb.WorkflowExecutionStatus) string { return strings.ToUpper(s.String()) }
 
 // renderIndex answers the index page with status and a message of the
 // console's own; posted is the failed form to show again, or nil.
@@ -621,10 +637,16 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, pg page
 		return
 	}
 	info := d.GetWorkflowExecutionInfo()
-	v.RunID, v.Type, v.Status = info.GetExecution().GetRunId(), info.GetType().GetName(), status(info.GetStatus())
+	v.RunID, v.Type, v.Status = info.GetExecution().GetRunId(), info.GetType().GetName(), operator.Status(info.GetStatus())
 	h, err := operator.ReadHistory(ctx, c.cfg.Client, pg.id, v.RunID, d)
 	if err != nil {
 		v.TimelineError = err.Error()
+	}
+	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if h.Closed != "" {
+		// It closed after the description was read (a decision's workflow
+		// completing): the status is the history's, as its timeline ends.
+		v.Status, running = h.Closed, false
 	}
 	v.Timeline, v.Truncated = h.Timeline, h.Truncated
 	for _, in := range h.Input {
@@ -643,7 +665,7 @@ func (c *Console) renderWorkflow(w http.ResponseWriter, r *http.Request, pg page
 			v.Facts = &f
 		}
 	}
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	if running {
 		c.pending(ctx, &v, pg.id, pg, posted)
 		if v.Decisions, err = operator.Decisions(ctx, c.cfg.Client, pg.id, v.RunID); err != nil {
 			v.DecisionsError = "the workflow's decisions could not be read: " + err.Error()
@@ -667,7 +689,7 @@ func raw(v view, h operator.History) string {
 	var steps []operator.Step
 	for _, p := range v.Pending {
 		steps = append(steps, operator.Step{WorkflowID: p.WorkflowID, RunID: p.RunID, Pending: idemwf.PendingRecovery{
-			Incident: idemwf.Incident{RecordKey: p.RecordKey, Attempt: p.Attempt, Rev: p.Rev}, RecordKey: p.RecordKey, Activity: p.Activity, ResultType: p.ResultType}})
+			Incident: idemwf.Incident{RecordKey: p.RecordKey, Attempt: p.Attempt, Rev: p.Rev}, RecordKey: p.RecordKey, Activity: p.Activity, ResultType: p.ResultType, NoResult: p.NoResult}})
 	}
 	b, err := json.MarshalIndent(struct {
 		WorkflowID string           `json:"workflow_id"`
@@ -736,14 +758,36 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		res.RequestID = operator.NewRequestID()
 		posted.RequestID = res.RequestID
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
 	switch res.Decision {
 	case idemwf.Completed:
 		result := strings.TrimSpace(posted.Form.Result)
-		if result == "" || !json.Valid([]byte(result)) {
-			fail(http.StatusBadRequest, "completed needs the activity's result as valid JSON")
-			return
+		switch {
+		case result != "":
+			if !json.Valid([]byte(result)) {
+				fail(http.StatusBadRequest, "completed needs the activity's result as valid JSON")
+				return
+			}
+			res.Result = json.RawMessage(result)
+		default:
+			// No result typed: right only for an activity that returns
+			// none, as the workflow itself says (never the form). An
+			// incident it does not list (decided already: a resend, which
+			// Resolve answers) is left to the workflow to answer.
+			p, err := operator.PendingRecoveries(ctx, c.cfg.Client, posted.WorkflowID, posted.RunID)
+			if err != nil {
+				fail(http.StatusBadGateway, "asking the workflow what it waits on failed, so the decision was not sent: "+err.Error())
+				return
+			}
+			switch i := slices.IndexFunc(p, func(p idemwf.PendingRecovery) bool { return p.Incident == res.Incident() }); {
+			case i >= 0 && !p[i].NoResult:
+				fail(http.StatusBadRequest, "completed needs the activity's result as valid JSON")
+				return
+			case i >= 0:
+				res.Result = json.RawMessage("null")
+			}
 		}
-		res.Result = json.RawMessage(result)
 	case idemwf.Retry:
 	case idemwf.Fail:
 		if res.Reason == "" {
@@ -754,8 +798,6 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusBadRequest, fmt.Sprintf("unknown decision %q", res.Decision))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	defer cancel()
 	if c.cfg.Evidence != nil {
 		step := operator.Step{WorkflowID: posted.WorkflowID, RunID: posted.RunID, Pending: idemwf.PendingRecovery{
 			Incident: res.Incident(), RecordKey: res.RecordKey, Activity: posted.Activity}}

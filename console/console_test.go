@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,7 +167,8 @@ func TestConsoleShowsOnlyItsOwnMessages(t *testing.T) {
 			t.Errorf("?msg=%s shows a message: %d %s", msg, a.status, a.body)
 		}
 	}
-	for code, want := range map[string]string{"applied-retry": "applied: retry", "applied-completed": "applied: completed", "signalled-fail": "sent fail as a signal"} {
+	for code, want := range map[string]string{"applied-retry": "applied: retry", "applied-completed": "applied: completed", "signalled-fail": "sent fail as a signal",
+		"repeated-retry": "already applied by this request: retry; nothing changed"} {
 		a := do(mux, "GET", "localhost", "/console?msg="+code, "")
 		if !strings.Contains(a.body, `<p class="msg" id="message">`+want) {
 			t.Errorf("?msg=%s: want %q in %s", code, want, a.body)
@@ -505,5 +507,152 @@ func TestTheConsoleShowsTheRetentionWindow(t *testing.T) {
 	a := do(mux, "POST", "localhost", "/console/resolve", form, "Content-Type", "application/x-www-form-urlencoded")
 	if a.status != http.StatusBadGateway || !strings.Contains(a.body, `value="the gateway shows no charge"`) {
 		t.Fatalf("a failed retry form lost its override: %d %s", a.status, a.body)
+	}
+}
+
+// closedSinceDescribed is oneClosed whose description is older than its
+// history: it still says RUNNING, with the withdrawal running, while the
+// history ends in the workflow's completion (a decision's workflow
+// completing between the two reads).
+type closedSinceDescribed struct{ oneClosed }
+
+func (c closedSinceDescribed) DescribeWorkflowExecution(ctx context.Context, id, run string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+	d, err := c.oneClosed.DescribeWorkflowExecution(ctx, id, run)
+	if err != nil {
+		return nil, err
+	}
+	d.WorkflowExecutionInfo.Status = enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	d.PendingActivities = []*workflowpb.PendingActivityInfo{{ActivityType: &commonpb.ActivityType{Name: "Withdraw"}, Attempt: 4}}
+	return d, nil
+}
+
+// The workflow's page shows the state the decision left: a workflow that
+// completed after its description was read is COMPLETED, as its timeline
+// ends, with no activity running and no decision form.
+func TestAWorkflowsPageShowsTheStateTheDecisionLeft(t *testing.T) {
+	t.Parallel()
+	a := do(newMuxWith(t, closedSinceDescribed{}, Config{Dev: true}), "GET", "localhost", "/console/workflows/transfer-1?msg=applied-retry", "")
+	if a.status != http.StatusOK || !strings.Contains(a.body, `<strong class="status">COMPLETED</strong>`) || !strings.Contains(a.body, `<td class="state">completed</td>`) {
+		t.Fatalf("the page: %d %s", a.status, a.body)
+	}
+	for _, gone := range []string{"RUNNING", `<td class="state">running</td>`, `<form method="post"`} {
+		if strings.Contains(a.body, gone) {
+			t.Errorf("the page of a completed workflow shows %q: %s", gone, a.body)
+		}
+	}
+}
+
+// deciding is oneWaiting that takes decisions: it records the Updates and
+// answers each as applied; decided are the decisions its workflow applied
+// before (DecisionsQuery).
+type deciding struct {
+	oneWaiting
+	mu      sync.Mutex
+	sent    []idemwf.Resolution
+	decided []idemwf.Decided
+}
+
+func (d *deciding) QueryWorkflow(ctx context.Context, id, run, query string, args ...any) (converter.EncodedValue, error) {
+	if query == idemwf.DecisionsQuery {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		b, err := json.Marshal(d.decided)
+		return jsonValue(b), err
+	}
+	return d.oneWaiting.QueryWorkflow(ctx, id, run, query, args...)
+}
+
+func (d *deciding) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	res := o.Args[0].(idemwf.Resolution)
+	d.sent = append(d.sent, res)
+	return applied{o, res}, nil
+}
+
+// applied is the handle of an Update answered as applied.
+type applied struct {
+	o   client.UpdateWorkflowOptions
+	res idemwf.Resolution
+}
+
+func (a applied) WorkflowID() string { return a.o.WorkflowID }
+func (a applied) RunID() string      { return a.o.RunID }
+func (a applied) UpdateID() string   { return a.o.UpdateID }
+func (a applied) Get(_ context.Context, v any) error {
+	*v.(*idemwf.DecisionReply) = idemwf.DecisionReply{Applied: a.res.Incident(), Decision: a.res.Decision, RequestID: a.res.RequestID}
+	return nil
+}
+
+// postForm posts a decision form of the incident key@1.2 of order-1.
+func postForm(mux http.Handler, key string, fields ...string) answer {
+	form := url.Values{"workflow_id": {"order-1"}, "run_id": {"run-1"}, "record": {key}, "attempt": {"1"}, "rev": {"2"}, "activity": {"transfer.Withdraw"}}
+	for i := 0; i+1 < len(fields); i += 2 {
+		form.Set(fields[i], fields[i+1])
+	}
+	return do(mux, "POST", "localhost", "/console/resolve", form.Encode(), "Content-Type", "application/x-www-form-urlencoded")
+}
+
+// The completed form knows the activity's result: its Go type beside the
+// input, pre-filled with the result the evidence implies; an activity that
+// returns only an error is asked for none, and its completed decision is
+// sent with null, while another's without a result is refused unsent.
+func TestTheResultFormKnowsTheResultType(t *testing.T) {
+	t.Parallel()
+	key := "withdraw:d1:" + strings.Repeat("b", 64)
+	typed := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}, RecordKey: key, Activity: "transfer.Withdraw", ResultType: "transfer.Confirmation"}
+	withdrawn := operator.EvidenceFunc(func(context.Context, operator.Step) (idemwf.Evidence, error) {
+		return idemwf.Evidence{Summary: "the bank withdrew 12.00 EUR under T-42", Implies: idemwf.Completed, Result: json.RawMessage(`{"id":"W-42"}`)}, nil
+	})
+	tc := &deciding{oneWaiting: oneWaiting{p: []idemwf.PendingRecovery{typed}}}
+	mux := newMuxWith(t, tc, Config{Dev: true, Evidence: withdrawn})
+	page := do(mux, "GET", "localhost", "/console", "")
+	want := `result <code class="result-type">transfer.Confirmation</code> as JSON (pre-filled from the evidence)<textarea name="result" required>{&#34;id&#34;:&#34;W-42&#34;}</textarea>`
+	if page.status != http.StatusOK || !strings.Contains(page.body, want) {
+		t.Fatalf("the page: %d, no %q in %s", page.status, want, page.body)
+	}
+	if a := postForm(mux, key, "decision", "completed", "request_id", "req-1"); a.status != http.StatusBadRequest || !strings.Contains(a.body, "completed needs the activity&#39;s result as valid JSON") || len(tc.sent) != 0 {
+		t.Fatalf("completed without a result for a transfer.Confirmation: %d, sent %d: %s", a.status, len(tc.sent), a.body)
+	}
+
+	errorOnly := typed
+	errorOnly.ResultType, errorOnly.NoResult = "", true
+	tc = &deciding{oneWaiting: oneWaiting{p: []idemwf.PendingRecovery{errorOnly}}}
+	mux = newMuxWith(t, tc, Config{Dev: true})
+	page = do(mux, "GET", "localhost", "/console", "")
+	if !strings.Contains(page.body, "transfer.Withdraw returns only an error: completed takes no result.") || strings.Contains(page.body, `name="result"`) {
+		t.Fatalf("the form of an error-only activity: %s", page.body)
+	}
+	a := postForm(mux, key, "decision", "completed", "request_id", "req-2")
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/console?msg=applied-completed" || len(tc.sent) != 1 || string(tc.sent[0].Result) != "null" {
+		t.Fatalf("completed for an error-only activity: %d %v, sent %+v", a.status, a.header, tc.sent)
+	}
+}
+
+// A form sent again with the request ID the workflow already applied (a
+// resubmitted page) says so, and sends nothing.
+func TestARepeatedRequestSaysItWasAlreadyApplied(t *testing.T) {
+	t.Parallel()
+	key := "withdraw:d1:" + strings.Repeat("c", 64)
+	inc := idemwf.Incident{RecordKey: key, Attempt: 1, Rev: 2}
+	tc := &deciding{oneWaiting: oneWaiting{p: []idemwf.PendingRecovery{{Incident: inc, RecordKey: key, Activity: "transfer.Withdraw"}}},
+		decided: []idemwf.Decided{{Incident: inc, Via: "update", Resolution: idemwf.Resolution{RecordKey: key, Attempt: 1, Rev: 2, Decision: idemwf.Retry, RequestID: "req-9", By: "console"}}}}
+	mux := newMuxWith(t, tc, Config{Dev: true})
+	a := postForm(mux, key, "decision", "retry", "request_id", "req-9")
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/console?msg=repeated-retry" || len(tc.sent) != 0 {
+		t.Fatalf("the resubmitted form: %d %v, sent %d", a.status, a.header, len(tc.sent))
+	}
+	if page := do(mux, "GET", "localhost", a.header.Get("Location"), ""); !strings.Contains(page.body, "already applied by this request: retry; nothing changed") {
+		t.Fatalf("the page after it: %s", page.body)
+	}
+	// An error-only activity's completed, sent again once the workflow
+	// waits on it no more, is answered the same.
+	tc.mu.Lock()
+	tc.oneWaiting.p = nil
+	tc.decided = []idemwf.Decided{{Incident: inc, Via: "update", Resolution: idemwf.Resolution{RecordKey: key, Attempt: 1, Rev: 2, Decision: idemwf.Completed,
+		Result: json.RawMessage("null"), RequestID: "req-10", By: "console"}}}
+	tc.mu.Unlock()
+	if a := postForm(mux, key, "decision", "completed", "request_id", "req-10"); a.status != http.StatusSeeOther || a.header.Get("Location") != "/console?msg=repeated-completed" || len(tc.sent) != 0 {
+		t.Fatalf("the resubmitted completed form: %d %v %s, sent %d", a.status, a.header, a.body, len(tc.sent))
 	}
 }

@@ -1,9 +1,11 @@
 // Package operator is onceflow's operator API: what a person (or a tool of
 // theirs) needs to see and settle the recoveries that wait on a decision.
 //
-//   - ListPending lists the running workflows of a task queue that wait on a
-//     decision; Pending reads one workflow's incidents and the decisions
-//     it refused, PendingRecoveries just its incidents.
+//   - ListPending lists the running workflows of the namespace (or of one
+//     task queue) that wait on a decision, whatever their type;
+//     CheckPendingAttribute checks the search attribute that finds them.
+//     Pending reads one workflow's incidents and the decisions it refused,
+//     PendingRecoveries just its incidents.
 //   - Resolve sends a decision (completed, retry, fail) about one incident
 //     to the waiting workflow and returns its answer; SignalResolve sends
 //     it fire-and-forget.

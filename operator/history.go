@@ -32,6 +32,36 @@ type History struct {
 	// Truncated says the history had more than MaxHistoryEvents events:
 	// the timeline shows the first of them only.
 	Truncated bool `json:"truncated,omitempty"`
+	// Closed is the status the history's closing event gave the run
+	// (COMPLETED, FAILED, TERMINATED, …, as Status names them), "" while
+	// it runs. The history is read after the description, so a run that
+	// closed in between (a decision's workflow completing) is closed
+	// here while its description says RUNNING.
+	Closed string `json:"closed,omitempty"`
+}
+
+// Status is a workflow status as the operator tools show it: RUNNING,
+// COMPLETED, CONTINUEDASNEW, ….
+func Status(s enumspb.WorkflowExecutionStatus) string { return strings.ToUpper(s.String()) }
+
+// closedBy is the status a closing event gives the run, or
+// WORKFLOW_EXECUTION_STATUS_UNSPECIFIED for any other event.
+func closedBy(t enumspb.EventType) enumspb.WorkflowExecutionStatus {
+	switch t {
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+		return enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED:
+		return enumspb.WORKFLOW_EXECUTION_STATUS_FAILED
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT:
+		return enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
+		return enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED:
+		return enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+	case enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+		return enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW
+	}
+	return enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
 }
 
 // Event is one row of a workflow's timeline: what happened to the workflow
@@ -62,7 +92,8 @@ const MaxHistoryEvents = 2000
 // person follows it: its input and a timeline, oldest first, with the
 // activities it runs now (from d, its description, which may be nil: an
 // activity that retries has no started event in the history until it
-// ends). A decision's row names the decision and who sent it (the
+// ends; none once the history shows the run closed, History.Closed). A
+// decision's row names the decision and who sent it (the
 // idemwf.Resolution of an onceflow.decide Update or onceflow.resolve
 // signal). What could be read before an error is returned with it.
 func ReadHistory(ctx context.Context, tc client.Client, wfID, runID string, d *workflowservice.DescribeWorkflowExecutionResponse) (History, error) {
@@ -91,8 +122,15 @@ func ReadHistory(ctx context.Context, tc client.Client, wfID, runID string, d *w
 		if ev, ok := event(e, activities, attempts); ok {
 			h.Timeline = append(h.Timeline, ev)
 		}
+		if s := closedBy(e.GetEventType()); s != enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
+			h.Closed = Status(s)
+		}
 	}
-	for _, pa := range d.GetPendingActivities() {
+	running := d.GetPendingActivities()
+	if h.Closed != "" {
+		running = nil // the description is older than the history's end
+	}
+	for _, pa := range running {
 		state := "running"
 		if pa.GetState() == enumspb.PENDING_ACTIVITY_STATE_SCHEDULED {
 			state = "waiting to retry"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -77,15 +78,28 @@ func NewRequestID() string {
 // NewRequestID, and the request ID is the Update's ID too, so the same
 // request sent again (by a retry of the caller, concurrently, or late)
 // applies once: the server dedupes it by Update ID, and the workflow by
-// request ID (the answer then says Repeated). A decision that contradicts
-// its evidence (res.Contradicts) without res.Confirmed and a res.Reason is
-// not sent: *ContradictionError.
+// request ID. The answer to a request the workflow had already applied
+// says Repeated: a request ID given in res is first looked up in the
+// workflow's decisions (DecisionsQuery), because the server answers a
+// repeated Update ID with the first answer, which does not say so; found
+// there, the request is not sent again, and found with another decision
+// or incident, it is refused (*DecisionRefusedError) as the workflow
+// would refuse it. A decision that contradicts its evidence
+// (res.Contradicts) without res.Confirmed and a res.Reason is not sent:
+// *ContradictionError.
 func Resolve(ctx context.Context, tc client.Client, wfID, runID string, res idemwf.Resolution) (ResolveReply, error) {
 	if err := checkEvidence(res); err != nil {
 		return ResolveReply{}, err
 	}
 	if res.RequestID == "" {
 		res.RequestID = NewRequestID()
+	} else if d, ok := decidedBy(ctx, tc, wfID, runID, res.RequestID); ok {
+		reply := ResolveReply{DecisionReply: idemwf.DecisionReply{Applied: d.Incident, Decision: d.Resolution.Decision, RequestID: res.RequestID, Repeated: true}}
+		if d.Incident != res.Incident() || d.Resolution.Decision != res.Decision {
+			return reply, &DecisionRefusedError{WorkflowID: wfID, Message: fmt.Sprintf("request %s already decided %s for %s: send this decision under a new request ID",
+				res.RequestID, d.Resolution.Decision, d.Incident)}
+		}
+		return reply, nil
 	}
 	handle, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 		UpdateID:   res.RequestID,
@@ -111,6 +125,29 @@ func Resolve(ctx context.Context, tc client.Client, wfID, runID string, res idem
 		return reply, nil
 	}
 	return reply, fmt.Errorf("operator: update %s: %w", wfID, err)
+}
+
+// decidedQueryTimeout bounds the look-up of a request among a workflow's
+// decisions: a closed workflow answers the query only by a worker's
+// replay, and without an answer the request is sent anyway.
+const decidedQueryTimeout = 5 * time.Second
+
+// decidedBy is the decision the workflow applied under requestID, if its
+// decisions say it has one. A workflow that cannot be asked has none: the
+// request is then sent, and the workflow decides.
+func decidedBy(ctx context.Context, tc client.Client, wfID, runID, requestID string) (idemwf.Decided, bool) {
+	qctx, cancel := context.WithTimeout(ctx, decidedQueryTimeout)
+	defer cancel()
+	ds, err := Decisions(qctx, tc, wfID, runID)
+	if err != nil {
+		return idemwf.Decided{}, false
+	}
+	for _, d := range ds {
+		if d.Resolution.RequestID == requestID {
+			return d, true
+		}
+	}
+	return idemwf.Decided{}, false
 }
 
 // checkEvidence refuses a decision that contradicts its evidence without

@@ -8,17 +8,29 @@ import (
 	"testing"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
 // updates is a Temporal client that records the Updates it is sent and
-// answers each with the decision it carries.
+// answers each with the decision it carries; its workflow's decisions
+// (DecisionsQuery) are decided.
 type updates struct {
 	client.Client // nil: any other call panics
 	mu            sync.Mutex
 	sent          []client.UpdateWorkflowOptions
+	decided       []idemwf.Decided
+}
+
+func (u *updates) QueryWorkflow(_ context.Context, _, _, query string, _ ...any) (converter.EncodedValue, error) {
+	if query != idemwf.DecisionsQuery {
+		return nil, errors.New("unexpected query " + query)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return encode(u.decided)
 }
 
 func (u *updates) UpdateWorkflow(_ context.Context, o client.UpdateWorkflowOptions) (client.WorkflowUpdateHandle, error) {
@@ -97,5 +109,32 @@ func TestResolveRefusesADecisionAgainstTheEvidence(t *testing.T) {
 	res.Confirmed, res.Reason, res.Result = false, "", ev.Result
 	if _, err := operator.Resolve(context.Background(), tc, "wf", "", res); err != nil {
 		t.Fatalf("the implied decision: %v", err)
+	}
+}
+
+// A request the workflow already applied is answered from its decisions
+// as Repeated and not sent again: the server would answer the repeated
+// Update ID with the first answer, which does not say so. The same
+// request ID with another decision is refused as the workflow refuses
+// it, unsent; a new request is sent.
+func TestResolveAnswersARepeatedRequestFromTheDecisions(t *testing.T) {
+	t.Parallel()
+	inc := idemwf.Incident{RecordKey: "charge-payment:d1:abc", Attempt: 1, Rev: 2}
+	tc := &updates{decided: []idemwf.Decided{{Incident: inc, Via: "update",
+		Resolution: idemwf.Resolution{RecordKey: inc.RecordKey, Attempt: 1, Rev: 2, Decision: idemwf.Retry, RequestID: "req-1", By: "alice"}}}}
+	res := idemwf.Resolution{RecordKey: inc.RecordKey, Attempt: 1, Rev: 2, Decision: idemwf.Retry, RequestID: "req-1", By: "bob"}
+	reply, err := operator.Resolve(t.Context(), tc, "wf", "", res)
+	if err != nil || !reply.Repeated || reply.Applied != inc || reply.Decision != idemwf.Retry || reply.RequestID != "req-1" || len(tc.sent) != 0 {
+		t.Fatalf("the resend: %+v, %v, sent %d; want it answered as repeated, unsent", reply, err, len(tc.sent))
+	}
+	res.Decision, res.Reason = idemwf.Fail, "the bank refused it"
+	var refused *operator.DecisionRefusedError
+	if _, err := operator.Resolve(t.Context(), tc, "wf", "", res); !errors.As(err, &refused) ||
+		refused.Message != "request req-1 already decided retry for "+inc.String()+": send this decision under a new request ID" || len(tc.sent) != 0 {
+		t.Fatalf("another decision under the same request ID: %v, sent %d; want it refused, unsent", err, len(tc.sent))
+	}
+	res.RequestID = "req-2"
+	if reply, err := operator.Resolve(t.Context(), tc, "wf", "", res); err != nil || reply.Repeated || len(tc.sent) != 1 {
+		t.Fatalf("a new request: %+v, %v, sent %d; want it sent", reply, err, len(tc.sent))
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
+	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/workflow"
 )
 
@@ -42,12 +43,16 @@ type AttachConfig struct {
 	Lease            time.Duration
 	ReplayTTL        time.Duration
 	FailureRetention time.Duration
-	// PendingSearchAttribute makes workflows upsert
-	// workflow.PendingSearchAttribute ("OnceflowPending") as incidents
-	// open and close, so `pending` and visibility queries find them. The
-	// namespace must have it registered (docs/operations.md). Default
-	// false.
-	PendingSearchAttribute bool
+	// NoPendingSearchAttribute turns off what Attach does by default:
+	// workflows upsert workflow.PendingSearchAttribute ("OnceflowPending")
+	// as incidents open and close, so `worker pending`, the console and
+	// the onceflow_pending_recoveries gauge find them, and Attach checks
+	// that the namespace has it registered as an Int, refusing to start
+	// without it (its error names the command that registers it;
+	// docs/operations.md). With it set nothing is upserted or checked,
+	// and no tool finds this service's incidents: ask a workflow you know
+	// (operator.Pending).
+	NoPendingSearchAttribute bool
 	// OutcomeTimeout bounds Close's wait for the wrapped activities that
 	// are still recording their outcome. Default DefaultOutcomeTimeout.
 	OutcomeTimeout time.Duration
@@ -77,12 +82,16 @@ type Attached struct {
 // client and makes its own SDK worker: it builds the idempotency store on
 // rdb (which it checks: scripting, eviction policy), the executor and the
 // activity Wrapper, with the Temporal client c confirming each attempt's
-// checkpoint. It does not close c or rdb, which stay the service's.
+// checkpoint. It checks that c's namespace has
+// workflow.PendingSearchAttribute registered (unless
+// AttachConfig.NoPendingSearchAttribute), and refuses to start without it
+// with the command that registers it. It does not close c or rdb, which
+// stay the service's.
 //
 // Then, where the service makes its SDK worker:
 //
 //	w := sdkworker.New(c, taskQueue, sdkworker.Options{Interceptors: once.Interceptors()})
-//	onceactivity.Register(w, once.Activities, Withdraw, "withdraw")
+//	onceactivity.Register(w, once.Activities, Withdraw)
 //
 // The interceptors are fixed when the SDK worker is made, so Attach comes
 // first. Close it after the worker stopped.
@@ -108,6 +117,11 @@ func Attach(ctx context.Context, c client.Client, rdb redis.UniversalClient, cfg
 		}
 		cfg.Logger.Warn("onceflow: Redis may evict idempotency records, or its policy could not be read", "err", err)
 	}
+	if !cfg.NoPendingSearchAttribute {
+		if err := checkPendingAttribute(ctx, c); err != nil {
+			return nil, err
+		}
+	}
 	exec, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store, Lease: cfg.Lease, ReplayTTL: cfg.ReplayTTL,
 		FailureRetention: cfg.FailureRetention, Logger: cfg.Logger, MeterProvider: cfg.MeterProvider})
 	if err != nil {
@@ -122,8 +136,27 @@ func Attach(ctx context.Context, c client.Client, rdb redis.UniversalClient, cfg
 		return nil, err
 	}
 	return &Attached{Activities: wrapper, Executor: exec, Digester: dig, Store: store, cfg: cfg,
-		interceptor: workflow.NewInterceptor(workflow.InterceptorOptions{Activities: wrapper, PendingSearchAttribute: cfg.PendingSearchAttribute}),
+		interceptor: workflow.NewInterceptor(workflow.InterceptorOptions{Activities: wrapper, PendingSearchAttribute: !cfg.NoPendingSearchAttribute}),
 	}, nil
+}
+
+// pendingCheckTimeout bounds Attach's check of the search attribute.
+const pendingCheckTimeout = 30 * time.Second
+
+// checkPendingAttribute refuses a namespace (c's) without
+// workflow.PendingSearchAttribute registered as an Int: its workflows'
+// upserts would fail their workflow tasks.
+func checkPendingAttribute(ctx context.Context, c client.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, pendingCheckTimeout)
+	defer cancel()
+	err := operator.CheckPendingAttribute(ctx, c, "")
+	switch {
+	case errors.Is(err, operator.ErrPendingAttributeMissing):
+		return fmt.Errorf("worker: %w; or set AttachConfig.NoPendingSearchAttribute to run without it (then no tool finds this service's incidents)", err)
+	case err != nil:
+		return fmt.Errorf("worker: checking that the namespace has the search attribute %s failed (is Temporal reachable with the client given to Attach?): %w", workflow.PendingSearchAttribute, err)
+	}
+	return nil
 }
 
 // withDefaults fills in the documented defaults.

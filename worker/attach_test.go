@@ -35,9 +35,9 @@ func ExampleAttach() {
 	}
 	defer once.Close()
 	w := sdkworker.New(c, "transfers", sdkworker.Options{Interceptors: once.Interceptors()})
-	onceactivity.Register(w, once.Activities, Withdraw, "withdraw")
+	onceactivity.Register(w, once.Activities, Withdraw)
 
 	a, _ := once.Activities.WrappedActivity("Withdraw")
 	fmt.Println(a.Name, a.Code, a.HeartbeatTimeout, a.ResultType)
-	// Output: Withdraw withdraw 10s string
+	// Withdraw withdraw 10s string (TestAttachChecksThePendingAttribute)
 }

@@ -28,11 +28,12 @@ func operatorSynopsis(command string) string {
 		return `usage: worker pending [-task-queue Q] [-limit N] [-json] [-dev] [Temporal flags]
        worker pending -workflow-id ID [-run-id ID] [-dev] [Temporal flags]
 
-Lists the running workflows of the task queue that wait on a decision, one
+Lists the running workflows of the namespace that wait on a decision,
+whatever their type and task queue (-task-queue: of that one only), one
 line per incident, with the resolve command to send. Visibility finds them
 by the OnceflowPending search attribute, newest first, at most -limit of
 them, and only those are asked for their incidents; a namespace without
-the attribute is an error naming the fix. Where the binary has an
+the attribute is an error naming the command that registers it. Where the binary has an
 evidence source (the order example's ledger), each incident's evidence
 follows the table, with the decision it implies ready to send. With
 -workflow-id: the incidents that workflow waits on and the
@@ -44,9 +45,12 @@ decisions it refused, as JSON.`
                       [-signal] [-dev]
 
 Sends the decision about that incident as an Update and prints whether it
-was applied or refused (with -signal: as a signal, fire and forget). The
-request ID (a new one when not given, printed) makes a resend apply once;
-the decision carries who sent it ($USER) and when. Where the binary has an
+was applied or refused (with -signal: as a signal, fire and forget). fail
+needs -reason. completed needs -result, the activity's result as JSON of
+the type pending shows, except for an activity that returns only an error
+(pending's RESULT TYPE says none), which takes none. The request ID (a new
+one when not given, printed) makes a resend apply once, and a resend says
+it was already applied; the decision carries who sent it ($USER) and when. Where the binary has an
 evidence source (the order example's ledger), the step's evidence goes
 with it, and a decision against it is refused unless -confirm and -reason
 say why it stands. A retry past the downstream's retention of the
@@ -142,7 +146,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		temporalFlags(fs, &c, env)
 		wfID := fs.String("workflow-id", "", "one workflow: print what it waits on and the decisions it refused, as JSON")
 		runID := fs.String("run-id", "", "with -workflow-id: its run ID (default: the latest run)")
-		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the task queue whose workflows are listed (TEMPORAL_TASK_QUEUE)")
+		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "list only the workflows of this task queue (TEMPORAL_TASK_QUEUE; default: every task queue of the namespace)")
 		limit := fs.Int("limit", 100, "list at most this many waiting workflows")
 		asJSON := fs.Bool("json", false, "print JSON")
 		ev.register(fs, getenv)
@@ -153,9 +157,11 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		if *limit <= 0 {
 			return Usagef(command, "-limit must be positive, got %d", *limit)
 		}
+		queue := c.TaskQueue // empty: every task queue, not Defaults' one
 		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
 			return err
 		}
+		c.TaskQueue = queue
 		if *wfID == "" {
 			var src operator.EvidenceSource
 			if !*asJSON {
@@ -177,8 +183,8 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		attempt := fs.Int64("attempt", 0, "the incident's attempt, as pending lists it")
 		rev := fs.Int64("rev", 0, "the incident's rev, as pending lists it")
 		decision := fs.String("decision", "", "completed, retry or fail")
-		result := fs.String("result", "", "with -decision completed: the activity's result as JSON")
-		reason := fs.String("reason", "", "why, for the workflow's history and the record")
+		result := fs.String("result", "", "with -decision completed: the activity's result as JSON (none for an activity that returns only an error)")
+		reason := fs.String("reason", "", "why, for the workflow's history and the record; required with -decision fail")
 		signal := fs.Bool("signal", false, "send the decision as a signal, without waiting for an answer")
 		requestID := fs.String("request-id", "", "the decision's request ID; send a retry of the same decision with the same one, so it applies once (default: a new one, printed)")
 		confirm := fs.Bool("confirm", false, "confirm a decision that contradicts the evidence it carries (needs -reason)")
@@ -293,7 +299,8 @@ func User(getenv func(string) string) string {
 
 // validateResolution checks what the command can before anything is sent:
 // the incident is named, the decision is known, a completed result is
-// non-empty JSON.
+// JSON (none is resolved against the incident once connected:
+// needResult), a fail has a reason.
 func validateResolution(res *idemwf.Resolution, result string) error {
 	if _, err := onceflow.ParseRef(res.RecordKey); err != nil {
 		return fmt.Errorf("resolve: -record: %w (copy it from the pending list)", err)
@@ -303,13 +310,19 @@ func validateResolution(res *idemwf.Resolution, result string) error {
 	}
 	switch res.Decision {
 	case idemwf.Completed:
-		if strings.TrimSpace(result) == "" || !json.Valid([]byte(result)) {
-			return errors.New("resolve: -decision completed needs -result with the activity's result as valid JSON (the pending list says its type)")
+		if strings.TrimSpace(result) == "" {
+			return nil // an activity that returns only an error takes none: needResult
+		}
+		if !json.Valid([]byte(result)) {
+			return errors.New("resolve: -result must be the activity's result as valid JSON (the pending list says its type)")
 		}
 		res.Result = json.RawMessage(result)
 	case idemwf.Retry, idemwf.Fail:
 		if result != "" {
 			return fmt.Errorf("resolve: -result goes with -decision completed only, not %s", res.Decision)
+		}
+		if res.Decision == idemwf.Fail && strings.TrimSpace(res.Reason) == "" {
+			return errors.New("resolve: -decision fail needs -reason: say why the operation is given up (the workflow's failure path runs with it, and the audit keeps it)")
 		}
 	default:
 		return fmt.Errorf("resolve: -decision must be completed, retry or fail, got %q", res.Decision)
@@ -351,22 +364,49 @@ func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, s
 	if src != nil && !asJSON {
 		assessed, _ = operator.Assess(ctx, src, list) // a failure is in its step's EvidenceError
 	}
-	if err := printPending(list, assessed, c.TaskQueue, asJSON, dev, out); err != nil {
+	if err := printPending(list, assessed, pendingScope(c.Namespace, c.TaskQueue), asJSON, dev, out); err != nil {
 		return err
 	}
 	return listErr
 }
 
-// printPending prints the waiting workflows as JSON or a table; assessed,
-// when not empty, is each incident's evidence, printed after the table
-// with the decision it implies ready to send; dev adds -dev to the
-// commands it prints.
-func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQueue string, asJSON, dev bool, out io.Writer) error {
+// pendingScope names what pending lists: "namespace NS, task queue Q",
+// or "namespace NS, every task queue".
+func pendingScope(namespace, taskQueue string) string {
+	if taskQueue == "" {
+		return "namespace " + namespace + ", every task queue"
+	}
+	return "namespace " + namespace + ", task queue " + taskQueue
+}
+
+// resultType is an incident's RESULT TYPE: the Go type of its result, or
+// "none" for an activity that returns only an error.
+func resultType(p idemwf.PendingRecovery) string {
+	if p.NoResult {
+		return "none"
+	}
+	return p.ResultType
+}
+
+// resultArg is the -result argument of a completed decision's hint:
+// result, or none for an activity that returns only an error.
+func resultArg(p idemwf.PendingRecovery, result string) string {
+	if p.NoResult {
+		return ""
+	}
+	return " -result '" + result + "'"
+}
+
+// printPending prints the waiting workflows as JSON or a table; scope
+// names what was listed (pendingScope); assessed, when not empty, is each
+// incident's evidence, printed after the table with the decision it
+// implies ready to send; dev adds -dev to the commands it prints.
+func printPending(list []operator.Waiting, assessed []operator.Assessed, scope string, asJSON, dev bool, out io.Writer) error {
 	if asJSON {
 		return printJSON(out, list)
 	}
 	if len(list) == 0 {
-		_, err := fmt.Fprintf(out, "no running workflow of task queue %s waits on a decision\n", taskQueue)
+		_, err := fmt.Fprintf(out, "no running workflow waits on a decision (%s)\n", Printable(scope))
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
@@ -383,7 +423,7 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 		}
 		for _, p := range w.Pending {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", Printable(w.WorkflowID), Printable(p.Activity), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev,
-				Printable(string(p.Details.State)), Printable(p.ResultType), p.Since.UTC().Format(time.RFC3339), RetentionLeft(p.RetentionEnds, p.RetentionPassed, now))
+				Printable(string(p.Details.State)), Printable(resultType(p)), p.Since.UTC().Format(time.RFC3339), RetentionLeft(p.RetentionEnds, p.RetentionPassed, now))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -399,8 +439,8 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 			}
 			if d := a.Evidence.Implies; d != "" {
 				result := ""
-				if len(a.Evidence.Result) > 0 {
-					result = " -result '" + string(a.Evidence.Result) + "'"
+				if d == idemwf.Completed && len(a.Evidence.Result) > 0 {
+					result = resultArg(a.Pending, string(a.Evidence.Result))
 				}
 				fmt.Fprintf(out, "  implies %s: %s -workflow-id %s -record %s -attempt %d -rev %d -decision %s%s -reason TEXT\n",
 					Printable(string(d)), Command("resolve", dev), Printable(a.WorkflowID), Printable(inc.RecordKey), inc.Attempt, inc.Rev, Printable(string(d)), Printable(result))
@@ -413,8 +453,8 @@ func printPending(list []operator.Waiting, assessed []operator.Assessed, taskQue
 		return nil
 	}
 	p := first.Pending[0]
-	_, err := fmt.Fprintf(out, "\ndecide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision completed -result '<%s as JSON>' (or retry, or fail -reason TEXT)\n",
-		Command("resolve", dev), Printable(first.WorkflowID), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev, Printable(p.ResultType))
+	_, err := fmt.Fprintf(out, "\ndecide with: %s -workflow-id %s -record %s -attempt %d -rev %d -decision completed%s (or retry, or fail -reason TEXT)\n",
+		Command("resolve", dev), Printable(first.WorkflowID), Printable(p.Incident.RecordKey), p.Incident.Attempt, p.Incident.Rev, Printable(resultArg(p, "<"+p.ResultType+" as JSON>")))
 	return err
 }
 
@@ -425,6 +465,11 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 		return err
 	}
 	defer tc.Close()
+	if res.Decision == idemwf.Completed && len(res.Result) == 0 {
+		if err := needResult(ctx, tc, wfID, runID, &res); err != nil {
+			return err
+		}
+	}
 	if src != nil {
 		if err := attachEvidence(ctx, tc, wfID, runID, src, &res); err != nil {
 			return fmt.Errorf("resolve: %w", err)
@@ -452,12 +497,44 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 	case reply.Signalled:
 		_, err := fmt.Fprintf(out, "this Temporal server does not take Updates; sent %s for %s to %s as a signal (request %s): run %s -workflow-id %s to see it applied or refused\n", res.Decision, res.Incident(), wfID, res.RequestID, Command("pending", dev), wfID)
 		return err
-	case reply.Repeated:
-		_, err = fmt.Fprintf(out, "already applied by this request (%s): %s for %s in %s; nothing applied again\n", reply.RequestID, reply.Decision, reply.Applied, wfID)
+	}
+	return writeApplied(out, wfID, res.RequestID, reply.DecisionReply)
+}
+
+// writeApplied prints the answer of a workflow that took the decision of
+// request requestID: applied, or already applied by that request before
+// (a resend), when nothing changed.
+func writeApplied(out io.Writer, wfID, requestID string, reply idemwf.DecisionReply) error {
+	if reply.Repeated {
+		_, err := fmt.Fprintf(out, "already applied by request %s: %s for %s in %s; nothing changed\n", requestID, reply.Decision, reply.Applied, wfID)
 		return err
 	}
-	_, err = fmt.Fprintf(out, "applied: %s for %s in %s (request %s)\n", reply.Decision, reply.Applied, wfID, res.RequestID)
+	_, err := fmt.Fprintf(out, "applied: %s for %s in %s (request %s)\n", reply.Decision, reply.Applied, wfID, requestID)
 	return err
+}
+
+// needResult completes res, a completed decision given no -result: an
+// activity that returns only an error takes none (null is sent); any
+// other needs -result, and the error names its type. The workflow's
+// incidents say which it is; an incident it does not list (decided
+// already: a resend, which Resolve answers; or mistyped) is left to the
+// workflow to answer.
+func needResult(ctx context.Context, tc client.Client, wfID, runID string, res *idemwf.Resolution) error {
+	pending, err := operator.PendingRecoveries(ctx, tc, wfID, runID)
+	if err != nil {
+		return fmt.Errorf("resolve: -decision completed without -result: asking the workflow whether the activity returns a result failed: %w", err)
+	}
+	for _, p := range pending {
+		switch {
+		case p.Incident != res.Incident():
+		case p.NoResult:
+			res.Result = json.RawMessage("null")
+			return nil
+		default:
+			return &UsageError{Command: "resolve", Err: fmt.Errorf("resolve: -decision completed needs -result: %s's result as JSON, a %s", Printable(p.Activity), Printable(p.ResultType))}
+		}
+	}
+	return nil
 }
 
 // attachEvidence reads the evidence for the incident res names from src

@@ -51,3 +51,35 @@ func TestPendingHintsKeepDev(t *testing.T) {
 		}
 	}
 }
+
+// pending names what it listed when nothing waits (without -task-queue:
+// every task queue of the namespace); an activity that returns only an
+// error has no result type, and the hint to complete it takes no -result,
+// while another's names its type.
+func TestPendingListsEveryTaskQueueAndKnowsErrorOnlyActivities(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := printPending(nil, nil, pendingScope("payments", ""), false, false, &out); err != nil ||
+		out.String() != "no running workflow waits on a decision (namespace payments, every task queue)\n" {
+		t.Fatalf("nothing waits: %q, %v", out.String(), err)
+	}
+	p := idemwf.PendingRecovery{Incident: idemwf.Incident{RecordKey: "deposit:d1:aa", Attempt: 1, Rev: 2}, RecordKey: "deposit:d1:aa", Activity: "Deposit", NoResult: true}
+	list := []operator.Waiting{{WorkflowID: "transfer-1", TaskQueue: "transfers", Pending: []idemwf.PendingRecovery{p}}}
+	out.Reset()
+	if err := printPending(list, nil, pendingScope("payments", ""), false, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "deposit:d1:aa  1        2           none         ") ||
+		!strings.Contains(s, "decide with: worker resolve -workflow-id transfer-1 -record deposit:d1:aa -attempt 1 -rev 2 -decision completed (or retry, or fail -reason TEXT)") {
+		t.Errorf("an error-only activity's incident:\n%s", s)
+	}
+	p.NoResult, p.ResultType = false, "transfer.Confirmation"
+	list[0].Pending[0] = p
+	out.Reset()
+	if err := printPending(list, nil, pendingScope("payments", "transfers"), false, false, &out); err != nil {
+		t.Fatal(err)
+	}
+	if s := out.String(); !strings.Contains(s, "-decision completed -result '<transfer.Confirmation as JSON>' (or retry") {
+		t.Errorf("a typed activity's incident:\n%s", s)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -78,11 +77,15 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 		return fmt.Errorf("trace: describe workflow %s: %w", *wfID, err)
 	}
 	info := d.GetWorkflowExecutionInfo()
-	t := workflowTrail{WorkflowID: *wfID, RunID: info.GetExecution().GetRunId(), Status: strings.ToUpper(info.GetStatus().String())}
+	t := workflowTrail{WorkflowID: *wfID, RunID: info.GetExecution().GetRunId(), Status: operator.Status(info.GetStatus())}
 	if t.History, err = operator.ReadHistory(ctx, tc, t.WorkflowID, t.RunID, d); err != nil {
 		t.HistoryError = err.Error()
 	}
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+	running := info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+	if t.History.Closed != "" {
+		t.Status, running = t.History.Closed, false // it closed after the description: as its timeline ends
+	}
+	if running {
 		p, err := operator.PendingRecoveries(ctx, tc, t.WorkflowID, t.RunID)
 		if err != nil && !errors.Is(err, operator.ErrNotOnceflow) {
 			return fmt.Errorf("trace: %w", err)
