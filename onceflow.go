@@ -367,6 +367,31 @@ type SettleResult struct {
 	Result    json.RawMessage `json:"result,omitempty"`
 }
 
+// ReconcileActivity is the registered name of the activity package's
+// Wrapper.Reconcile: it asks a wrapped activity's own Reconcile about an
+// incident, for the operator's evidence (the workflow package's
+// EvidenceUpdate runs it).
+const ReconcileActivity = "onceflow.Reconcile"
+
+// ReconcileInput is an incident of a wrapped activity to ask its
+// Reconcile about.
+type ReconcileInput struct {
+	// Activity is the wrapped activity's registered name.
+	Activity string `json:"activity"`
+	// Args are the call's arguments, each as JSON.
+	Args []json.RawMessage `json:"args"`
+	// Details are the incident's.
+	Details EffectUnknownDetails `json:"details"`
+}
+
+// ReconcileAnswer is what a wrapped activity's Reconcile said.
+type ReconcileAnswer struct {
+	// Found: the effect happened; Result is the activity's result, as
+	// JSON ("null" for an activity that returns only an error).
+	Found  bool            `json:"found"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
 // ResolveRecordInput settles an ABANDONED record.
 type ResolveRecordInput struct {
 	// Details identify the record and the attempt and rev the decision

@@ -621,10 +621,11 @@ func (w *Wrapper) registerOwn(r Registry) {
 	}
 	r.RegisterActivityWithOptions(w.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
 	r.RegisterActivityWithOptions(w.Settle, sdkactivity.RegisterOptions{Name: onceflow.SettleActivity})
+	r.RegisterActivityWithOptions(w.Reconcile, sdkactivity.RegisterOptions{Name: onceflow.ReconcileActivity})
 }
 
-// RegisterResolve registers onceflow's own activities (ResolveRecord and
-// Settle), which the workflow side's recovery calls, with r, unless
+// RegisterResolve registers onceflow's own activities (ResolveRecord,
+// Settle and Reconcile), which the workflow side's recovery calls, with r, unless
 // Register did already. A worker that registers its activities with Wrap
 // instead of Register calls it once.
 func (w *Wrapper) RegisterResolve(r Registry) { w.registerOwn(r) }

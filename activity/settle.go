@@ -118,3 +118,59 @@ func unsettled(r ran, in onceflow.SettleInput, b *binding, reason string) error 
 	}
 	return temporal.NewNonRetryableApplicationError("onceflow: effect unknown: "+reason, onceflow.TypeEffectUnknown, r.exec, d)
 }
+
+// Reconcile is onceflow's own activity (onceflow.ReconcileActivity) that
+// asks a wrapped activity's own Reconcile (the Reconcile option) about an
+// incident, for the operator: the workflow package's EvidenceUpdate runs
+// it on the activity's task queue when an operator asks the downstream
+// now (the console's button, `worker pending -ask`). It changes nothing:
+// the record is read, not written, and the Reconcile is given the
+// context a Reconcile gets inside an attempt (OperationKey,
+// KeyForDownstream, Fence of the record as it is). Register registers it.
+func (w *Wrapper) Reconcile(ctx context.Context, in onceflow.ReconcileInput) (onceflow.ReconcileAnswer, error) {
+	v, ok := w.bindings.Load(in.Activity)
+	if !ok {
+		return onceflow.ReconcileAnswer{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: no activity named %s was registered through onceflow (activity.Register) on this worker", in.Activity), onceflow.TypeInvalidInput, nil)
+	}
+	bd := v.(*bound)
+	if bd.b.reconcile == nil {
+		return onceflow.ReconcileAnswer{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf(
+			"onceflow: activity %s declares no Reconcile: nothing can ask its downstream, and the decision is the operator's alone", in.Activity),
+			onceflow.TypeInvalidInput, nil)
+	}
+	args, err := bd.decodeArgs(in.Args)
+	if err != nil {
+		return onceflow.ReconcileAnswer{}, temporal.NewNonRetryableApplicationError("onceflow: reconcile "+in.Activity+": "+err.Error(), onceflow.TypeInvalidInput, err)
+	}
+	d := in.Details
+	ref := onceflow.Ref{Code: onceflow.OperationCode(d.OperationCode), Digest: onceflow.ScopeDigest{Version: d.DigestVersion, Hex: d.ScopeDigest}}
+	var rec onceflow.Record
+	if obs, err := w.exec.Inspect(ctx, ref); err != nil {
+		return onceflow.ReconcileAnswer{}, toTemporal(err, ref, d.Operation, d.Checkpoint, onceflow.RetryDetails{}, downstream{})
+	} else if obs.Found {
+		rec = obs.Record
+	}
+	ctx = idemstore.WithExecution(ctx, idemstore.Execution{Ref: ref, Operation: rec.Operation, Owner: rec.Owner, Fence: rec.Fence(),
+		EffectUnknown: "an operator asks the downstream about incident " + d.RecordKey})
+	if bd.b.downstream != nil {
+		if key := bd.b.downstream(args); key != "" {
+			ctx = context.WithValue(ctx, downstreamKeyKey{}, key)
+		}
+	}
+	out, found, err := bd.b.reconcile(ctx, args, rec)
+	if err != nil {
+		return onceflow.ReconcileAnswer{}, fmt.Errorf("onceflow: %s's Reconcile: %w", in.Activity, err)
+	}
+	if !found {
+		return onceflow.ReconcileAnswer{}, nil
+	}
+	raw := noResultJSON
+	if bd.sh.out != nil {
+		if raw, err = json.Marshal(out); err != nil {
+			return onceflow.ReconcileAnswer{}, temporal.NewNonRetryableApplicationError(
+				"onceflow: the reconciled result does not encode as JSON: "+err.Error(), onceflow.TypeCodecMismatch, err)
+		}
+	}
+	return onceflow.ReconcileAnswer{Found: true, Result: raw}, nil
+}

@@ -198,6 +198,7 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET "+p, c.guard(http.HandlerFunc(c.index)))
 	mux.Handle("GET "+p+"/workflows/{id}", c.guard(http.HandlerFunc(c.workflow)))
 	mux.Handle("POST "+p+"/resolve", http.NewCrossOriginProtection().Handler(c.guard(http.HandlerFunc(c.resolve))))
+	mux.Handle("POST "+p+"/ask", http.NewCrossOriginProtection().Handler(c.guard(http.HandlerFunc(c.ask))))
 }
 
 // guard lets a request through with the token (cookie or bearer), or
@@ -315,10 +316,17 @@ type incident struct {
 	// override reason (the retry form asks for it).
 	Retention        string
 	RetentionExpired bool
-	// Evidence is what the downstream says (Config.Evidence), or nil;
-	// EvidenceError why it could not be read.
+	// Evidence is what the downstream says (Config.Evidence, or the
+	// activity's own Reconcile when last asked), or nil; EvidenceError why
+	// it could not be read.
 	Evidence      *idemwf.Evidence
 	EvidenceError string
+	// Reconcile: the activity declares a Reconcile, which the page's ask
+	// button asks now (operator.AskDownstream).
+	Reconcile bool
+	// ActionError is what the action returned when its effect became
+	// unknown: the downstream's own words; nil when it returned nothing.
+	ActionError *idemwf.ActionError
 	// RequestID is the decision request's ID, one per page drawn: a
 	// double click or a resubmitted form applies once.
 	RequestID string
@@ -500,8 +508,12 @@ func (c *Console) index(w http.ResponseWriter, r *http.Request) {
 }
 
 // message is the text of a ?msg= code that resolve redirects with:
-// "applied-" or "signalled-" and the decision; "" for any other.
+// "applied-", "repeated-" or "signalled-" and the decision, or "asked"
+// (ask); "" for any other.
 func message(code string) string {
+	if code == "asked" {
+		return "asked the downstream: its answer is the incident's evidence below"
+	}
 	kind, decision, _ := strings.Cut(code, "-")
 	switch idemwf.Decision(decision) {
 	case idemwf.Completed, idemwf.Retry, idemwf.Fail:
@@ -538,7 +550,9 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 			waiting = []operator.Waiting{{WorkflowID: wfID, Pending: p}}
 		}
 	}
-	assessed, _ := operator.Assess(ctx, c.cfg.Evidence, waiting) // a failure is in its step's EvidenceError
+	// The service's own source first; else what the activity's own
+	// Reconcile said when last asked (the ask button).
+	assessed, _ := operator.Assess(ctx, operator.FirstEvidence(c.cfg.Evidence, operator.AskedEvidence), waiting) // a failure is in its step's EvidenceError
 	for _, a := range assessed {
 		p := a.Pending
 		in := incident{
@@ -546,6 +560,7 @@ func (c *Console) pending(ctx context.Context, v *view, wfID string, pg page, po
 			Attempt: p.Incident.Attempt, Rev: p.Incident.Rev, State: p.Details.State, Reason: p.Details.Reason,
 			ResultType: p.ResultType, NoResult: p.NoResult, Since: p.Since.UTC().Format(time.RFC3339), Checkpoint: p.Details.Checkpoint, DownstreamKey: p.Details.DownstreamKey,
 			Evidence: a.Evidence, EvidenceError: a.EvidenceError, RequestID: operator.NewRequestID(), Page: pg,
+			Reconcile: p.Reconcile, ActionError: p.ActionError,
 		}
 		in.Retention, in.RetentionExpired = retention(p, c.now())
 		if posted != nil && posted.key() == in.key() {
@@ -845,6 +860,44 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 			"request", res.RequestID, "by", res.By, "repeated", reply.Repeated)
 		c.back(w, r, from, code+string(reply.Decision))
 	}
+}
+
+// ask asks the downstream now about a posted incident, through its
+// activity's own Reconcile (operator.AskDownstream), and returns to the
+// page, which shows the answer as the incident's evidence.
+func (c *Console) ask(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		c.renderIndex(w, r, http.StatusBadRequest, "the form did not parse: "+err.Error(), true, nil)
+		return
+	}
+	f := r.PostForm
+	from := parsePage(f.Get("page"))
+	inc := idemwf.Incident{RecordKey: f.Get("record")}
+	var err error
+	if inc.Attempt, err = strconv.ParseInt(f.Get("attempt"), 10, 64); err == nil {
+		inc.Rev, err = strconv.ParseInt(f.Get("rev"), 10, 64)
+	}
+	fail := func(code int, msg string) {
+		if from.id != "" {
+			c.renderWorkflow(w, r, from, code, msg, true, nil)
+			return
+		}
+		c.renderIndex(w, r, code, msg, true, nil)
+	}
+	wfID := f.Get("workflow_id")
+	if _, perr := onceflow.ParseRef(inc.RecordKey); err != nil || perr != nil || wfID == "" {
+		fail(http.StatusBadRequest, "the form does not name an incident: reload the page")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 90*time.Second)
+	defer cancel()
+	if _, err := operator.AskDownstream(ctx, c.cfg.Client, wfID, f.Get("run_id"), inc); err != nil {
+		c.cfg.Logger.Warn("onceflow console: asking the downstream failed", "workflow_id", wfID, "incident", inc.String(), "err", err)
+		fail(http.StatusBadGateway, "asking the downstream failed: "+err.Error())
+		return
+	}
+	c.cfg.Logger.Info("onceflow console: asked the downstream", "workflow_id", wfID, "incident", inc.String(), "by", c.principal(r))
+	c.back(w, r, from, "asked")
 }
 
 // principal names who decides through the console, for the audit:

@@ -158,6 +158,14 @@ func ExecutionFrom(ctx context.Context) (Execution, bool) {
 	return x, ok
 }
 
+// WithExecution returns ctx carrying x, as an action's context carries
+// it: for code that calls an activity's Reconcile outside an attempt (the
+// activity package's Wrapper.Reconcile), so that OperationKey and the
+// fence answer there as they do inside one.
+func WithExecution(ctx context.Context, x Execution) context.Context {
+	return context.WithValue(ctx, executionKey{}, x)
+}
+
 // OperationKey returns the stable operation key of the running action, or
 // "" outside one.
 func OperationKey(ctx context.Context) string {

@@ -107,3 +107,55 @@ func Decisions(ctx context.Context, tc client.Client, wfID, runID string) ([]ide
 	}
 	return out, nil
 }
+
+// AskDownstream asks the workflow wfID (runID empty: its latest run) to
+// ask the downstream now about its pending incident inc, through the
+// activity's own Reconcile (idemwf.EvidenceUpdate), and returns the
+// evidence; the workflow's pending list shows it from then on
+// (idemwf.PendingRecovery.Evidence). An activity that declares no
+// Reconcile is refused, with the reason. It records an Update and an
+// activity in the workflow's history: ask when an operator asks, not
+// whenever a page is drawn.
+func AskDownstream(ctx context.Context, tc client.Client, wfID, runID string, inc idemwf.Incident) (idemwf.Evidence, error) {
+	h, err := tc.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: wfID, RunID: runID, UpdateName: idemwf.EvidenceUpdate, WaitForStage: client.WorkflowUpdateStageCompleted,
+		Args: []any{inc},
+	})
+	if err != nil {
+		return idemwf.Evidence{}, fmt.Errorf("operator: ask the downstream about %s in %s: %w", inc, wfID, err)
+	}
+	var ev idemwf.Evidence
+	if err := h.Get(ctx, &ev); err != nil {
+		return idemwf.Evidence{}, fmt.Errorf("operator: ask the downstream about %s in %s: %w", inc, wfID, err)
+	}
+	return ev, nil
+}
+
+// AskedEvidence is the EvidenceSource of any service: the evidence the
+// activity's own Reconcile gave when last asked (AskDownstream), as the
+// workflow's pending list shows it; ErrNoEvidence until it was asked. It
+// asks nothing itself.
+var AskedEvidence EvidenceSource = EvidenceFunc(func(_ context.Context, step Step) (idemwf.Evidence, error) {
+	if step.Pending.Evidence == nil {
+		return idemwf.Evidence{}, ErrNoEvidence
+	}
+	return *step.Pending.Evidence, nil
+})
+
+// FirstEvidence is an EvidenceSource that asks srcs in order and answers
+// with the first that knows the step (not ErrNoEvidence); nil sources
+// are skipped.
+func FirstEvidence(srcs ...EvidenceSource) EvidenceSource {
+	return EvidenceFunc(func(ctx context.Context, step Step) (idemwf.Evidence, error) {
+		for _, src := range srcs {
+			if src == nil {
+				continue
+			}
+			ev, err := src.Evidence(ctx, step)
+			if !errors.Is(err, ErrNoEvidence) {
+				return ev, err
+			}
+		}
+		return idemwf.Evidence{}, ErrNoEvidence
+	})
+}

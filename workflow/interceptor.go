@@ -120,7 +120,7 @@ type outbound struct {
 }
 
 func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
-	if own, _ := ctx.Value(ownRecoveryKey{}).(bool); own || o.rec == nil || activityType == onceflow.ResolveRecordActivity || activityType == onceflow.SettleActivity {
+	if own, _ := ctx.Value(ownRecoveryKey{}).(bool); own || o.rec == nil || ownActivity(activityType) {
 		return o.Next.ExecuteActivity(ctx, activityType, args...)
 	}
 	c := call{activity: activityType, args: args, exec: o.Next.ExecuteActivity, resultType: "JSON", scheduled: workflow.Now(ctx),
@@ -139,7 +139,7 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 				c.decodes = func(raw json.RawMessage) error { return a.Decodes(raw) }
 				c.resultType = a.ResultType
 			}
-			c.settles, c.noResult = true, a.NoResult
+			c.settles, c.noResult, c.reconciles = true, a.NoResult, a.Reconcile
 		}
 	}
 	if rp := workflow.GetActivityOptions(ctx).RetryPolicy; rp != nil && len(rp.NonRetryableErrorTypes) > 0 {
@@ -177,6 +177,16 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 		}
 	})
 	return f
+}
+
+// ownActivity reports whether activityType is one of onceflow's own
+// activities, which the Interceptor lets through.
+func ownActivity(activityType string) bool {
+	switch activityType {
+	case onceflow.ResolveRecordActivity, onceflow.SettleActivity, onceflow.ReconcileActivity:
+		return true
+	}
+	return false
 }
 
 // ExecuteLocalActivity refuses a wrapped activity: a local activity has no

@@ -32,6 +32,13 @@ const (
 	// applied, with its audit (request ID, who, when, why, the evidence
 	// shown), oldest first.
 	DecisionsQuery = "onceflow.decisions"
+	// EvidenceUpdate asks the downstream now about a pending incident (an
+	// Incident), through the activity's own Reconcile
+	// (onceflow.ReconcileActivity, on the activity's task queue), and
+	// answers the Evidence; PendingQuery then shows it with the incident
+	// (PendingRecovery.Evidence). Refused for an incident not pending, or
+	// of an activity that declares no Reconcile.
+	EvidenceUpdate = "onceflow.askDownstream"
 	// TypeRecoveryFailed is the error type Execute returns when the
 	// operator decided the operation failed. Non-retryable.
 	TypeRecoveryFailed = "onceflow.RecoveryFailed"
@@ -197,6 +204,13 @@ type PendingRecovery struct {
 	// NoResult: the activity returns only an error, so a Completed
 	// decision needs no Result (ResultType is then "").
 	NoResult bool `json:"noResult,omitempty"`
+	// Reconcile: the activity declares a Reconcile, which EvidenceUpdate
+	// asks.
+	Reconcile bool `json:"reconcile,omitempty"`
+	// Evidence is what the activity's Reconcile said when last asked
+	// (EvidenceUpdate), at EvidenceAt; nil until then.
+	Evidence   *Evidence `json:"evidence,omitempty"`
+	EvidenceAt time.Time `json:"evidenceAt,omitzero"`
 	// ActionError is what the action returned when its effect became
 	// unknown (the downstream's own words); nil when it returned nothing
 	// (its worker died, its lease was lost). A Fail decision delivers it
@@ -264,6 +278,9 @@ type waiter struct {
 	waiters  int
 	decision *Resolution
 	decodes  func(json.RawMessage) error
+	// ask asks the activity's Reconcile about the incident; nil when it
+	// declares none.
+	ask func(ctx workflow.Context) (Evidence, error)
 }
 
 // NewRecovery registers PendingQuery, RefusalsQuery and ResolveUpdate, and
@@ -317,6 +334,31 @@ func NewRecovery(ctx workflow.Context) (*Recovery, error) {
 		}})
 	if err != nil {
 		return nil, fmt.Errorf("onceflow: register the %s update: %w", ResolveUpdate, err)
+	}
+	err = workflow.SetUpdateHandlerWithOptions(ctx, EvidenceUpdate,
+		func(ctx workflow.Context, inc Incident) (Evidence, error) {
+			w, ok := r.waiting[inc]
+			if !ok || w.ask == nil {
+				return Evidence{}, refused("incident %s is no longer pending", inc)
+			}
+			ev, err := w.ask(ctx)
+			if err != nil {
+				return Evidence{}, err
+			}
+			w.info.Evidence, w.info.EvidenceAt = &ev, workflow.Now(ctx)
+			return ev, nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, inc Incident) error {
+			switch w, ok := r.waiting[inc]; {
+			case !ok:
+				return refused("no such pending incident %s", inc)
+			case w.ask == nil:
+				return refused("activity %s declares no Reconcile: nothing can ask its downstream, and the decision is yours alone", w.info.Activity)
+			}
+			return nil
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("onceflow: register the %s update: %w", EvidenceUpdate, err)
 	}
 	signals := workflow.GetSignalChannel(ctx, ResolveSignal)
 	workflow.Go(ctx, func(ctx workflow.Context) {
@@ -552,6 +594,8 @@ type call struct {
 	settles bool
 	// noResult: the activity returns only an error.
 	noResult bool
+	// reconciles: the activity declares a Reconcile, for EvidenceUpdate.
+	reconciles bool
 }
 
 // execute runs the activity (or, when first is not nil, waits on that
@@ -714,8 +758,11 @@ func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, c
 		w = &waiter{decodes: decodes, info: PendingRecovery{
 			Incident: inc, RecordKey: d.RecordKey, Activity: activity, Details: d, Since: workflow.Now(ctx), ResultType: resultType,
 			RetentionEnds: retentionEnds(d, c.scheduled), RetentionPassed: d.RetentionPassed,
-			NoResult: c.noResult, ActionError: actionErrorOf(cause, d),
+			NoResult: c.noResult, ActionError: actionErrorOf(cause, d), Reconcile: c.reconciles,
 		}}
+		if c.reconciles {
+			w.ask = asker(ctx, c, d)
+		}
 		r.waiting[inc] = w
 		r.order = append(r.order, inc)
 		workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesOpened).Inc(1)

@@ -199,6 +199,33 @@ func failedByDecision(failure error, d onceflow.EffectUnknownDetails, res Resolu
 	return fc.FailureToError(f)
 }
 
+// asker is the EvidenceUpdate's question about incident d of call c: its
+// activity's own Reconcile, run on the activity's task queue.
+func asker(callCtx workflow.Context, c call, d onceflow.EffectUnknownDetails) func(ctx workflow.Context) (Evidence, error) {
+	opts := workflow.GetActivityOptions(callCtx)
+	opts.ActivityID, opts.HeartbeatTimeout, opts.ScheduleToStartTimeout = "", 0, 0
+	opts.StartToCloseTimeout, opts.ScheduleToCloseTimeout = time.Minute, 2*time.Minute
+	opts.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{onceflow.TypeInvalidInput}}
+	return func(ctx workflow.Context) (Evidence, error) {
+		in := onceflow.ReconcileInput{Activity: c.activity, Details: d}
+		for _, a := range c.args {
+			raw, err := json.Marshal(a)
+			if err != nil {
+				return Evidence{}, fmt.Errorf("onceflow: encode the arguments of %s to ask its Reconcile: %w", c.activity, err)
+			}
+			in.Args = append(in.Args, raw)
+		}
+		var ans onceflow.ReconcileAnswer
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), onceflow.ReconcileActivity, in).Get(ctx, &ans); err != nil {
+			return Evidence{}, err
+		}
+		if !ans.Found {
+			return Evidence{Summary: c.activity + "'s Reconcile found no effect (proof of none only where the downstream's lookup is authoritative)"}, nil
+		}
+		return Evidence{Summary: c.activity + "'s Reconcile found the effect", Implies: Completed, Result: ans.Result}, nil
+	}
+}
+
 // ActionError is the error an action returned when its effect became
 // unknown: what the downstream said, for the operator.
 type ActionError struct {

@@ -149,6 +149,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "list only the workflows of this task queue (TEMPORAL_TASK_QUEUE; default: every task queue of the namespace)")
 		limit := fs.Int("limit", 100, "list at most this many waiting workflows")
 		asJSON := fs.Bool("json", false, "print JSON")
+		ask := fs.Bool("ask", false, "ask the downstream now, through each activity's own Reconcile, about every listed incident of an activity that declares one (recorded in its workflow's history)")
 		ev.register(fs, getenv)
 		useDev := dev("")
 		if err := Parse(fs, args, help); err != nil {
@@ -172,7 +173,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 				defer closeSrc()
 				src = s
 			}
-			return pendingList(ctx, c, *limit, *asJSON, src, *useDev, out)
+			return pendingList(ctx, c, *limit, *asJSON, *ask, src, *useDev, out)
 		}
 		return pending(ctx, c, *wfID, *runID, out)
 	case "resolve":
@@ -347,7 +348,7 @@ func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Wr
 // pendingList prints every waiting workflow of the task queue. What could
 // be read is printed; the workflows that could not be asked make the
 // command fail after it.
-func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, src operator.EvidenceSource, dev bool, out io.Writer) error {
+func pendingList(ctx context.Context, c worker.Config, limit int, asJSON, ask bool, src operator.EvidenceSource, dev bool, out io.Writer) error {
 	tc, err := Dial(ctx, c, "pending")
 	if err != nil {
 		return err
@@ -360,14 +361,40 @@ func pendingList(ctx context.Context, c worker.Config, limit int, asJSON bool, s
 	if list == nil {
 		return listErr
 	}
+	if ask {
+		list = askDownstream(ctx, tc, list, out)
+	}
 	var assessed []operator.Assessed
-	if src != nil && !asJSON {
-		assessed, _ = operator.Assess(ctx, src, list) // a failure is in its step's EvidenceError
+	if !asJSON {
+		// The service's own source first; else what the activity's own
+		// Reconcile said when last asked.
+		assessed, _ = operator.Assess(ctx, operator.FirstEvidence(src, operator.AskedEvidence), list) // a failure is in its step's EvidenceError
 	}
 	if err := printPending(list, assessed, pendingScope(c.Namespace, c.TaskQueue), asJSON, dev, out); err != nil {
 		return err
 	}
 	return listErr
+}
+
+// askDownstream asks, for every incident of list whose activity declares
+// a Reconcile, the downstream now (operator.AskDownstream), and returns
+// list with the answers as its evidence; a failure is said on out, and
+// the incident keeps what it had.
+func askDownstream(ctx context.Context, tc client.Client, list []operator.Waiting, out io.Writer) []operator.Waiting {
+	for i, w := range list {
+		for j, p := range w.Pending {
+			if !p.Reconcile {
+				continue
+			}
+			ev, err := operator.AskDownstream(ctx, tc, w.WorkflowID, w.RunID, p.Incident)
+			if err != nil {
+				fmt.Fprintf(out, "could not ask the downstream about %s in %s: %s\n", Printable(p.Incident.String()), Printable(w.WorkflowID), Printable(err.Error()))
+				continue
+			}
+			list[i].Pending[j].Evidence = &ev
+		}
+	}
+	return list
 }
 
 // pendingScope names what pending lists: "namespace NS, task queue Q",
@@ -470,8 +497,8 @@ func resolve(ctx context.Context, c worker.Config, wfID, runID string, res idemw
 			return err
 		}
 	}
-	if src != nil {
-		if err := attachEvidence(ctx, tc, wfID, runID, src, &res); err != nil {
+	if res.Evidence == nil {
+		if err := attachEvidence(ctx, tc, wfID, runID, operator.FirstEvidence(src, operator.AskedEvidence), &res); err != nil {
 			return fmt.Errorf("resolve: %w", err)
 		}
 	}

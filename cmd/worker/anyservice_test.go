@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/cmd/temporalproc"
@@ -75,6 +77,13 @@ const consoleToken = "5f0c3b8e2a7d4c1b9e6f0a3d8c2b7e4f1a9d6c3b0e8f5a2d7c4b1e9f6a
 // pages: status, Location, body.
 func startConsole(t *testing.T, args ...string) func(path string) (int, string, string) {
 	t.Helper()
+	get, _ := startConsoleWithPost(t, args...)
+	return get
+}
+
+// startConsoleWithPost is startConsole, with a POST of a form too.
+func startConsoleWithPost(t *testing.T, args ...string) (get func(path string) (int, string, string), post func(path string, form url.Values) (int, string, string)) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +101,12 @@ func startConsole(t *testing.T, args ...string) func(path string) (int, string, 
 			t.Errorf("serve after its context ended: %v", err)
 		}
 	})
-	get := func(path string) (int, string, string) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	do := func(method, path string, form url.Values) (int, string, string) {
+		req, _ := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Authorization", "Bearer "+consoleToken)
+		if form != nil {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
 		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
 		if err != nil {
 			return 0, "", err.Error()
@@ -103,6 +115,8 @@ func startConsole(t *testing.T, args ...string) func(path string) (int, string, 
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header.Get("Location"), string(b)
 	}
+	get = func(path string) (int, string, string) { return do(http.MethodGet, path, nil) }
+	post = func(path string, form url.Values) (int, string, string) { return do(http.MethodPost, path, form) }
 	waitFor(t, "the console to answer", func() bool {
 		select {
 		case err := <-served:
@@ -112,7 +126,7 @@ func startConsole(t *testing.T, args ...string) func(path string) (int, string, 
 		code, _, _ := get("/healthz")
 		return code == http.StatusOK
 	})
-	return get
+	return get, post
 }
 
 // waitFor polls cond (visibility, a server starting: nothing this test can
@@ -339,5 +353,87 @@ func TestAttachRefusesANamespaceWithoutTheAttribute(t *testing.T) {
 				t.Errorf("worker pending in namespace %s: %v; want an error naming %s", ns, err, register)
 			}
 		}
+	}
+}
+
+// chargeWorkflow is another service's workflow: one charge.
+func chargeWorkflow(ctx workflow.Context, ref string) (string, error) {
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: time.Minute})
+	var id string
+	err := workflow.ExecuteActivity(ctx, "Acme.Charge", ref).Get(ctx, &id)
+	return id, err
+}
+
+// TestTheActivitysReconcileIsAnyServicesEvidence (issue 45): a service's
+// activity declares its own Reconcile; its charge acts and then fails, so
+// it waits on a decision. The console offers to ask the downstream now
+// and, asked, shows the Reconcile's answer as the evidence; `worker
+// pending -ask` asks too and prints the decision it implies; the decision
+// completes the workflow with the reconciled result.
+func TestTheActivitysReconcileIsAnyServicesEvidence(t *testing.T) {
+	t.Parallel()
+	srv, tc := startTemporal(t)
+	rdb := redistest.NewClient(t, redistest.Start(t).Addr())
+	once, err := worker.Attach(t.Context(), tc, rdb, worker.AttachConfig{Secret: []byte("any service's secret, 32 bytes or more"), KeyNamespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "acme-charges-" + redistest.Namespace(t)
+	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: once.Interceptors()})
+	w.RegisterWorkflowWithOptions(chargeWorkflow, workflow.RegisterOptions{Name: "Acme.ChargeOnce"})
+	var charges atomic.Int32
+	onceactivity.Register(w, once.Activities, func(_ context.Context, ref string) (string, error) {
+		charges.Add(1)
+		return "", errors.New("gateway: connection reset after the charge was sent")
+	}, onceactivity.Name("Acme.Charge"), onceactivity.Reconcile(func(_ context.Context, ref string, _ onceflow.Record) (string, bool, error) {
+		return "ch-" + ref, charges.Load() > 0, nil
+	}))
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.Stop()
+		if err := once.Close(); err != nil {
+			t.Errorf("once.Close: %v", err)
+		}
+	})
+	wfID := "charge-" + redistest.Namespace(t)
+	wf, err := tc.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: wfID, TaskQueue: queue}, "Acme.ChargeOnce", "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p []idemwf.PendingRecovery
+	waitFor(t, "the incident", func() bool {
+		p, err = operator.PendingRecoveries(t.Context(), tc, wfID, "")
+		return err == nil && len(p) == 1
+	})
+	if !p[0].Reconcile || p[0].ActionError == nil || !strings.Contains(p[0].ActionError.Message, "connection reset") {
+		t.Fatalf("incident %+v; want one whose activity declares a Reconcile, showing the action's error", p[0])
+	}
+
+	get, post := startConsoleWithPost(t, "-temporal-address", srv.Address(), "-namespace", srv.Namespace())
+	page := "/console/workflows/" + wfID
+	if code, _, body := get(page); code != http.StatusOK || !strings.Contains(body, "Ask the downstream now") || !strings.Contains(body, "connection reset after the charge was sent") {
+		t.Fatalf("the workflow's page: %d %s", code, body)
+	}
+	inc := p[0].Incident
+	if code, loc, body := post("/console/ask", url.Values{"workflow_id": {wfID}, "record": {inc.RecordKey}, "attempt": {fmt.Sprint(inc.Attempt)},
+		"rev": {fmt.Sprint(inc.Rev)}, "page": {"workflows/" + wfID}}); code != http.StatusSeeOther {
+		t.Fatalf("asking: %d %s %s", code, loc, body)
+	}
+	if code, _, body := get(page); code != http.StatusOK || !strings.Contains(body, "Acme.Charge&#39;s Reconcile found the effect") || !strings.Contains(body, `<strong class="implies">completed</strong>`) {
+		t.Fatalf("the workflow's page after asking: %d %s", code, body)
+	}
+	table, err := command(srv, "pending", "-ask")
+	if err != nil || !strings.Contains(table, "Acme.Charge's Reconcile found the effect") || !strings.Contains(table, "implies completed") {
+		t.Fatalf("worker pending -ask: %v\n%s", err, table)
+	}
+	if _, err := command(srv, "resolve", "-workflow-id", wfID, "-record", inc.RecordKey, "-attempt", fmt.Sprint(inc.Attempt), "-rev", fmt.Sprint(inc.Rev),
+		"-decision", "completed", "-result", `"ch-r1"`, "-reason", "the gateway's lookup shows ch-r1"); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := wf.Get(t.Context(), &id); err != nil || id != "ch-r1" || charges.Load() != 1 {
+		t.Fatalf("the workflow returned %q, %v after %d charges; want ch-r1 after one", id, err, charges.Load())
 	}
 }
