@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	sdkactivity "go.temporal.io/sdk/activity"
@@ -79,146 +80,186 @@ type ran struct {
 func run(ctx context.Context, w *Wrapper, b *binding, args any, st *settling) ran {
 	w.enter()
 	defer w.leave()
-	info := sdkactivity.GetInfo(ctx)
-	if err := runnable(info); err != nil {
+	a := &attempt{w: w, b: b, args: args, st: st, info: sdkactivity.GetInfo(ctx)}
+	if err := runnable(a.info); err != nil {
 		return ran{err: err}
 	}
-	input, err := b.input(args)
-	if err != nil {
-		return ran{err: temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)}
-	}
-	if st != nil {
-		info.ActivityID = st.activityID
-	}
-	standalone := Standalone(info)
-	digest, err := scopeDigest(w.digester, b, info, args)
+	ctx, err := a.prepare(ctx)
 	if err != nil {
 		return ran{err: err}
 	}
-	rawOp := info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
-	if standalone {
+	return a.execute(ctx)
+}
+
+// attempt is one run of the core: the activity, its Temporal attempt and
+// the executor's request for it.
+type attempt struct {
+	w    *Wrapper
+	b    *binding
+	args any
+	st   *settling
+	info sdkactivity.Info
+	// rawOp is the operation's raw identity; req the executor's request.
+	rawOp string
+	req   idemstore.Request
+	// h is the attempt's heartbeat and checkpoint; log its logger.
+	h   *heart
+	log *slog.Logger
+	// downstreamKey is the activity's DownstreamKey ("" without one);
+	// nonRetryable its retry policy's NonRetryableErrorTypes.
+	downstreamKey string
+	nonRetryable  []string
+	// reran: the action ran although an earlier attempt's effect is
+	// unknown (IdempotentDownstream, or a Reconcile that found nothing);
+	// actionFailed: the action returned an error that may follow its
+	// effect. The action sets them; execute reads them after it returned.
+	reran, actionFailed bool
+}
+
+// prepare builds the attempt's identity and request from the activity's
+// info and input, or returns the ApplicationError that refuses them.
+func (a *attempt) prepare(ctx context.Context) (context.Context, error) {
+	w, b, info := a.w, a.b, &a.info
+	input, err := b.input(a.args)
+	if err != nil {
+		return ctx, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)
+	}
+	if a.st != nil {
+		info.ActivityID = a.st.activityID
+	}
+	digest, err := scopeDigest(w.digester, b, *info, a.args)
+	if err != nil {
+		return ctx, err
+	}
+	a.rawOp = info.Namespace + "/" + info.WorkflowExecution.ID + "/" + info.WorkflowExecution.RunID + "/" + info.ActivityID
+	if Standalone(*info) {
 		// No workflow: the activity ID, which the caller chose, is the
 		// operation's identity.
-		rawOp = info.Namespace + "/activity/" + info.ActivityID
+		a.rawOp = info.Namespace + "/activity/" + info.ActivityID
 	}
-	opID := w.digester.Operation(rawOp)
-	log := w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
-	h := newHeart(ctx, w, info)
-	if h.prev != nil {
-		log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", h.prev.Attempt, "checkpoint_rev", h.prev.Rev, "phase", h.prev.Phase)
+	opID := w.digester.Operation(a.rawOp)
+	a.log = w.logger.With("activity", info.ActivityType.Name, "workflow_id", info.WorkflowExecution.ID, "attempt", info.Attempt)
+	a.h = newHeart(ctx, w, *info)
+	if p := a.h.prev; p != nil {
+		a.log.InfoContext(ctx, "onceflow: previous attempt's checkpoint", "checkpoint_attempt", p.Attempt, "checkpoint_rev", p.Rev, "phase", p.Phase)
 	}
-	nonRetryable := nonRetryableTypes(ctx, info.RetryPolicy)
-	downstreamKey := ""
+	a.nonRetryable = nonRetryableTypes(ctx, info.RetryPolicy)
 	if b.downstream != nil {
-		if downstreamKey = b.downstream(args); downstreamKey == "" {
-			return ran{err: temporal.NewNonRetryableApplicationError("onceflow: Options.DownstreamKey returned an empty key", onceflow.TypeInvalidInput, nil)}
+		if a.downstreamKey = b.downstream(a.args); a.downstreamKey == "" {
+			return ctx, temporal.NewNonRetryableApplicationError("onceflow: Options.DownstreamKey returned an empty key", onceflow.TypeInvalidInput, nil)
 		}
-		ctx = context.WithValue(ctx, downstreamKeyKey{}, downstreamKey)
+		ctx = context.WithValue(ctx, downstreamKeyKey{}, a.downstreamKey)
 	}
-	req := idemstore.Request{
+	a.req = idemstore.Request{
 		Codec:                b.codec.ID(),
 		Ref:                  onceflow.Ref{Code: b.code, Digest: digest},
 		Operation:            opID,
 		Fingerprint:          onceflow.FingerprintOf(input),
 		Owner:                w.digester.Owner(opID, int(info.Attempt)),
-		Reconcile:            reconcileOf(b, args),
+		Reconcile:            reconcileOf(b, a.args),
 		IdempotentDownstream: b.idempotent,
-		ReachedAction:        evidence(info, h.prev, h.confirms),
+		ReachedAction:        evidence(*info, a.h.prev, a.h.confirms),
 		DownstreamRetention:  b.retention,
 	}
-	if st != nil {
+	if a.st != nil {
 		// Never a Temporal attempt's owner; an earlier effect is for a
 		// decision, not for running again; the evidence is the call's.
-		req.Owner = w.digester.Owner(opID, 0)
-		req.IdempotentDownstream = false
-		req.ReachedAction = st.evidence
+		a.req.Owner = w.digester.Owner(opID, 0)
+		a.req.IdempotentDownstream = false
+		a.req.ReachedAction = a.st.evidence
 	}
-	// Heartbeats drive renewal: each tick records a heartbeat (which also
-	// delivers cancellation) and then renews the lease.
-	interval := min(w.exec.Config().RenewInterval, info.HeartbeatTimeout/2)
-	ticks := make(chan time.Time)
-	req.RenewTicks = ticks
-	stopHeartbeats := h.beat(interval, ticks)
-	// reran: the action runs although an earlier attempt's effect is
-	// unknown (IdempotentDownstream, or a Reconcile that found nothing).
-	reran := false
-	// actionFailed: the action returned an error that may follow its
-	// effect.
-	actionFailed := false
-	action := func(actx context.Context) ([]byte, error) {
-		if st != nil {
-			return nil, idemstore.RetryableNoEffect(&passthrough{err: errSettleNoAction})
-		}
-		if x, ok := idemstore.ExecutionFrom(actx); ok {
-			reran = x.EffectUnknown != ""
-			// Evidence first, then the effect: Temporal holds the
-			// checkpoint before the action can start, so an attempt that
-			// finds the record lost knows this one may have acted.
-			c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
-				Phase: onceflow.PhaseExecuting, TemporalAttempt: info.Attempt}
-			// Under the action's context: the lease bounds the wait.
-			if err := h.checkpoint(actx, c); err != nil {
-				return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
-			}
-		}
-		out, err := b.call(actx, args)
-		if err != nil {
-			if own, ok := noEffect(err, b, nonRetryable); ok {
-				return nil, idemstore.RetryableNoEffect(&passthrough{err: own})
-			}
-			actionFailed = true
-			return nil, err
-		}
-		if b.noResult {
-			return noResultJSON, nil
-		}
-		enc, err := b.codec.Marshal(out)
-		if err != nil {
-			// The effect happened but its result cannot be stored.
-			return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
-		}
-		return enc, nil
+	return ctx, nil
+}
+
+// action is the executor's action: the checkpoint, then the activity
+// function, its result encoded (Settle's never runs the function).
+func (a *attempt) action(actx context.Context) ([]byte, error) {
+	if a.st != nil {
+		return nil, idemstore.RetryableNoEffect(&passthrough{err: errSettleNoAction})
 	}
-	if downstreamKey != "" && st == nil {
-		if err := checkReference(ctx, w, b, info.Namespace, downstreamKey, req.Ref); err != nil {
-			stopHeartbeats()
+	if x, ok := idemstore.ExecutionFrom(actx); ok {
+		a.reran = x.EffectUnknown != ""
+		// Evidence first, then the effect: Temporal holds the checkpoint
+		// before the action can start, so an attempt that finds the
+		// record lost knows this one may have acted.
+		c := onceflow.Checkpoint{Owner: string(x.Owner), Attempt: x.Fence.Attempt, Rev: x.Fence.Rev, Epoch: x.Fence.Epoch,
+			Phase: onceflow.PhaseExecuting, TemporalAttempt: a.info.Attempt}
+		// Under the action's context: the lease bounds the wait.
+		if err := a.h.checkpoint(actx, c); err != nil {
+			return nil, idemstore.RetryableNoEffect(fmt.Errorf("record the checkpoint in Temporal before the action (nothing ran): %w", err))
+		}
+	}
+	out, err := a.b.call(actx, a.args)
+	if err != nil {
+		if own, ok := noEffect(err, a.b, a.nonRetryable); ok {
+			return nil, idemstore.RetryableNoEffect(&passthrough{err: own})
+		}
+		a.actionFailed = true
+		return nil, err
+	}
+	if a.b.noResult {
+		return noResultJSON, nil
+	}
+	enc, err := a.b.codec.Marshal(out)
+	if err != nil {
+		// The effect happened but its result cannot be stored.
+		return nil, idemstore.EffectUnknown(fmt.Errorf("encode the activity result: %w", err))
+	}
+	return enc, nil
+}
+
+// execute runs the request through the executor, heartbeating, and maps
+// its outcome.
+func (a *attempt) execute(ctx context.Context) ran {
+	w, b := a.w, a.b
+	if a.downstreamKey != "" && a.st == nil {
+		if err := checkReference(ctx, w, b, a.info.Namespace, a.downstreamKey, a.req.Ref); err != nil {
 			return ran{err: err}
 		}
 	}
-	var res idemstore.Result
-	if st != nil || b.inProgress != InProgressRetry {
+	// Heartbeats drive renewal: each tick records a heartbeat (which also
+	// delivers cancellation) and then renews the lease.
+	interval := min(w.exec.Config().RenewInterval, a.info.HeartbeatTimeout/2)
+	ticks := make(chan time.Time)
+	a.req.RenewTicks = ticks
+	stopHeartbeats := a.h.beat(interval, ticks)
+	var (
+		res idemstore.Result
+		err error
+	)
+	if a.st != nil || b.inProgress != InProgressRetry {
 		// Another attempt holds the operation (a dead attempt's lease, a
 		// zombie, another workflow): wait for it here, beating the heart,
 		// instead of using up one of the retry policy's attempts.
-		res, _, err = w.exec.ExecuteWaiting(ctx, req, action, idemstore.Waiting{
+		res, _, err = w.exec.ExecuteWaiting(ctx, a.req, a.action, idemstore.Waiting{
 			MinDelay: 50 * time.Millisecond, MaxDelay: interval,
 			OnWait: func(ip *idemstore.InProgressError) {
-				log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
+				a.log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
 			},
 		})
 	} else {
-		res, err = w.exec.Execute(ctx, req, action)
+		res, err = w.exec.Execute(ctx, a.req, a.action)
 	}
 	stopHeartbeats()
 	var re *idemstore.RetryableError
-	if errors.As(err, &re) && re.Recorded && !reran {
+	if errors.As(err, &re) && re.Recorded && !a.reran {
 		// A re-run's no effect does not settle the earlier attempt's
 		// unknown one: its checkpoint stays, for the next attempt and the
 		// workflow's settle to doubt.
-		h.settled(ctx, log)
+		a.h.settled(ctx, a.log)
 	}
+	r := ran{res: res, exec: err, ref: a.req.Ref, rawOp: a.rawOp}
 	var own *passthrough
-	if errors.As(err, &own) {
-		return ran{exec: err, err: own.err, ref: req.Ref, rawOp: rawOp} // the activity's own error, as Temporal knew it before onceflow
+	switch {
+	case errors.As(err, &own):
+		r.err = own.err // the activity's own error, as Temporal knew it before onceflow
+	case err != nil:
+		r.err = toTemporal(err, a.req.Ref, a.rawOp, a.h.prev, a.h.latest(a.req.ReachedAction),
+			downstream{idempotent: b.idempotent, key: a.downstreamKey, retention: b.retention, actionFailed: a.actionFailed})
+	case res.Disposition != idemstore.Ran:
+		a.log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
 	}
-	if err != nil {
-		return ran{exec: err, ref: req.Ref, rawOp: rawOp, err: toTemporal(err, req.Ref, rawOp, h.prev, h.latest(req.ReachedAction),
-			downstream{idempotent: b.idempotent, key: downstreamKey, retention: b.retention, actionFailed: actionFailed})}
-	}
-	if res.Disposition != idemstore.Ran {
-		log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
-	}
-	return ran{res: res, ref: req.Ref, rawOp: rawOp}
+	return r
 }
 
 // runnable refuses what onceflow cannot run: a local activity, and an

@@ -150,6 +150,29 @@ func command(srv *temporalproc.Server, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// runService runs a service's SDK worker of queue, with onceflow attached
+// to tc and a Redis of its own (Attach, the SDK's own worker.New) and what
+// register registers, until the test ends.
+func runService(t *testing.T, tc client.Client, queue string, register func(w sdkworker.Worker, once *worker.Attached)) {
+	t.Helper()
+	rdb := redistest.NewClient(t, redistest.Start(t).Addr())
+	once, err := worker.Attach(t.Context(), tc, rdb, worker.AttachConfig{Secret: []byte("any service's secret, 32 bytes or more"), KeyNamespace: redistest.Namespace(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: once.Interceptors()})
+	register(w, once)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.Stop()
+		if err := once.Close(); err != nil {
+			t.Errorf("once.Close: %v", err)
+		}
+	})
+}
+
 // A service's own types, which nothing in the repository implements.
 type (
 	ledgerEntry struct {
@@ -187,31 +210,18 @@ func reconcileBooks(ctx workflow.Context, e ledgerEntry) (postedEntry, error) {
 func TestPendingAndTheConsoleFindAnyService(t *testing.T) {
 	t.Parallel()
 	srv, tc := startTemporal(t)
-	rdb := redistest.NewClient(t, redistest.Start(t).Addr())
-	once, err := worker.Attach(t.Context(), tc, rdb, worker.AttachConfig{Secret: []byte("any service's secret, 32 bytes or more"), KeyNamespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	queue := "acme-books-" + redistest.Namespace(t)
-	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: once.Interceptors()})
-	w.RegisterWorkflowWithOptions(reconcileBooks, workflow.RegisterOptions{Name: "Acme.ReconcileBooks"})
 	var posts, notes atomic.Int32
-	onceactivity.Register(w, once.Activities, func(_ context.Context, e ledgerEntry) (postedEntry, error) {
-		posts.Add(1)
-		return postedEntry{}, errors.New("ledger: connection reset after the entry was sent")
-	}, onceactivity.Name("Acme.PostEntry"), onceactivity.Code("acme-post-entry"))
-	onceactivity.Register(w, once.Activities, func(_ context.Context, p postedEntry) error {
-		notes.Add(1)
-		return errors.New("auditor: 502 after the note was sent")
-	}, onceactivity.Name("Acme.NotifyAuditor"), onceactivity.Code("acme-notify-auditor"))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		w.Stop()
-		if err := once.Close(); err != nil {
-			t.Errorf("once.Close: %v", err)
-		}
+	runService(t, tc, queue, func(w sdkworker.Worker, once *worker.Attached) {
+		w.RegisterWorkflowWithOptions(reconcileBooks, workflow.RegisterOptions{Name: "Acme.ReconcileBooks"})
+		onceactivity.Register(w, once.Activities, func(_ context.Context, e ledgerEntry) (postedEntry, error) {
+			posts.Add(1)
+			return postedEntry{}, errors.New("ledger: connection reset after the entry was sent")
+		}, onceactivity.Name("Acme.PostEntry"), onceactivity.Code("acme-post-entry"))
+		onceactivity.Register(w, once.Activities, func(_ context.Context, p postedEntry) error {
+			notes.Add(1)
+			return errors.New("auditor: 502 after the note was sent")
+		}, onceactivity.Name("Acme.NotifyAuditor"), onceactivity.Code("acme-notify-auditor"))
 	})
 	wfID := "books-" + redistest.Namespace(t)
 	wf, err := tc.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: wfID, TaskQueue: queue}, "Acme.ReconcileBooks", ledgerEntry{Account: "A-7", Cents: 1200})
@@ -373,29 +383,16 @@ func chargeWorkflow(ctx workflow.Context, ref string) (string, error) {
 func TestTheActivitysReconcileIsAnyServicesEvidence(t *testing.T) {
 	t.Parallel()
 	srv, tc := startTemporal(t)
-	rdb := redistest.NewClient(t, redistest.Start(t).Addr())
-	once, err := worker.Attach(t.Context(), tc, rdb, worker.AttachConfig{Secret: []byte("any service's secret, 32 bytes or more"), KeyNamespace: redistest.Namespace(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	queue := "acme-charges-" + redistest.Namespace(t)
-	w := sdkworker.New(tc, queue, sdkworker.Options{Interceptors: once.Interceptors()})
-	w.RegisterWorkflowWithOptions(chargeWorkflow, workflow.RegisterOptions{Name: "Acme.ChargeOnce"})
 	var charges atomic.Int32
-	onceactivity.Register(w, once.Activities, func(_ context.Context, ref string) (string, error) {
-		charges.Add(1)
-		return "", errors.New("gateway: connection reset after the charge was sent")
-	}, onceactivity.Name("Acme.Charge"), onceactivity.Reconcile(func(_ context.Context, ref string, _ onceflow.Record) (string, bool, error) {
-		return "ch-" + ref, charges.Load() > 0, nil
-	}))
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		w.Stop()
-		if err := once.Close(); err != nil {
-			t.Errorf("once.Close: %v", err)
-		}
+	runService(t, tc, queue, func(w sdkworker.Worker, once *worker.Attached) {
+		w.RegisterWorkflowWithOptions(chargeWorkflow, workflow.RegisterOptions{Name: "Acme.ChargeOnce"})
+		onceactivity.Register(w, once.Activities, func(_ context.Context, ref string) (string, error) {
+			charges.Add(1)
+			return "", errors.New("gateway: connection reset after the charge was sent")
+		}, onceactivity.Name("Acme.Charge"), onceactivity.Reconcile(func(_ context.Context, ref string, _ onceflow.Record) (string, bool, error) {
+			return "ch-" + ref, charges.Load() > 0, nil
+		}))
 	})
 	wfID := "charge-" + redistest.Namespace(t)
 	wf, err := tc.ExecuteWorkflow(t.Context(), client.StartWorkflowOptions{ID: wfID, TaskQueue: queue}, "Acme.ChargeOnce", "r1")
