@@ -143,39 +143,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 	}
 	switch command {
 	case "pending":
-		temporalFlags(fs, &c, env)
-		wfID := fs.String("workflow-id", "", "one workflow: print what it waits on and the decisions it refused, as JSON")
-		runID := fs.String("run-id", "", "with -workflow-id: its run ID (default: the latest run)")
-		fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "list only the workflows of this task queue (TEMPORAL_TASK_QUEUE; default: every task queue of the namespace)")
-		limit := fs.Int("limit", 100, "list at most this many waiting workflows")
-		asJSON := fs.Bool("json", false, "print JSON")
-		ask := fs.Bool("ask", false, "ask the downstream now, through each activity's own Reconcile, about every listed incident of an activity that declares one (recorded in its workflow's history)")
-		ev.register(fs, getenv)
-		useDev := dev("")
-		if err := Parse(fs, args, help); err != nil {
-			return err
-		}
-		if *limit <= 0 {
-			return Usagef(command, "-limit must be positive, got %d", *limit)
-		}
-		queue := c.TaskQueue // empty: every task queue, not Defaults' one
-		if err := devEndpoints(&c, *useDev, Needs{Temporal: true}, command); err != nil {
-			return err
-		}
-		c.TaskQueue = queue
-		if *wfID == "" {
-			var src operator.EvidenceSource
-			if !*asJSON {
-				s, closeSrc, err := ev.open(ctx, *useDev)
-				if err != nil {
-					return fmt.Errorf("pending: %w", err)
-				}
-				defer closeSrc()
-				src = s
-			}
-			return pendingList(ctx, c, *limit, *asJSON, *ask, src, *useDev, out)
-		}
-		return pending(ctx, c, *wfID, *runID, out)
+		return runPending(ctx, fs, &c, env, help, args, ev, getenv, dev(""), out)
 	case "resolve":
 		temporalFlags(fs, &c, env)
 		wfID := fs.String("workflow-id", "", "the waiting workflow's ID (required)")
@@ -343,6 +311,46 @@ func pending(ctx context.Context, c worker.Config, wfID, runID string, out io.Wr
 		return fmt.Errorf("pending: %w", err)
 	}
 	return printJSON(out, rep)
+}
+
+// runPending is the pending command: its flags on fs, then the list of
+// every waiting workflow (or one workflow's incidents, as JSON).
+func runPending(ctx context.Context, fs *flag.FlagSet, c *worker.Config, env func(key, fallback string) string, help Help, args []string,
+	ev *EvidenceFlags, getenv func(string) string, useDev *bool, out io.Writer,
+) error {
+	const command = "pending"
+	temporalFlags(fs, c, env)
+	wfID := fs.String("workflow-id", "", "one workflow: print what it waits on and the decisions it refused, as JSON")
+	runID := fs.String("run-id", "", "with -workflow-id: its run ID (default: the latest run)")
+	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "list only the workflows of this task queue (TEMPORAL_TASK_QUEUE; default: every task queue of the namespace)")
+	limit := fs.Int("limit", 100, "list at most this many waiting workflows")
+	asJSON := fs.Bool("json", false, "print JSON")
+	ask := fs.Bool("ask", false, "ask the downstream now, through each activity's own Reconcile, about every listed incident of an activity that declares one (recorded in its workflow's history)")
+	ev.register(fs, getenv)
+	if err := Parse(fs, args, help); err != nil {
+		return err
+	}
+	if *limit <= 0 {
+		return Usagef(command, "-limit must be positive, got %d", *limit)
+	}
+	queue := c.TaskQueue // empty: every task queue, not Defaults' one
+	if err := devEndpoints(c, *useDev, Needs{Temporal: true}, command); err != nil {
+		return err
+	}
+	c.TaskQueue = queue
+	if *wfID != "" {
+		return pending(ctx, *c, *wfID, *runID, out)
+	}
+	var src operator.EvidenceSource
+	if !*asJSON {
+		s, closeSrc, err := ev.open(ctx, *useDev)
+		if err != nil {
+			return fmt.Errorf("pending: %w", err)
+		}
+		defer closeSrc()
+		src = s
+	}
+	return pendingList(ctx, *c, *limit, *asJSON, *ask, src, *useDev, out)
 }
 
 // pendingList prints every waiting workflow of the task queue. What could
