@@ -777,31 +777,9 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	switch res.Decision {
 	case idemwf.Completed:
-		result := strings.TrimSpace(posted.Form.Result)
-		switch {
-		case result != "":
-			if !json.Valid([]byte(result)) {
-				fail(http.StatusBadRequest, "completed needs the activity's result as valid JSON")
-				return
-			}
-			res.Result = json.RawMessage(result)
-		default:
-			// No result typed: right only for an activity that returns
-			// none, as the workflow itself says (never the form). An
-			// incident it does not list (decided already: a resend, which
-			// Resolve answers) is left to the workflow to answer.
-			p, err := operator.PendingRecoveries(ctx, c.cfg.Client, posted.WorkflowID, posted.RunID)
-			if err != nil {
-				fail(http.StatusBadGateway, "asking the workflow what it waits on failed, so the decision was not sent: "+err.Error())
-				return
-			}
-			switch i := slices.IndexFunc(p, func(p idemwf.PendingRecovery) bool { return p.Incident == res.Incident() }); {
-			case i >= 0 && !p[i].NoResult:
-				fail(http.StatusBadRequest, "completed needs the activity's result as valid JSON")
-				return
-			case i >= 0:
-				res.Result = json.RawMessage("null")
-			}
+		if code, msg := c.completedResult(ctx, posted, &res); code != 0 {
+			fail(code, msg)
+			return
 		}
 	case idemwf.Retry:
 	case idemwf.Fail:
@@ -860,6 +838,33 @@ func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
 			"request", res.RequestID, "by", res.By, "repeated", reply.Repeated)
 		c.back(w, r, from, code+string(reply.Decision))
 	}
+}
+
+// completedResult puts the posted form's result in res, a completed
+// decision; a non-zero code and its message when the form cannot be sent.
+func (c *Console) completedResult(ctx context.Context, posted incident, res *idemwf.Resolution) (code int, msg string) {
+	if result := strings.TrimSpace(posted.Form.Result); result != "" {
+		if !json.Valid([]byte(result)) {
+			return http.StatusBadRequest, "completed needs the activity's result as valid JSON"
+		}
+		res.Result = json.RawMessage(result)
+		return 0, ""
+	}
+	// No result typed: right only for an activity that returns none, as
+	// the workflow itself says (never the form). An incident it does not
+	// list (decided already: a resend, which Resolve answers) is left to
+	// the workflow to answer.
+	p, err := operator.PendingRecoveries(ctx, c.cfg.Client, posted.WorkflowID, posted.RunID)
+	if err != nil {
+		return http.StatusBadGateway, "asking the workflow what it waits on failed, so the decision was not sent: " + err.Error()
+	}
+	switch i := slices.IndexFunc(p, func(p idemwf.PendingRecovery) bool { return p.Incident == res.Incident() }); {
+	case i >= 0 && !p[i].NoResult:
+		return http.StatusBadRequest, "completed needs the activity's result as valid JSON"
+	case i >= 0:
+		res.Result = json.RawMessage("null")
+	}
+	return 0, ""
 }
 
 // ask asks the downstream now about a posted incident, through its
