@@ -15,8 +15,19 @@
 //	}
 //	return w.Run(ctx) // until ctx ends, then a clean stop
 //
-// A service that keeps its own Temporal client, SDK worker and Redis
-// client attaches onceflow to them instead (docs/adopting.md):
+// A service that keeps its own Temporal client and Redis client makes its
+// SDK worker through onceflow instead (docs/adopting.md): NewSDKWorker
+// returns the SDK's worker, whose RegisterActivity wraps what it
+// registers, every shape the SDK accepts, under the SDK's names:
+//
+//	w, err := worker.NewSDKWorker(ctx, c, rdb, queue, sdkworker.Options{}, worker.AttachConfig{Secret: secret})
+//	if err != nil {
+//		return err
+//	}
+//	w.RegisterWorkflow(MoneyTransfer)
+//	w.RegisterActivity(activities) // each method through onceflow
+//
+// Or it attaches onceflow to the clients and makes the SDK worker itself:
 //
 //	once, err := worker.Attach(ctx, c, rdb, worker.AttachConfig{Secret: secret})
 //	if err != nil {
