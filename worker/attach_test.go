@@ -41,3 +41,35 @@ func ExampleAttach() {
 	fmt.Println(a.Name, a.Code, a.HeartbeatTimeout, a.ResultType)
 	// Withdraw withdraw 10s string (TestAttachChecksThePendingAttribute)
 }
+
+// Bank is a service's struct of activities, written without onceflow.
+type Bank struct{}
+
+// Withdraw takes money: a side effect.
+func (Bank) Withdraw(_ context.Context, account string) (string, error) { return "W-" + account, nil }
+
+// Deposit gives money: a side effect, whose result is only an error.
+func (Bank) Deposit(_ context.Context, account string) error { return nil }
+
+// A service adopts onceflow where it makes its SDK worker: NewSDKWorker in
+// place of sdkworker.New. Its registrations stay as they were: each
+// method of the struct is wrapped, under the name the SDK gives it.
+func ExampleNewSDKWorker() {
+	ctx := context.Background()
+	c, err := client.Dial(client.Options{HostPort: "localhost:7233"}) // the service's client.Dial
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"}) // the service's Redis client
+	defer rdb.Close()
+
+	w, err := worker.NewSDKWorker(ctx, c, rdb, "transfers", sdkworker.Options{}, worker.AttachConfig{Secret: []byte("a secret from your secret store, 32 bytes or more")})
+	if err != nil {
+		panic(err)
+	}
+	w.RegisterActivity(&Bank{}) // Withdraw and Deposit, through onceflow
+	if err := w.Run(sdkworker.InterruptCh()); err != nil {
+		panic(err)
+	}
+}
