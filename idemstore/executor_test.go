@@ -2,6 +2,7 @@ package idemstore_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -501,8 +502,10 @@ func TestSeedFlaw7LostOwnershipCancelsTheAction(t *testing.T) {
 	}()
 	<-running
 	ticks <- time.Now() // a renewal, still ours
-	// Another worker takes the record over (as after a long GC pause).
-	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "owner", string(onceflow.NewOwner())).Err(); err != nil {
+	// Another worker takes the record over (as after a long GC pause):
+	// another owner in the record's o, the 32 raw bytes of its hex.
+	other, _ := hex.DecodeString(string(onceflow.NewOwner()))
+	if err := client.HSet(t.Context(), e.store.Key(f.Ref), "o", other).Err(); err != nil {
 		t.Fatal(err)
 	}
 	// The first renewal that starts after the takeover proves the loss.

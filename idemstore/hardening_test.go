@@ -214,7 +214,7 @@ func blackholeRun(t *testing.T, addr string, lease time.Duration, documented boo
 			if err == nil {
 				redisNow = tm.UnixMilli()
 			}
-			leaseUntil, _ = strconv.ParseInt(direct.HGet(context.Background(), key, "leaseUntil").Val(), 10, 64)
+			leaseUntil, _ = strconv.ParseInt(direct.HGet(context.Background(), key, "l").Val(), 10, 64) // leaseUntil
 			close(firstDone)
 			return nil, cause
 		})

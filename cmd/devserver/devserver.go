@@ -115,6 +115,14 @@ func Start(cfg *worker.Config, opts Options, log *slog.Logger) (_ *Dev, err erro
 		}
 		log.Info("onceflow: -dev-reset deleted the dev state", "dir", dir)
 	}
+	// A state of a build whose records are in another layout is refused:
+	// its workflows would find none of their records.
+	if err := devstate.CheckLayout(dir); err != nil {
+		return nil, err
+	}
+	if err := devstate.WriteLayout(dir); err != nil {
+		return nil, err
+	}
 	started := []any{"state", dir}
 	if cfg.TemporalAddress == "" {
 		if opts.TemporalAddress == "" {

@@ -73,6 +73,33 @@ func TestDevRedisEndpointsLockAndReset(t *testing.T) {
 	d.Stop()
 }
 
+// A state directory that a build of an older record layout wrote (Redis'
+// data, no layout file) is refused before anything starts, in words that
+// say to run -dev-reset; -dev-reset deletes it and -dev starts on it
+// afresh, and marks it as this build's, so the next -dev starts too.
+func TestDevRefusesAStateOfAnOlderBuild(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("ONCEFLOW_DEV_STATE_DIR", dir)
+	if err := os.MkdirAll(filepath.Join(dir, devstate.RedisDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := worker.Config{TemporalAddress: "127.0.0.1:7233"} // given: no embedded Temporal
+	if _, err := Start(&cfg, Options{}, quiet); !errors.Is(err, devstate.ErrOlderLayout) || !strings.Contains(err.Error(), "-dev-reset") {
+		t.Fatalf("-dev on an older build's state: %v, want ErrOlderLayout saying to run -dev-reset", err)
+	}
+	if _, err := devstate.ReadEndpoints(); !errors.Is(err, devstate.ErrNotRunning) {
+		t.Fatalf("the refused -dev wrote its endpoints: %v", err)
+	}
+	for _, reset := range []bool{true, false} {
+		cfg := worker.Config{TemporalAddress: "127.0.0.1:7233"}
+		d, err := Start(&cfg, Options{Reset: reset}, quiet)
+		if err != nil {
+			t.Fatalf("-dev (reset %v): %v", reset, err)
+		}
+		d.Stop()
+	}
+}
+
 // Start refuses to put the embedded Temporal server, which has no
 // authentication, on an address other than loopback unless AllowRemote,
 // and says how.

@@ -13,6 +13,7 @@
 //	ledger.db        the example order system's SQLite ledger
 //	endpoints.json   the running worker's addresses (Endpoints)
 //	lock             held by the running -dev worker
+//	layout           the layout of the records Redis holds (CheckLayout)
 package devstate
 
 import (
@@ -22,7 +23,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/onceflow/onceflow/idemstore/redisstore"
 )
 
 // Files of the state directory.
@@ -33,6 +38,7 @@ const (
 	LedgerDB      = "ledger.db"
 	EndpointsFile = "endpoints.json"
 	LockFile      = "lock"
+	LayoutFile    = "layout"
 )
 
 // ErrNotRunning: no -dev worker has written its endpoints to the state
@@ -149,18 +155,64 @@ func ReadEndpoints() (Endpoints, error) {
 }
 
 // Reset deletes what dir holds for -dev: the Temporal database, Redis'
-// data, the ledger and the endpoints file (not the lock, which the caller
-// holds).
+// data, the ledger, the layout and the endpoints file (not the lock,
+// which the caller holds).
 func Reset(dir string) error {
 	var errs []error
 	for _, name := range []string{TemporalDB, TemporalDB + "-wal", TemporalDB + "-shm", TemporalLog, RedisDir,
-		LedgerDB, LedgerDB + "-wal", LedgerDB + "-shm", LedgerDB + "-journal", EndpointsFile} {
+		LedgerDB, LedgerDB + "-wal", LedgerDB + "-shm", LedgerDB + "-journal", EndpointsFile, LayoutFile} {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("devstate: reset %s: %w", dir, err)
+	}
+	return nil
+}
+
+// ErrOlderLayout: the state directory holds what a build of another
+// record layout wrote (an older one: the layout file is missing, or names
+// another). This build does not read those records, and migrates none.
+var ErrOlderLayout = errors.New("devstate: the dev state was written by another build of onceflow, whose records this build does not read")
+
+// layout is what the layout file of a state written by this build holds:
+// the records' layout, as their keys name it.
+var layout = "idem:v" + strconv.Itoa(redisstore.KeyLayoutVersion)
+
+// CheckLayout refuses (ErrOlderLayout) a state directory that holds a
+// Temporal database, Redis' data or a ledger written by a build whose
+// records are in another layout than this one's
+// (redisstore.KeyLayoutVersion): its layout file names another, or, for a
+// build that wrote none, is missing. Its workflows would find none of
+// their records (this build reads keys of its own layout only): run with
+// -dev-reset to delete it. A directory without such state passes, and so
+// does one of this layout; WriteLayout marks it so.
+func CheckLayout(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, LayoutFile))
+	switch {
+	case err == nil && strings.TrimSpace(string(b)) == layout:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: %s holds records in the layout %q, and this build reads %q; run with -dev-reset to delete that state (its workflows, records and ledger) and start afresh",
+			ErrOlderLayout, dir, strings.TrimSpace(string(b)), layout)
+	case !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("devstate: read the state's layout: %w", err)
+	}
+	for _, name := range []string{TemporalDB, RedisDir, LedgerDB} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return fmt.Errorf("%w: %s holds a state (%s) of a build before the record layout %q, and this build has no migration; run with -dev-reset to delete that state (its workflows, records and ledger) and start afresh",
+				ErrOlderLayout, dir, name, layout)
+		}
+	}
+	return nil
+}
+
+// WriteLayout marks dir as holding records of this build's layout, for
+// CheckLayout.
+func WriteLayout(dir string) error {
+	if err := os.WriteFile(filepath.Join(dir, LayoutFile), []byte(layout+"\n"), 0o600); err != nil {
+		return fmt.Errorf("devstate: write the state's layout: %w", err)
 	}
 	return nil
 }

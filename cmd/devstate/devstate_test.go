@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -65,7 +66,7 @@ func TestLockKeepsASecondWorkerOff(t *testing.T) {
 func TestResetDeletesTheState(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	for _, name := range []string{TemporalDB, TemporalDB + "-wal", LedgerDB, EndpointsFile, filepath.Join(RedisDir, "appendonly.aof"), "mine.txt"} {
+	for _, name := range []string{TemporalDB, TemporalDB + "-wal", LedgerDB, EndpointsFile, LayoutFile, filepath.Join(RedisDir, "appendonly.aof"), "mine.txt"} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			t.Fatal(err)
@@ -80,5 +81,59 @@ func TestResetDeletesTheState(t *testing.T) {
 	left, _ := os.ReadDir(dir)
 	if len(left) != 1 || left[0].Name() != "mine.txt" {
 		t.Fatalf("left after Reset: %v, want only mine.txt", left)
+	}
+}
+
+// A state directory of a build whose records are in another layout (an
+// older build wrote no layout file; a later one may name another) is
+// refused in words that say to run -dev-reset; an empty one, and one this
+// build marked, pass; Reset deletes the state and the mark.
+func TestAStateOfAnotherRecordLayoutIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := CheckLayout(dir); err != nil {
+		t.Fatalf("an empty state directory: %v", err)
+	}
+	for _, name := range []string{TemporalDB, LedgerDB} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, RedisDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := CheckLayout(dir)
+	if !errors.Is(err, ErrOlderLayout) || !strings.Contains(err.Error(), "-dev-reset") {
+		t.Fatalf("a state without a layout (an older build's): %v, want ErrOlderLayout saying to run -dev-reset", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, LayoutFile), []byte("idem:v1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLayout(dir); !errors.Is(err, ErrOlderLayout) || !strings.Contains(err.Error(), "-dev-reset") || !strings.Contains(err.Error(), `"idem:v1"`) {
+		t.Fatalf("a state of the layout idem:v1: %v, want ErrOlderLayout naming it and -dev-reset", err)
+	}
+	if err := WriteLayout(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLayout(dir); err != nil {
+		t.Fatalf("a state this build marked: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, LayoutFile)); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reset(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLayout(dir); err != nil {
+		t.Fatalf("after Reset: %v", err)
+	}
+	if err := WriteLayout(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reset(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, LayoutFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Reset left the layout file: %v", err)
 	}
 }

@@ -74,7 +74,10 @@ type bench struct {
 	rdb *redis.Client
 	// cached is a second client of the same server with go-redis'
 	// server-assisted client-side cache (RESP3), for the cached replay.
-	cached  *redis.Client
+	cached *redis.Client
+	// floor sends the renewal's floor beside each renewal while the
+	// renewal is measured (renewal.go); a hook of rdb.
+	floor   *floorHook
 	digest  *onceflow.Digester
 	trivial *redis.Script
 	resp    []byte
@@ -105,6 +108,8 @@ func newBench(ctx context.Context, cfg config) (*bench, error) {
 	opt.PoolSize = 128
 	copt := *opt // before NewClient fills opt in
 	b.rdb = redis.NewClient(opt)
+	b.floor = &floorHook{rdb: b.rdb}
+	b.rdb.AddHook(b.floor)
 	copt.Protocol = 3
 	copt.ClientSideCacheConfig = &redis.ClientSideCacheConfig{MaxEntries: 1 << 16}
 	b.cached = redis.NewClient(&copt)
@@ -158,7 +163,7 @@ func (b *bench) cachedExecutor(s *redisstore.Store) (*idemstore.Executor, error)
 	// cores with nothing to block on, and one can wait longer than the
 	// default 200 ms command timeout for its turn. The timeout bounds
 	// nothing measured here.
-	cs, err := redisstore.New(redisstore.Config{Client: b.cached, Namespace: ns, ReplayCache: true, CommandTimeout: 5 * time.Second})
+	cs, err := redisstore.New(redisstore.Config{Client: b.cached, Namespace: ns, ReplayCache: true, NoAutoPipelineReads: true, CommandTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -174,12 +179,12 @@ func randomHex(n int) string {
 	return hex.EncodeToString(p)
 }
 
-// pipelinedExecutor returns an executor of the records of s whose store
-// sends concurrent replay reads through the client's auto-pipeliner
-// (redisstore.Config.AutoPipelineReads).
-func (b *bench) pipelinedExecutor(s *redisstore.Store) (*idemstore.Executor, error) {
+// unpipelinedExecutor returns an executor of the records of s whose store
+// sends every replay read by itself, never through the client's
+// auto-pipeliner (redisstore.Config.NoAutoPipelineReads).
+func (b *bench) unpipelinedExecutor(s *redisstore.Store) (*idemstore.Executor, error) {
 	ns, _, _ := strings.Cut(s.Key(onceflow.Ref{}), ":idem:")
-	ps, err := redisstore.New(redisstore.Config{Client: b.rdb, Namespace: ns, AutoPipelineReads: true})
+	ps, err := redisstore.New(redisstore.Config{Client: b.rdb, Namespace: ns, NoAutoPipelineReads: true})
 	if err != nil {
 		return nil, err
 	}

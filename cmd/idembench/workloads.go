@@ -29,8 +29,8 @@ const (
 	replayHot    = "executor: replay, hot key"
 	replaySpread = "executor: replay, 10k keys"
 	replayCached = "executor: replay, hot key, client-side cache"
-	replayHotAP  = "executor: replay, hot key, AutoPipelineReads"
-	replaySprAP  = "executor: replay, 10k keys, AutoPipelineReads"
+	replayHotNo  = "executor: replay, hot key, NoAutoPipelineReads"
+	replaySprNo  = "executor: replay, 10k keys, NoAutoPipelineReads"
 	naiveFresh   = "naive: fresh (SET NX, SET)"
 	naiveReplay  = "naive: replay (SET NX, GET)"
 )
@@ -70,8 +70,8 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The same records, their replay reads auto-pipelined.
-	pipedExec, err := b.pipelinedExecutor(replayStore)
+	// The same records, their replay reads not auto-pipelined.
+	directExec, err := b.unpipelinedExecutor(replayStore)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +161,8 @@ func (b *bench) workloads(ctx context.Context) ([]workload, error) {
 		{twoStep, freshWith(func(context.Context, driver.Ownership) error { return nil }), storeCmds},
 		{replayHot, replayOf(replayExec, hot), storeCmds},
 		{replaySpread, replayOf(replayExec, spread), storeCmds},
-		{replayHotAP, replayOf(pipedExec, hot), storeCmds},
-		{replaySprAP, replayOf(pipedExec, spread), storeCmds},
+		{replayHotNo, replayOf(directExec, hot), storeCmds},
+		{replaySprNo, replayOf(directExec, spread), storeCmds},
 		{replayCached, replayOf(cachedExec, hot), storeCmds},
 		{naiveFresh, naive(false), []string{"set", "get"}},
 		{naiveReplay, naive(true), []string{"set", "get"}},

@@ -77,3 +77,20 @@ func (b blob) MarshalBinary() ([]byte, error) { return *b.p, nil }
 
 // String implements fmt.Stringer.
 func (b blob) String() string { return string(*b.p) }
+
+// appendRaw appends to dst the bytes the lowercase hex h encodes: the form
+// the record keeps an owner, a fingerprint and a nonce in (schema.RawLen).
+// h is valid hex: a request is validated before anything is sent.
+func appendRaw(dst []byte, h string) []byte {
+	for i := 0; i+1 < len(h); i += 2 {
+		dst = append(dst, unhex(h[i])<<4|unhex(h[i+1]))
+	}
+	return dst
+}
+
+func unhex(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
+}

@@ -87,7 +87,9 @@ func TestScriptArgumentsPrintAsTheirValues(t *testing.T) {
 	if len(hook.printed) < 2 {
 		t.Fatalf("saw %d script calls, want the claim and the completion", len(hook.printed))
 	}
-	want := []string{string(owner), string(f.Operation), string(f.Fingerprint), string(nonce), string(resp), ":0::" + f.Codec}
+	// The owner, fingerprint and nonce go as the raw bytes the record
+	// keeps.
+	want := []string{redisstore.Raw(string(owner)), string(f.Operation), redisstore.Raw(string(f.Fingerprint)), redisstore.Raw(string(nonce)), string(resp), ":0::" + f.Codec}
 	all := strings.Join(hook.printed, "\n")
 	for _, w := range want {
 		if !strings.Contains(all, w) {

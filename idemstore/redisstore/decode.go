@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
@@ -28,12 +29,30 @@ const (
 
 // reply is the common shape of every script's reply (see lua/record.lua).
 type reply struct {
-	code   schema.ReplyCode
-	now    time.Time // zero when the script did not read the clock
-	pttl   time.Duration
-	extra  string
-	rec    string // the packed record, with the response after it
-	hasRec bool
+	code  schema.ReplyCode
+	now   time.Time // zero when the script did not read the clock
+	pttl  time.Duration
+	extra string
+	// rec holds the record's fields as the script sent them, in schema
+	// order, NUL-separated, "" for the raw ones, which raw holds (in
+	// rawFields' order), when hasRec; resp is the response after them,
+	// when hasResp.
+	rec             string
+	raw             []any
+	resp            string
+	hasRec, hasResp bool
+	// sent are the identities the call sent, which the decoded record
+	// reuses where it holds the same (decodeRecord).
+	sent idents
+}
+
+// idents are the hex owner, fingerprint and nonce a call sent: a decoded
+// record that holds the same raw bytes takes these strings rather than
+// allocating their hex anew.
+type idents struct {
+	owner onceflow.Owner
+	fp    onceflow.Fingerprint
+	nonce onceflow.Nonce
 }
 
 // The decoders turn a script's raw reply into the typed outcome of its
@@ -49,6 +68,7 @@ func decodeClaim(op string, req driver.ClaimRequest, nonce onceflow.Nonce, raw a
 	if err != nil {
 		return nil, err
 	}
+	rp.sent = idents{req.Owner, req.Fingerprint, nonce}
 	if rp.code == schema.Acquired && !rp.hasRec && rp.extra == "" && !rp.now.IsZero() {
 		// claim.lua's fast path: it created the record from req alone.
 		rec := created(req, nonce, rp)
@@ -103,12 +123,13 @@ func created(req driver.ClaimRequest, nonce onceflow.Nonce, rp reply) onceflow.R
 }
 
 // decodeTransition decodes the reply of transition.lua; op is opStart,
-// opComplete or opFail.
-func decodeTransition(op string, ref onceflow.Ref, raw any) (driver.TransitionOutcome, error) {
+// opComplete or opFail, sent the owner and nonce it sent.
+func decodeTransition(op string, ref onceflow.Ref, sent idents, raw any) (driver.TransitionOutcome, error) {
 	rp, err := parse(op, ref, raw)
 	if err != nil {
 		return nil, err
 	}
+	rp.sent = sent
 	if rp.code == schema.NotFound {
 		return driver.Missing{}, nil
 	}
@@ -139,7 +160,7 @@ func decodeComplete(o driver.Ownership, nonce onceflow.Nonce, started *onceflow.
 		return nil, err
 	}
 	if rp.code != schema.Transitioned || rp.hasRec {
-		return decodeTransition(opComplete, o.Ref, raw)
+		return decodeTransition(opComplete, o.Ref, idents{owner: o.Owner, fp: started.Fingerprint, nonce: nonce}, raw)
 	}
 	if rp.extra != "" || rp.now.IsZero() {
 		return nil, fmt.Errorf("%w: %s %s: TRANSITIONED without a record, with %q and time %v", onceflow.ErrUnexpectedReply, opComplete, o.Ref, truncate(rp.extra), rp.now)
@@ -162,6 +183,7 @@ func decodeRenew(req driver.RenewRequest, started bool, raw any) (driver.RenewOu
 	if err != nil {
 		return nil, err
 	}
+	rp.sent = idents{req.Owner, req.Started.Fingerprint, req.Nonce}
 	if rp.code == schema.NotFound {
 		return driver.Missing{}, nil
 	}
@@ -190,12 +212,13 @@ func decodeRenew(req driver.RenewRequest, started bool, raw any) (driver.RenewOu
 	return nil, unexpected(opRenew, ref, rp.code)
 }
 
-// decodeRelease decodes the reply of release.lua.
-func decodeRelease(ref onceflow.Ref, raw any) (driver.ReleaseOutcome, error) {
+// decodeRelease decodes the reply of release.lua to a release by owner.
+func decodeRelease(ref onceflow.Ref, owner onceflow.Owner, raw any) (driver.ReleaseOutcome, error) {
 	rp, err := parse(opRelease, ref, raw)
 	if err != nil {
 		return nil, err
 	}
+	rp.sent = idents{owner: owner}
 	switch rp.code {
 	case schema.NotFound:
 		return driver.Missing{}, nil
@@ -300,12 +323,44 @@ var refusals = map[schema.ReplyCode]driver.Refusal{
 	schema.StaleAttempt:  driver.RefusedAttempt,
 }
 
-// parseReply splits the one string every script answers (see
-// lua/record.lua). It allocates nothing: the parts are slices of it.
+// rawFields are the fields the record keeps raw (schema.RawLen): a reply
+// carries them as array elements of their own, in this order.
+var rawFields = func() []int {
+	var out []int
+	for i, f := range schema.Fields {
+		if schema.RawLen(f.Kind) > 0 {
+			out = append(out, i)
+		}
+	}
+	return out
+}()
+
+// parseReply splits a script's reply (see lua/record.lua): one string
+// without a record; with one, an array of that string followed by the
+// record's fields, the raw fields and the response. It allocates
+// nothing: the parts are slices of the reply's.
 func parseReply(raw any) (reply, error) {
-	str, ok := raw.(string)
-	if !ok {
-		return reply{}, fmt.Errorf("reply is %T, not a string", raw)
+	var rp reply
+	var str string
+	switch v := raw.(type) {
+	case string:
+		str = v
+	case []any:
+		if n := 1 + len(rawFields); len(v) != n && len(v) != n+1 {
+			return reply{}, fmt.Errorf("reply is an array of %d elements, not a head, %d raw fields and a response", len(v), len(rawFields))
+		}
+		head, ok := v[0].(string)
+		if !ok {
+			return reply{}, fmt.Errorf("the reply's head is %T, not a string", v[0])
+		}
+		str, rp.raw, rp.hasRec = head, v[1:1+len(rawFields)], true
+		if len(v) == 2+len(rawFields) {
+			if rp.resp, rp.hasResp = v[1+len(rawFields)].(string); !rp.hasResp {
+				return reply{}, fmt.Errorf("the reply's response is %T, not a string", v[1+len(rawFields)])
+			}
+		}
+	default:
+		return reply{}, fmt.Errorf("reply is %T, neither a string nor an array", raw)
 	}
 	codeField, rest, ok1 := strings.Cut(str, "\x00")
 	nowField, rest, ok2 := strings.Cut(rest, "\x00")
@@ -313,8 +368,13 @@ func parseReply(raw any) (reply, error) {
 	if !ok1 || !ok2 || !ok3 {
 		return reply{}, fmt.Errorf("reply %q lacks its code, time or TTL", truncate(str))
 	}
-	var rp reply
-	rp.extra, rp.rec, rp.hasRec = strings.Cut(rest, "\x00")
+	rp.extra = rest
+	if rp.hasRec {
+		var ok bool
+		if rp.extra, rp.rec, ok = strings.Cut(rest, "\x00"); !ok {
+			return reply{}, fmt.Errorf("reply %q carries no record", truncate(str))
+		}
+	}
 	code, err := strconv.ParseInt(codeField, 10, 64)
 	if err != nil || code <= 0 {
 		return reply{}, fmt.Errorf("reply code %q is not a positive integer", truncate(codeField))
@@ -337,22 +397,26 @@ func parseReply(raw any) (reply, error) {
 	return rp, nil
 }
 
-// unpack splits a packed record (see lua/record.lua) into its fields: NUL
-// separated, in schema order, empty when absent; and the response that
-// may follow the last field.
-func unpack(s string) (vals [schema.NumFields]string, present [schema.NumFields]bool, resp string, hasResp bool, err error) {
+// unpack splits a reply's record (see lua/record.lua) into its fields:
+// the NUL-separated ones in schema order, empty when absent, with the raw
+// ones taken from their elements.
+func (rp reply) unpack() (vals [schema.NumFields]string, err error) {
+	s := rp.rec
 	for i := range schema.NumFields {
 		v, rest, more := strings.Cut(s, "\x00")
-		if !more && i < schema.NumFields-1 {
-			return vals, present, "", false, fmt.Errorf("packed record ends before field %s", schema.Fields[i+1].Name)
+		if more == (i == schema.NumFields-1) {
+			return vals, fmt.Errorf("the record does not have %d NUL-separated fields", schema.NumFields)
 		}
-		vals[i], present[i] = v, v != ""
-		s = rest
-		if i == schema.NumFields-1 {
-			resp, hasResp = rest, more
-		}
+		vals[i], s = v, rest
 	}
-	return vals, present, resp, hasResp, nil
+	for n, i := range rawFields {
+		v, ok := rp.raw[n].(string)
+		if !ok || vals[i] != "" {
+			return vals, fmt.Errorf("the record's %s is %T in its element, and %q among the others", schema.Fields[i].Name, rp.raw[n], truncate(vals[i]))
+		}
+		vals[i] = v
+	}
+	return vals, nil
 }
 
 // replayFields are the fields a replay reply carries (claim.lua's fast
@@ -366,9 +430,13 @@ var renewFields = [schema.NumFields]bool{schema.FState: true, schema.FOwner: tru
 // cross-field rules, the same ones the scripts check, and converts it. A
 // response is checked against its stored checksum.
 func decodeRecord(ref onceflow.Ref, rp reply) (onceflow.Record, error) {
-	vals, present, resp, hasResp, err := unpack(rp.rec)
+	vals, err := rp.unpack()
 	if err != nil {
 		return onceflow.Record{}, fmt.Errorf("%w: %s: %v", onceflow.ErrUnexpectedReply, ref, err)
+	}
+	var present [schema.NumFields]bool
+	for i, v := range vals {
+		present[i] = v != ""
 	}
 	bad := func(field, reason string) (onceflow.Record, error) {
 		return onceflow.Record{}, &onceflow.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
@@ -396,9 +464,9 @@ func decodeRecord(ref onceflow.Ref, rp reply) (onceflow.Record, error) {
 		}
 	}
 	rec := onceflow.Record{
-		State: onceflow.State(vals[schema.FState]), Owner: onceflow.Owner(vals[schema.FOwner]),
-		Operation: onceflow.OperationID(vals[schema.FOp]), Fingerprint: onceflow.Fingerprint(vals[schema.FFp]),
-		Codec: vals[schema.FCodec], Nonce: onceflow.Nonce(vals[schema.FNonce]), Reason: vals[schema.FReason],
+		State: onceflow.State(vals[schema.FState]), Owner: onceflow.Owner(hexOf(vals[schema.FOwner], string(rp.sent.owner))),
+		Operation: onceflow.OperationID(vals[schema.FOp]), Fingerprint: onceflow.Fingerprint(hexOf(vals[schema.FFp], string(rp.sent.fp))),
+		Codec: vals[schema.FCodec], Nonce: onceflow.Nonce(hexOf(vals[schema.FNonce], string(rp.sent.nonce))), Reason: vals[schema.FReason],
 		EffectUnknown: vals[schema.FEffectUnknown] == "1", ServerTime: rp.now, TTL: rp.pttl,
 	}
 	rec.Attempt, _ = schema.ParseInteger(vals[schema.FAttempt])
@@ -424,11 +492,11 @@ func decodeRecord(ref onceflow.Ref, rp reply) (onceflow.Record, error) {
 			return bad("sum", "is missing from a COMPLETED record")
 		}
 	}
-	if hasResp {
+	if rp.hasResp {
 		if !present[schema.FSum] {
 			return bad("sum", "is missing: the response cannot be checked")
 		}
-		rec.Response = []byte(resp)
+		rec.Response = []byte(rp.resp)
 		if want, ok := schema.ParseChecksum(vals[schema.FSum]); !ok || crc32.Checksum(rec.Response, castagnoli) != want {
 			return bad("resp", "does not match its checksum (sum)")
 		}
@@ -444,6 +512,22 @@ func checksum(resp []byte) string {
 	c := crc32.Checksum(resp, castagnoli)
 	sum[0], sum[1], sum[2], sum[3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
 	return hex.EncodeToString(sum[:])
+}
+
+// hexOf is the hex of a field the record keeps raw (an owner, a
+// fingerprint, a nonce), "" for "": sent itself when it is that hex (a
+// lowercase hex that encodes the same bytes), without an allocation.
+func hexOf(raw, sent string) string {
+	if raw == "" {
+		return ""
+	}
+	if len(sent) == 2*len(raw) && len(raw) <= 32 && isLowerHex(sent) {
+		var b [32]byte
+		if string(appendRaw(b[:0], sent)) == raw {
+			return sent
+		}
+	}
+	return hex.EncodeToString(unsafe.Slice(unsafe.StringData(raw), len(raw)))
 }
 
 func truncate(s string) string {

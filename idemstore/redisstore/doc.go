@@ -1,9 +1,11 @@
 // Package redisstore implements driver.Store on Redis: one hash per
 // record under
 //
-//	<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}
+//	<namespace>:idem:v2:d<digestVersion>:<operationCode>:{<scopeDigest>}
 //
-// and one Lua script per operation. Every lease decision uses the Redis
+// (the scope digest's 32 bytes in unpadded base64url; KeyLayoutVersion
+// is the v2, and a store reads the records of its own layout only) and
+// one Lua script per operation. Every lease decision uses the Redis
 // server's clock (TIME), never the client's. Each script's reply is decoded
 // by a decoder of its own into the driver package's typed outcomes (decode.go); an
 // unexpected reply is an error, never a guess.
@@ -28,7 +30,7 @@
 // the key before the comma and the ARGV after it, as its header lists
 // them; for instance, from this directory:
 //
-//	redis-cli --eval lua/gen/inspect.lua 'onceflow:idem:v1:d1:charge-payment:{<scope digest>}'
+//	redis-cli --eval lua/gen/inspect.lua 'onceflow:idem:v2:d1:charge-payment:{<scope digest>}'
 //
 // answers "12\0<now ms>\0-2\0" (NOT_FOUND) for a key that holds no record.
 // The reply format is described in lua/record.lua.
@@ -53,28 +55,30 @@
 //     *onceflow.ValidationError otherwise): an operation ID or a reason with
 //     a NUL byte, which the schema refuses in a stored record, is never
 //     written.
-//   - A record is one hash: state, owner, op, fp, nonce, leaseUntil,
-//     reason and the response chunks under their own names, and attempt,
-//     rev, policy, createdAt, updatedAt, uncertain, sum and codec packed
-//     into one field, m (schema.MetaField, schema.MetaParts), checked with
-//     one pattern match. A record written before m (those eight under
-//     their own names) is read as it is and rewritten with m by the first
-//     script that changes them.
+//   - A record is one hash: the owner (o), op, the fingerprint (f), the
+//     nonce (n), leaseUntil (l), the reason (r) and the response chunks
+//     (resp, resp2, …) under their own fields, the owner, fingerprint and
+//     nonce as the raw bytes of their hex; and state, attempt, rev,
+//     policy, createdAt, updatedAt, uncertain, sum and codec packed into
+//     one field, m (schema.MetaField, schema.MetaParts), checked with one
+//     pattern match. The hash holds no other field: any other is refused
+//     by name, as a stray chunk is.
 //   - Every script but the replay fast path (transition, renew, release,
 //     inspect, resolve, and claim on any record it does not replay) reads
 //     the whole record with one HMGET and checks every field, the
 //     cross-field rules (CLAIMED and EXECUTING have a leaseUntil,
 //     EXECUTING a nonce, COMPLETED a resp and its sum, no other state a
-//     response) and that no response chunk field lies beyond the
-//     response's last chunk (a stray resp3, found by HLEN and, only when
-//     the count is off, HKEYS; or a chunk after one shorter than 64
+//     response) and that the hash holds no other field: no response chunk
+//     field beyond the response's last chunk and nothing that is not the
+//     record's (found by HLEN and, only when the count is off, HKEYS; or
+//     a chunk after one shorter than 64
 //     bytes), before it decides or writes anything. A record that
 //     breaks a rule is answered CORRUPT, naming the field: a
 //     *onceflow.CorruptRecordError, and the record is never changed. The
 //     scripts do not compare a response with its sum.
 //   - A replay is one read command, no script: Claim and ClaimStart first
-//     send one HMGET of state, fp, m (with codec, policy, attempt, rev,
-//     createdAt and sum) and the first four response chunks (one more HMGET of the rest
+//     send one HMGET of fp, m (with the state, codec, policy, attempt,
+//     rev, createdAt and sum) and the first four response chunks (one more HMGET of the rest
 //     for a response over 256 bytes), and check them in Go by the rules
 //     the scripts use: a COMPLETED record with the caller's fingerprint,
 //     codec and policy, attempt, rev, createdAt and sum valid, chunks whole
@@ -97,20 +101,24 @@
 //     (Protocol 3 and ClientSideCacheConfig): a COMPLETED record does not
 //     change until it expires, and a cached reply is replayed only when it
 //     passes the same checks, so only a record that was COMPLETED when
-//     cached is ever served from the cache. With Config.AutoPipelineReads
-//     a read that finds another in flight goes through the client's
-//     deferred auto-pipeliner, which sends the reads of concurrent claims
-//     as one pipeline; the store waits for it until CommandTimeout itself,
-//     since go-redis runs a queued command whatever its context says. No
-//     script rides it.
+//     cached is ever served from the cache. Unless
+//     Config.NoAutoPipelineReads, a read that finds another in flight goes
+//     through the client's deferred auto-pipeliner, which sends the reads
+//     of concurrent claims as one pipeline; the store waits for it until
+//     CommandTimeout itself, since go-redis runs a queued command whatever
+//     its context says. No script rides it.
 //   - The replay fast path of claim.lua (a COMPLETED record with the
 //     caller's fingerprint, codec and policy) reads only what it replays:
-//     state, fp, codec and policy (compared with the caller's), m (every
-//     part checked by its rule; a record without m goes on to the full
-//     check, which reads the old layout), and the response
+//     fp, the state, codec and policy (compared with the caller's), m
+//     (every part checked by its rule; a record without m goes on to the
+//     full check, which names it), and the response
 //     joined from resp, resp2, … up to the first missing chunk, refusing a
 //     chunk after a missing or short one among the first four. It ignores
 //     every other field, broken or not; it writes nothing.
+//   - A reply that carries a record is an array: its head (code, time,
+//     TTL), the record's fields in schema order as the record keeps them
+//     (the owner, fingerprint and nonce raw), and the response; one that
+//     carries none is the head alone, one string (lua/record.lua).
 //   - The decoder checks the record of every reply by the same field rules
 //     and the cross-field rules a reply shows (leaseUntil, nonce, sum; a
 //     replay's and a renewal's reply carry, and are checked for, only

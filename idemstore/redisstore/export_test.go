@@ -5,5 +5,12 @@ package redisstore
 var SetField = setField
 
 // PipelinedReads counts the replay reads s sent through the
-// auto-pipeliner (Config.AutoPipelineReads).
+// auto-pipeliner (unless Config.NoAutoPipelineReads).
 func PipelinedReads(s *Store) int64 { return s.pipelined.Load() }
+
+// Raw is the form the record keeps a hex owner, fingerprint or nonce in:
+// the bytes it encodes.
+func Raw(h string) string { return string(appendRaw(nil, h)) }
+
+// KeyDigest is the scope digest as a record key holds it (appendDigest).
+func KeyDigest(h string) string { return string(appendDigest(nil, h)) }

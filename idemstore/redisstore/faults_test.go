@@ -3,6 +3,8 @@ package redisstore_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -275,8 +277,12 @@ func TestKeyLayout(t *testing.T) {
 	}
 	d := g.Digest("principal-7", "order-42", "charge")
 	ref := onceflow.Ref{Code: "charge-payment", Digest: d}
-	want := ns + ":idem:v1:d3:charge-payment:{" + d.Hex + "}"
-	if got := s.Key(ref); got != want {
+	raw, err := hex.DecodeString(d.Hex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ns + ":idem:v2:d3:charge-payment:{" + base64.RawURLEncoding.EncodeToString(raw) + "}"
+	if got := s.Key(ref); got != want || len(want) != len(ns)+len(":idem:v2:d3:charge-payment:{}")+43 {
 		t.Fatalf("key = %q, want %q", got, want)
 	}
 	if strings.Contains(want, "order-42") || strings.Contains(want, "principal") {
@@ -293,14 +299,17 @@ func TestKeyLayout(t *testing.T) {
 	for k := range fields {
 		names = append(names, k)
 	}
-	// reason and resp are there only when they say something; m packs
-	// attempt, rev, policy, createdAt, updatedAt, uncertain, sum and codec.
-	wantFields := "fp leaseUntil m nonce op owner state"
+	// reason (r) and resp are there only when they say something; m
+	// packs state, attempt, rev, policy, createdAt, updatedAt, uncertain,
+	// sum and codec; the owner (o), fingerprint (f) and nonce (n) are
+	// raw bytes.
+	wantFields := "f l m n o op"
 	if got := strings.Join(sorted(names), " "); got != wantFields {
 		t.Fatalf("fields = %s\nwant     %s", got, wantFields)
 	}
-	if fields["state"] != "EXECUTING" || fields["owner"] != string(own.Owner) {
-		t.Fatalf("fields = %v", fields)
+	if !strings.HasPrefix(fields["m"], "EXECUTING:1:1:") || fields["o"] != redisstore.Raw(string(own.Owner)) || len(fields["n"]) != 16 ||
+		fields["f"] != redisstore.Raw(string(f.Fingerprint)) || fields["op"] != string(f.Operation) {
+		t.Fatalf("fields = %q", fields)
 	}
 }
 
@@ -326,12 +335,15 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 		field   string
 		corrupt func(key string) error
 	}{
-		{"state", func(k string) error { return client.HDel(t.Context(), k, "state").Err() }},
+		{"m", func(k string) error { return client.HDel(t.Context(), k, "m").Err() }},
+		{"state", func(k string) error { return redisstore.SetField(t.Context(), client, k, "state", "RUNNING") }},
+		// A field of the layout before this one: not the record's.
 		{"state", func(k string) error { return client.HSet(t.Context(), k, "state", "RUNNING").Err() }},
 		{"rev", func(k string) error { return redisstore.SetField(t.Context(), client, k, "rev", "abc") }},
 		{"attempt", func(k string) error { return redisstore.SetField(t.Context(), client, k, "attempt", "-1") }},
+		{"owner", func(k string) error { return redisstore.SetField(t.Context(), client, k, "owner", "short") }},
 		{"owner", func(k string) error { return client.HSet(t.Context(), k, "owner", "short").Err() }},
-		{"leaseUntil", func(k string) error { return client.HDel(t.Context(), k, "leaseUntil").Err() }},
+		{"leaseUntil", func(k string) error { return redisstore.SetField(t.Context(), client, k, "leaseUntil", "(missing)") }},
 		{"(key)", func(k string) error {
 			ttl := client.PTTL(t.Context(), k).Val()
 			return client.Set(t.Context(), k, "not a hash", ttl).Err()

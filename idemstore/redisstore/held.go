@@ -40,6 +40,8 @@ func appendHeld(dst []byte, r *onceflow.Record, owner onceflow.Owner, op onceflo
 		return dst, false
 	}
 	n := len(dst)
+	dst = append(dst, onceflow.StateExecuting...)
+	dst = append(dst, schema.MetaSep)
 	dst = strconv.AppendInt(dst, r.Attempt, 10)
 	dst = append(dst, schema.MetaSep)
 	dst = strconv.AppendInt(dst, r.Rev, 10)
@@ -65,16 +67,18 @@ func appendHeld(dst []byte, r *onceflow.Record, owner onceflow.Owner, op onceflo
 // appendCompleteHeld appends to dst, for a COMPLETE by o's owner with
 // nonce and a response of checksum sum, m as started (the record its
 // start left) packs it (held, as appendHeld), then the head and the tail
-// of the m transition.lua writes around the server's time: attempt,
-// rev+1, policy and creation, each followed by the separator; then no
-// uncertainty, sum and the codec. held is nil (compare nothing) when
-// appendHeld refuses started.
+// of the m transition.lua writes around the server's time: the state
+// COMPLETED, attempt, rev+1, policy and creation, each followed by the
+// separator; then no uncertainty, sum and the codec. held is nil (compare
+// nothing) when appendHeld refuses started.
 func appendCompleteHeld(dst []byte, started *onceflow.Record, o driver.Ownership, nonce onceflow.Nonce, sum string) (b, held, head, tail []byte) {
 	b, ok := appendHeld(dst, started, o.Owner, o.Operation, nonce, o.Attempt, o.Rev)
 	if !ok {
 		return b, nil, nil, nil
 	}
 	n1 := len(b)
+	b = append(b, onceflow.StateCompleted...)
+	b = append(b, schema.MetaSep)
 	b = strconv.AppendInt(b, started.Attempt, 10)
 	b = append(b, schema.MetaSep)
 	b = strconv.AppendInt(b, started.Rev+1, 10)

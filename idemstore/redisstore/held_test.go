@@ -40,7 +40,7 @@ func FuzzHeldRecordsKeepTheRules(f *testing.F) {
 		if unc {
 			flag = "1"
 		}
-		want := map[int]string{schema.FAttempt: strconv.FormatInt(attempt, 10), schema.FRev: strconv.FormatInt(rev, 10),
+		want := map[int]string{schema.FState: string(onceflow.StateExecuting), schema.FAttempt: strconv.FormatInt(attempt, 10), schema.FRev: strconv.FormatInt(rev, 10),
 			schema.FPolicy: strconv.Itoa(policy), schema.FCreatedAt: strconv.FormatInt(created, 10),
 			schema.FUpdatedAt: strconv.FormatInt(updated, 10), schema.FEffectUnknown: flag, schema.FSum: "", schema.FCodec: codec}
 		for i, w := range want {
@@ -63,7 +63,7 @@ func FuzzHeldRecordsKeepTheRules(f *testing.F) {
 		if bad != "" && !(bad == "rev" && len(strconv.FormatInt(rev+1, 10)) > schema.MaxIntegerDigits) {
 			t.Fatalf("the completion writes %q, which breaks %s", next, bad)
 		}
-		if bad == "" && (vals[schema.FRev] != strconv.FormatInt(rev+1, 10) || vals[schema.FSum] != "0a1b2c3d" ||
+		if bad == "" && (vals[schema.FState] != string(onceflow.StateCompleted) || vals[schema.FRev] != strconv.FormatInt(rev+1, 10) || vals[schema.FSum] != "0a1b2c3d" ||
 			vals[schema.FEffectUnknown] != "" || vals[schema.FCodec] != codec || vals[schema.FCreatedAt] != strconv.FormatInt(created, 10)) {
 			t.Fatalf("the completion writes %q from %q", next, m)
 		}

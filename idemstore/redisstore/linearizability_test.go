@@ -457,7 +457,7 @@ func TestLinearizabilityCatchesABrokenScript(t *testing.T) {
 	broken := func() *redisstore.Store {
 		s := stores()
 		redisstore.MutateScript(s, "transition",
-			"if attempt and sum == '' and tonumber(mrev) == rev and", "if attempt and sum == '' and",
+			"if state == 'EXECUTING' and sum == '' and tonumber(mrev) == rev and", "if state == 'EXECUTING' and sum == '' and",
 			"if tonumber(r.rev) ~= rev then return", "if false then return")
 		return s
 	}

@@ -3,6 +3,8 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,14 +18,24 @@ import (
 )
 
 // TestConcurrentReplaysRideTheAutoPipeliner replays one record from many
-// goroutines at once with Config.AutoPipelineReads: every claim is
+// goroutines at once, as the store does by default: every claim is
 // answered by the replay read with the stored response, and the reads
 // that found another in flight went through the auto-pipeliner.
 func TestConcurrentReplaysRideTheAutoPipeliner(t *testing.T) {
 	t.Parallel()
-	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), AutoPipelineReads: true, CommandTimeout: 5 * time.Second})
+	s := testStore(t, Config{Client: redistest.Client(t), Namespace: redistest.Namespace(t), CommandTimeout: 5 * time.Second})
 	resp := []byte(strings.Repeat("response ", 30)) // five chunks: two reads each
 	f, _ := completedRecord(t, s, resp)
+	// Reads one at a time never ask the client for its auto-pipeliner
+	// (nor start its goroutines).
+	for range 3 {
+		if _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.pipe.Load() != nil || s.pipelined.Load() != 0 {
+		t.Fatal("a lone replay read asked for the auto-pipeliner")
+	}
 	const goroutines, each = 32, 20
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines)
@@ -47,8 +59,8 @@ func TestConcurrentReplaysRideTheAutoPipeliner(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if got := s.plainReplays.Load(); got != goroutines*each {
-		t.Fatalf("%d of %d claims answered by the replay read", got, goroutines*each)
+	if got := s.plainReplays.Load(); got != 3+goroutines*each {
+		t.Fatalf("%d of %d claims answered by the replay read", got, 3+goroutines*each)
 	}
 	if s.pipelined.Load() == 0 {
 		t.Fatal("no replay read rode the auto-pipeliner")
@@ -69,7 +81,7 @@ func TestAnAutoPipelinedReadStopsAtTheDeadline(t *testing.T) {
 	proxy := redistest.NewProxy(t, srv.Addr())
 	client := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, ReadTimeout: time.Second, MaxRetries: -1})
 	const timeout = 100 * time.Millisecond
-	s := testStore(t, Config{Client: client, Namespace: redistest.Namespace(t), AutoPipelineReads: true, CommandTimeout: timeout})
+	s := testStore(t, Config{Client: client, Namespace: redistest.Namespace(t), CommandTimeout: timeout})
 	f, _ := completedRecord(t, s, []byte("ok"))
 	s.pipeReads.Add(1) // a read in flight: the next one rides the auto-pipeliner
 	proxy.SetFault(redistest.BlackHole)
@@ -98,23 +110,52 @@ func TestAnAutoPipelinedReadStopsAtTheDeadline(t *testing.T) {
 	}
 }
 
-// refusingPipeliner is a client whose auto-pipeliner cannot be built.
+// refusingPipeliner is a client whose auto-pipeliner cannot be built,
+// of a type whose options the store cannot read.
 type refusingPipeliner struct{ redis.UniversalClient }
 
 func (refusingPipeliner) AsyncAutoPipeline() (*redis.AutoPipeliner, error) {
 	return nil, errors.New("invalid AutoPipelineOptions")
 }
 
-// TestAutoPipelineReadsNeedsTheClientsAutoPipeliner refuses the setting
-// when the client cannot give its auto-pipeliner, and beside ReplayCache.
+// TestAutoPipelineReadsNeedsTheClientsAutoPipeliner: a store whose reads
+// are auto-pipelined (the default) is refused, in words that name the
+// switch, when the client's auto-pipeliner options are invalid, and
+// beside ReplayCache; NoAutoPipelineReads lets both through. A client
+// whose options New cannot read and that then gives no auto-pipeliner
+// has its concurrent reads go by themselves, answered all the same, and
+// the store logs it once.
 func TestAutoPipelineReadsNeedsTheClientsAutoPipeliner(t *testing.T) {
 	t.Parallel()
-	if _, err := New(Config{Client: refusingPipeliner{redistest.Client(t)}, AutoPipelineReads: true}); err == nil || !strings.Contains(err.Error(), "invalid AutoPipelineOptions") {
-		t.Fatalf("New with a client that cannot give its auto-pipeliner: %v", err)
+	invalid := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true, AutoPipelineOptions: &redis.AutoPipelineOptions{MaxBatchSize: -1}})
+	t.Cleanup(func() { _ = invalid.Close() })
+	if _, err := New(Config{Client: invalid}); err == nil || !strings.Contains(err.Error(), "MaxBatchSize") || !strings.Contains(err.Error(), "NoAutoPipelineReads") {
+		t.Fatalf("New with a client whose auto-pipeliner options are invalid: %v", err)
 	}
+	if s, err := New(Config{Client: invalid, NoAutoPipelineReads: true}); err != nil || s.pipeOn {
+		t.Fatalf("New with NoAutoPipelineReads on a client whose auto-pipeliner options are invalid: %v", err)
+	}
+
+	var logs strings.Builder
+	s := testStore(t, Config{Client: refusingPipeliner{redistest.Client(t)}, Namespace: redistest.Namespace(t),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	f, _ := completedRecord(t, s, []byte("ok"))
+	s.pipeReads.Add(1) // a read in flight: the next ones would ride the auto-pipeliner
+	for range 3 {
+		if out, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); err != nil || fmt.Sprintf("%T", out) != "driver.CompletedReplay" {
+			t.Fatalf("replay with no auto-pipeliner to be had: %T %v", out, err)
+		}
+	}
+	if s.pipelined.Load() != 0 || !s.pipeGone.Load() || strings.Count(logs.String(), "gives no auto-pipeliner") != 1 {
+		t.Fatalf("%d reads pipelined, gone %v, logs:\n%s", s.pipelined.Load(), s.pipeGone.Load(), logs.String())
+	}
+
 	cached := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), Protocol: 3, ClientSideCacheConfig: &redis.ClientSideCacheConfig{}})
 	t.Cleanup(func() { _ = cached.Close() })
-	if _, err := New(Config{Client: cached, ReplayCache: true, AutoPipelineReads: true}); err == nil || !strings.Contains(err.Error(), "exclude each other") {
-		t.Fatalf("New with ReplayCache and AutoPipelineReads: %v", err)
+	if _, err := New(Config{Client: cached, ReplayCache: true}); err == nil || !strings.Contains(err.Error(), "exclude each other") || !strings.Contains(err.Error(), "set Config.NoAutoPipelineReads") {
+		t.Fatalf("New with ReplayCache and the auto-pipelined reads: %v", err)
+	}
+	if s, err := New(Config{Client: cached, ReplayCache: true, NoAutoPipelineReads: true}); err != nil || s.pipeOn || !s.cachedReads {
+		t.Fatalf("New with ReplayCache and NoAutoPipelineReads: %v", err)
 	}
 }

@@ -22,12 +22,17 @@ const reusesMax = 10000
 
 var _ driver.ReferenceIndex = (*Store)(nil)
 
+// referenceLayoutVersion is the version of the reference index's keys,
+// the "v1" in them: their layout did not change with the records'
+// (KeyLayoutVersion).
+const referenceLayoutVersion = 1
+
 // ReferenceKey returns the Redis key of a business reference's index
 // entry: "<namespace>:ref:v1:d<digestVersion>:<operationCode>:{<digest>}".
 // Its value is the operation key that arrived first with the reference;
 // it holds no raw reference.
 func (s *Store) ReferenceKey(r onceflow.Ref) string {
-	return s.ns + ":ref:v" + strconv.Itoa(KeyLayoutVersion) + ":d" + strconv.Itoa(r.Digest.Version) +
+	return s.ns + ":ref:v" + strconv.Itoa(referenceLayoutVersion) + ":d" + strconv.Itoa(r.Digest.Version) +
 		":" + string(r.Code) + ":{" + r.Digest.Hex + "}"
 }
 
@@ -36,7 +41,7 @@ func (s *Store) ReferenceKey(r onceflow.Ref) string {
 // fields code, reference (the digest), holder, key and action (flagged,
 // refused).
 func (s *Store) ReusesKey() string {
-	return s.ns + ":ref:v" + strconv.Itoa(KeyLayoutVersion) + ":reuses"
+	return s.ns + ":ref:v" + strconv.Itoa(referenceLayoutVersion) + ":reuses"
 }
 
 // ClaimReference implements driver.ReferenceIndex with one command, SET

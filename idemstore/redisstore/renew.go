@@ -229,12 +229,16 @@ func (s *Store) renewOne(ctx context.Context, req driver.RenewRequest, key, star
 	return decodeRenew(req, started != "", replies[0])
 }
 
-// appendRenewArgs appends the seven arguments of one lease of renew.lua.
+// appendRenewArgs appends the seven arguments of one lease of renew.lua:
+// the owner, the nonce and the fingerprint as the raw bytes the record
+// keeps them in.
 func (s *Store) appendRenewArgs(args []any, req driver.RenewRequest, started string) []any {
-	fp := ""
+	raw := make([]byte, 0, 80)
+	raw = appendRaw(raw, string(req.Owner))
+	raw = appendRaw(raw, string(req.Nonce))
 	if started != "" {
-		fp = string(req.Started.Fingerprint)
+		raw = appendRaw(raw, string(req.Started.Fingerprint))
 	}
-	return append(args, string(req.Owner), string(req.Operation), string(req.Nonce),
-		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), fp, started)
+	return append(args, raw[:32:32], string(req.Operation), raw[32:48:48],
+		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), raw[48:], started)
 }

@@ -142,7 +142,7 @@ func TestRenewalsThatWaitGoAsOneCallEachFencedOnItsOwn(t *testing.T) {
 	corruptBefore := client.HGetAll(ctx, ls[3].key).Val()
 	before := map[int]string{}
 	for _, i := range []int{1, 2, 4} {
-		before[i] = client.HGet(ctx, ls[i].key, "leaseUntil").Val()
+		before[i], _, _ = getField(ctx, client, ls[i].key, "leaseUntil")
 	}
 
 	outs, errs := renewTogether(t, s, h, ls[0], []driver.RenewRequest{ls[1].req, stranger, missing, ls[3].req, ls[4].req}, nil)
@@ -160,14 +160,14 @@ func TestRenewalsThatWaitGoAsOneCallEachFencedOnItsOwn(t *testing.T) {
 		}
 	}
 	for _, i := range []int{1, 4} {
-		if got := client.HGet(ctx, ls[i].key, "leaseUntil").Val(); got == before[i] {
+		if got, _, _ := getField(ctx, client, ls[i].key, "leaseUntil"); got == before[i] {
 			t.Errorf("lease %d: leaseUntil is still %s, want it renewed", i, got)
 		}
 	}
 	if r, ok := outs[1].(driver.Refused); errs[1] != nil || !ok || r.Reason != driver.RefusedNonce {
 		t.Errorf("another invocation's renewal: %#v, %v; want Refused (nonce mismatch)", outs[1], errs[1])
 	}
-	if got := client.HGet(ctx, ls[2].key, "leaseUntil").Val(); got != before[2] {
+	if got, _, _ := getField(ctx, client, ls[2].key, "leaseUntil"); got != before[2] {
 		t.Errorf("a refused renewal moved leaseUntil from %s to %s", before[2], got)
 	}
 	if _, ok := outs[2].(driver.Missing); errs[2] != nil || !ok {

@@ -25,11 +25,11 @@ import (
 // corrupt record is refused before any write holds without a script.
 
 // The fields the replay read asks for, in the order of the reply: the
-// state and fingerprint, the packed fields (schema.MetaField: codec,
-// policy, attempt, rev, createdAt, sum among them) and the first chunks.
+// fingerprint, the packed fields (schema.MetaField: the state, codec,
+// policy, attempt, rev, createdAt and sum among them) and the first
+// chunks.
 const (
-	rdState = iota
-	rdFp
+	rdFp = iota
 	rdMeta
 	rdResp // the first chunk; replayChunks chunks follow it
 )
@@ -42,7 +42,7 @@ const replayChunks = 4
 // replayArgs is the replay read, with the key left out (index 1). The
 // values are boxed once, here: each read copies the slice and sets the key.
 var replayArgs = func() []any {
-	args := []any{"hmget", nil, "state", "fp", schema.MetaField}
+	args := []any{"hmget", nil, schema.Fields[schema.FFp].Key, schema.MetaField}
 	for i := 1; i <= replayChunks; i++ {
 		args = append(args, schema.ChunkField(i))
 	}
@@ -147,7 +147,7 @@ func (s *Store) readReplay(ctx context.Context, c *replayCall, key any, req driv
 // caller's context, key or reply.
 type replayCall struct {
 	ctx  deadlineCtx
-	args [max(5+replayChunks, 2+schema.MaxChunks-replayChunks)]any // replayArgs, restArgs
+	args [max(4+replayChunks, 2+schema.MaxChunks-replayChunks)]any // replayArgs, restArgs
 	cmd  redis.StringSliceCmd
 	// keyBuf holds the key (key), and keeps its capacity from read to read.
 	keyBuf []byte
@@ -192,18 +192,20 @@ func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key any) (
 }
 
 // read sends the replay read in c: through the auto-pipeliner while
-// another read is in flight (Config.AutoPipelineReads), else by itself
+// another read is in flight (unless Config.NoAutoPipelineReads), else by itself
 // (go-redis may answer it from its client-side cache, which
 // Config.ReplayCache allows), or, when the client has a cache the store
 // must not use, as a pipeline of one, which go-redis always sends to the
 // server.
 func (s *Store) read(ctx context.Context, c *replayCall) error {
 	cmd := &c.cmd
-	if s.pipe != nil {
+	if s.pipeOn {
 		n := s.pipeReads.Add(1)
 		defer s.pipeReads.Add(-1)
 		if n > 1 {
-			return s.readPipelined(ctx, c)
+			if ap := s.autoPipeliner(ctx); ap != nil {
+				return s.readPipelined(ctx, c, ap)
+			}
 		}
 	}
 	if !s.bypassCache {
@@ -222,9 +224,9 @@ func (s *Store) read(ctx context.Context, c *replayCall) error {
 // command whatever its context says, so a read the store stopped waiting
 // for may still be in go-redis' hands: then c is lent, never pooled
 // again.
-func (s *Store) readPipelined(ctx context.Context, c *replayCall) error {
+func (s *Store) readPipelined(ctx context.Context, c *replayCall, ap *redis.AutoPipeliner) error {
 	s.pipelined.Add(1)
-	f := s.pipe.Submit(ctx, &c.cmd)
+	f := ap.Submit(ctx, &c.cmd)
 	if err := f.WaitContext(ctx); err != nil {
 		if ctx.Err() != nil {
 			c.lent = true
@@ -235,20 +237,43 @@ func (s *Store) readPipelined(ctx context.Context, c *replayCall) error {
 	return nil
 }
 
+// autoPipeliner returns the client's deferred auto-pipeliner, asking the
+// client for it the first time (go-redis makes one a client, and starts
+// its goroutines then), or nil when the client could not give it: the
+// reads then go by themselves, and the store says so once.
+func (s *Store) autoPipeliner(ctx context.Context) *redis.AutoPipeliner {
+	if ap := s.pipe.Load(); ap != nil || s.pipeGone.Load() {
+		return ap
+	}
+	s.pipeMu.Lock()
+	defer s.pipeMu.Unlock()
+	if ap := s.pipe.Load(); ap != nil || s.pipeGone.Load() {
+		return ap
+	}
+	ap, err := s.client.AsyncAutoPipeline()
+	if err != nil {
+		s.pipeGone.Store(true)
+		s.logger.WarnContext(ctx, "onceflow: the Redis client gives no auto-pipeliner; replay reads go by themselves (Config.NoAutoPipelineReads says so without this line)", "err", err)
+		return nil
+	}
+	s.pipe.Store(ap)
+	return ap
+}
+
 // replayMatch reports whether the fields read (go-redis gives "" for a
 // missing one, and no field of a record is empty but a response) are a
-// COMPLETED record with the caller's fingerprint whose packed fields pass
-// schema.ParseMeta (the scripts' rules) with the caller's codec and
-// policy and a sum, with a first response chunk, and returns the packed
-// fields. A record without the packed field (the layout before it) and an
-// empty first chunk (an empty response, or none) are left to the script,
-// which reads the old layout and tells the two apart.
+// record with the caller's fingerprint (kept raw) whose packed fields pass
+// schema.ParseMeta (the scripts' rules), COMPLETED, with the caller's
+// codec and policy and a sum, with a first response chunk, and returns
+// the packed fields. An empty first chunk (an empty response, or none) is
+// left to the script, which tells the two apart.
 func replayMatch(v []string, req driver.ClaimRequest) ([schema.NumFields]string, bool) {
-	if v[rdState] != string(onceflow.StateCompleted) || v[rdFp] != string(req.Fingerprint) || v[rdResp] == "" {
+	var fp [32]byte
+	if len(req.Fingerprint) != 2*len(fp) || v[rdFp] != string(appendRaw(fp[:0], string(req.Fingerprint))) || v[rdResp] == "" {
 		return [schema.NumFields]string{}, false
 	}
 	meta, bad := schema.ParseMeta(v[rdMeta])
-	if bad != "" || meta[schema.FCodec] != req.Codec || meta[schema.FSum] == "" {
+	if bad != "" || meta[schema.FState] != string(onceflow.StateCompleted) || meta[schema.FCodec] != req.Codec || meta[schema.FSum] == "" {
 		return meta, false
 	}
 	if p, _ := schema.ParseInteger(meta[schema.FPolicy]); p != int64(req.Policy) {

@@ -30,8 +30,8 @@ func testStore(t *testing.T, cfg Config) *Store {
 
 // eachReadPath runs test, in parallel subtests, with a store of cfg whose
 // replay reads go to Redis by themselves, and with one whose every replay
-// read rides the auto-pipeliner (Config.AutoPipelineReads, with a read
-// held in flight so that none goes alone).
+// read rides the auto-pipeliner (the default, with a read held in flight
+// so that none goes alone); the first has Config.NoAutoPipelineReads.
 func eachReadPath(t *testing.T, cfg Config, test func(t *testing.T, s *Store)) {
 	t.Helper()
 	for _, pipelined := range []bool{false, true} {
@@ -42,7 +42,7 @@ func eachReadPath(t *testing.T, cfg Config, test func(t *testing.T, s *Store)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := cfg
-			c.AutoPipelineReads = pipelined
+			c.NoAutoPipelineReads = !pipelined
 			s := testStore(t, c)
 			if pipelined {
 				s.pipeReads.Add(1)
@@ -148,8 +148,9 @@ func testReplayReadNeverReplaysACorruptRecord(t *testing.T, s *Store, client *re
 	}
 	chunk := strings.Repeat("c", schema.ChunkSize)
 	cases = append(cases,
-		corruption{schema.MetaField, "1:1", schema.MetaField},
+		corruption{schema.MetaField, "COMPLETED:1", schema.MetaField},
 		corruption{schema.MetaField, "", schema.MetaField},
+		corruption{schema.MetaField, "(missing)", schema.MetaField},
 		corruption{"resp", "(missing)", "resp"},
 		corruption{"resp", strings.Repeat("x", schema.ChunkSize), "resp"}, // changed bytes: the sum says so
 		corruption{"resp2", "(missing)", "resp"},                          // the response is shorter than its sum
@@ -333,7 +334,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 	ctx := context.Background()
 	ns := redistest.Namespace(t)
 	cc := cachingClient(t)
-	cached := testStore(t, Config{Client: cc, Namespace: ns, ReplayCache: true})
+	cached := testStore(t, Config{Client: cc, Namespace: ns, ReplayCache: true, NoAutoPipelineReads: true})
 	direct := testStore(t, Config{Client: redistest.Client(t), Namespace: ns})
 	if _, err := New(Config{Client: redistest.Client(t), Namespace: ns, ReplayCache: true}); err == nil {
 		t.Fatal("ReplayCache accepted a client without a client-side cache")
@@ -380,9 +381,9 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 		}
 	})
 	for _, pipelined := range []bool{false, true} {
-		t.Run(fmt.Sprintf("without ReplayCache the cache is not read (AutoPipelineReads=%t)", pipelined), func(t *testing.T) {
+		t.Run(fmt.Sprintf("without ReplayCache the cache is not read (auto-pipelined=%t)", pipelined), func(t *testing.T) {
 			cc := cachingClient(t)
-			s := testStore(t, Config{Client: cc, Namespace: ns, AutoPipelineReads: pipelined})
+			s := testStore(t, Config{Client: cc, Namespace: ns, NoAutoPipelineReads: !pipelined})
 			if pipelined {
 				s.pipeReads.Add(1) // a read in flight: every read rides the auto-pipeliner
 			}

@@ -151,8 +151,9 @@ type scriptCall struct {
 	args [scriptCallArgs]any
 	cmd  redis.Cmd
 	// The strings and bytes of the arguments made by text and blob, and
-	// the bytes a call packs its arguments into (COMPLETE's held, which
-	// keeps its capacity from call to call).
+	// the bytes a call packs its arguments into (the raw owner, nonce and
+	// fingerprint, COMPLETE's held; it keeps its capacity from call to
+	// call).
 	strs   [scriptCallTexts]string
 	nstrs  int
 	blobs  [scriptCallBlobs][]byte
@@ -174,8 +175,9 @@ func (c *scriptCall) key(s *Store, ref onceflow.Ref) any {
 const scriptCallArgs = 20
 
 // scriptCallBlobs is the most byte slices a pooled script call holds for
-// its arguments (blob).
-const scriptCallBlobs = 5
+// its arguments (blob, raw): TRANSITION's key, owner, nonce, response,
+// the held m, its fingerprint, and the head and tail of the m it writes.
+const scriptCallBlobs = 8
 
 // scriptCallTexts is the most strings a pooled script call holds for its
 // arguments (text).
@@ -203,6 +205,17 @@ func (c *scriptCall) blob(b []byte) any {
 	*p = b
 	c.nblobs++
 	return blob{p}
+}
+
+// raw returns, as an argument, the bytes the hex h encodes (appendRaw),
+// in c's buf when c is not nil.
+func (c *scriptCall) raw(h string) any {
+	if c == nil {
+		return appendRaw(nil, h)
+	}
+	n := len(c.buf)
+	c.buf = appendRaw(c.buf, h)
+	return c.blob(c.buf[n:len(c.buf):len(c.buf)])
 }
 
 // release clears c and puts it back into pool.

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,8 +22,13 @@ import (
 // DefaultCommandTimeout is the default time one script call may take.
 const DefaultCommandTimeout = 200 * time.Millisecond
 
-// KeyLayoutVersion is the version of the key layout, the "v1" in every key.
-const KeyLayoutVersion = 1
+// KeyLayoutVersion is the version of the record's layout, the "v2" in
+// every record key. Version 2 keeps the owner, fingerprint and nonce as
+// raw bytes under one-letter fields and the scope digest in the key as
+// base64url; a record of version 1 (hex, long field names, the digest as
+// hex) lives under another key, which a store of version 2 never reads:
+// there is no migration (nothing was released with version 1).
+const KeyLayoutVersion = 2
 
 // Config configures a Store.
 type Config struct {
@@ -42,7 +48,7 @@ type Config struct {
 	// the call indeterminate, at the cost of that goroutine and a
 	// connection that stays busy until go-redis gives up.
 	Client redis.UniversalClient
-	// Namespace prefixes every key: "<Namespace>:idem:v1:…". Default
+	// Namespace prefixes every key: "<Namespace>:idem:v2:…". Default
 	// "onceflow". It must not contain '{' or '}'.
 	Namespace string
 	// CommandTimeout bounds each script call. Default 200ms. It is the
@@ -73,30 +79,38 @@ type Config struct {
 	// served; any doubt goes to Redis. A cached reply may outlive the
 	// record by as long as its invalidation takes to arrive (go-redis
 	// bounds it by the cache's MaxStaleness): it is still the true result
-	// of the request. Default false: the store sends its replay read past
-	// any client-side cache the client has.
+	// of the request. It needs NoAutoPipelineReads. Default false: the
+	// store sends its replay read past any client-side cache the client
+	// has.
 	ReplayCache bool
-	// AutoPipelineReads sends the replay read of a claim that finds
-	// another of the store's replay reads in flight through go-redis'
-	// deferred auto-pipeliner (the client's AsyncAutoPipeline), which
-	// writes the reads of concurrent claims to Redis as one pipeline: at
-	// 64 concurrent replays it more than doubles their throughput and
-	// cuts the client's CPU per replay to about a third
-	// (docs/performance.md). A lone read goes to the client as before, so
-	// a single caller's latency does not change. Only this read rides
-	// the auto-pipeliner, never a script: go-redis does not honour the
-	// deadline of a command once queued, and a read that Redis runs
-	// after its caller stopped waiting (at CommandTimeout, as for any
-	// read) changes nothing, where a script could take a lease nobody
-	// holds. The auto-pipeliner is the client's, configured by its
-	// Options.AutoPipelineOptions (go-redis' defaults otherwise), and it
-	// lives until the client is closed; go-redis marks it EXPERIMENTAL.
-	// The figures are of one server: on a Cluster the replays of 8
-	// goroutines ran at half the rate of direct reads in
-	// TestClusterReshardWhileOperationsRun, so measure there before you
-	// turn it on. It excludes ReplayCache (go-redis never answers a pipeline from its
-	// cache). Default false.
-	AutoPipelineReads bool
+	// NoAutoPipelineReads turns off what the store does by default: a
+	// replay read of a claim that finds another of the store's replay
+	// reads in flight goes through go-redis' deferred auto-pipeliner (the
+	// client's AsyncAutoPipeline), which writes the reads of concurrent
+	// claims to Redis as one pipeline: at 64 concurrent replays it more
+	// than doubles their throughput and cuts the client's CPU per replay
+	// to about a third (docs/performance.md). A lone read goes to the
+	// client as it would without it, so a single caller's latency does
+	// not change. Only this read rides the auto-pipeliner, never a
+	// script: go-redis does not honour the deadline of a command once
+	// queued, and a read that Redis runs after its caller stopped waiting
+	// (at CommandTimeout, as for any read) changes nothing, where a
+	// script could take a lease nobody holds. The auto-pipeliner is the
+	// client's, configured by its Options.AutoPipelineOptions (go-redis'
+	// defaults otherwise), which New checks when it can read them (a
+	// *redis.Client, a *redis.ClusterClient); the store asks the client
+	// for it on the first read that finds another in flight, so a store
+	// whose reads never meet starts none of its goroutines, and from then
+	// on it lives until the client is closed. Should the client then fail
+	// to give it, the reads go by themselves, and the store logs it once.
+	// go-redis marks it EXPERIMENTAL; this module requires the first
+	// go-redis release that has it (v9.22.0), and its tests run on it and
+	// on v9.23.0. On a Cluster the replays of 8 goroutines ran at half the
+	// rate of direct reads in TestClusterReshardWhileOperationsRun:
+	// measure there, and set NoAutoPipelineReads if it does not pay.
+	// ReplayCache needs it set (go-redis never answers a pipelined read
+	// from its cache). Default false: the reads are auto-pipelined.
+	NoAutoPipelineReads bool
 	// Durability says what the store waits for after a write that matters
 	// before it answers (durability.go): DurabilityNone (the default: the
 	// primary's reply), DurabilityReplicas (WAIT) or DurabilityAOF
@@ -145,8 +159,9 @@ func (c *Config) setDefaults() error {
 	if c.ReplayCache && !clientCaches(c.Client) {
 		return errors.New("redisstore: Config.ReplayCache needs a *redis.Client with a client-side cache (Protocol 3 and ClientSideCacheConfig)")
 	}
-	if c.AutoPipelineReads && c.ReplayCache {
-		return errors.New("redisstore: Config.AutoPipelineReads and Config.ReplayCache exclude each other (go-redis never answers a pipelined read from its cache): set one")
+	if c.ReplayCache && !c.NoAutoPipelineReads {
+		return errors.New("redisstore: Config.ReplayCache and the auto-pipelined replay reads (on unless Config.NoAutoPipelineReads) exclude each other, " +
+			"since go-redis never answers a pipelined read from its cache: set Config.NoAutoPipelineReads with Config.ReplayCache")
 	}
 	return c.setDurabilityDefaults()
 }
@@ -175,7 +190,7 @@ type Store struct {
 	// a script (replay.go).
 	plainReplays atomic.Int64
 	// pipelined counts the replay reads sent through the auto-pipeliner
-	// (Config.AutoPipelineReads), for the tests.
+	// (unless Config.NoAutoPipelineReads), for the tests.
 	pipelined atomic.Int64
 	// gate decides whether a claim sends the replay read first (replay.go).
 	gate    replayGate
@@ -192,10 +207,15 @@ type Store struct {
 	// client-side cache (Config.ReplayCache, on a client that has one),
 	// which caches only a key that is a string.
 	cachedReads bool
-	// pipe is the client's deferred auto-pipeliner when
-	// Config.AutoPipelineReads is set (replay.go); pipeReads counts the
-	// replay reads in flight, which decides whether a read rides it.
-	pipe      *redis.AutoPipeliner
+	// pipeOn is set unless Config.NoAutoPipelineReads; pipe is then the
+	// client's deferred auto-pipeliner once a read asked for it
+	// (autoPipeliner, replay.go), pipeGone set if the client failed to
+	// give it; pipeReads counts the replay reads in flight, which decides
+	// whether a read rides it.
+	pipeOn    bool
+	pipe      atomic.Pointer[redis.AutoPipeliner]
+	pipeMu    sync.Mutex
+	pipeGone  atomic.Bool
 	pipeReads atomic.Int64
 	// noReadOnlyEval is set once a server answered that it does not know
 	// EVALSHA_RO (see run).
@@ -238,14 +258,32 @@ func New(cfg Config) (*Store, error) {
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
-	if cfg.AutoPipelineReads {
-		ap, err := cfg.Client.AsyncAutoPipeline()
-		if err != nil {
-			return nil, fmt.Errorf("redisstore: Config.AutoPipelineReads: the client's auto-pipeliner: %w", err)
+	if !cfg.NoAutoPipelineReads {
+		if err := checkAutoPipelineOptions(cfg.Client); err != nil {
+			return nil, fmt.Errorf("redisstore: the client's auto-pipeliner, for the auto-pipelined replay reads (Config.NoAutoPipelineReads turns them off): %w", err)
 		}
-		st.pipe = ap
+		st.pipeOn = true
 	}
 	return st, nil
+}
+
+// checkAutoPipelineOptions checks the options the client's auto-pipeliner
+// will be made with, when the client says what they are (a *redis.Client,
+// one of Sentinel's among them, or a *redis.ClusterClient), so that
+// options it would refuse are refused at New rather than at the first
+// concurrent replay read.
+func checkAutoPipelineOptions(c redis.UniversalClient) error {
+	var o *redis.AutoPipelineOptions
+	switch c := c.(type) {
+	case *redis.Client:
+		o = c.Options().AutoPipelineOptions
+	case *redis.ClusterClient:
+		o = c.Options().AutoPipelineOptions
+	}
+	if o == nil {
+		return nil
+	}
+	return o.Validate()
 }
 
 // contextTimeoutEnabled reports whether go-redis bounds the client's socket
@@ -267,8 +305,9 @@ func contextTimeoutEnabled(c redis.UniversalClient) bool {
 func (s *Store) CommandTimeout() time.Duration { return s.timeout }
 
 // Key returns the Redis key of a record:
-// "<namespace>:idem:v1:d<digestVersion>:<operationCode>:{<scopeDigest>}".
-// It holds no raw client key, principal or workflow ID.
+// "<namespace>:idem:v2:d<digestVersion>:<operationCode>:{<scopeDigest>}",
+// the scope digest's 32 bytes in unpadded base64url (43 characters, not
+// its 64 hex). It holds no raw client key, principal or workflow ID.
 func (s *Store) Key(ref onceflow.Ref) string {
 	var b [128]byte
 	return string(s.appendKey(b[:0], ref))
@@ -285,8 +324,35 @@ func (s *Store) appendKey(dst []byte, ref onceflow.Ref) []byte {
 	dst = append(dst, ':')
 	dst = append(dst, ref.Code...)
 	dst = append(dst, ":{"...)
-	dst = append(dst, ref.Digest.Hex...)
+	dst = appendDigest(dst, ref.Digest.Hex)
 	return append(dst, '}')
+}
+
+// appendDigest appends a scope digest as the key holds it: the bytes of
+// its hex in unpadded base64url (which holds neither '{' nor '}', the
+// Cluster hash tag's braces). A digest that is not lowercase hex of whole
+// bytes, which no validated request holds, is appended as it is.
+func appendDigest(dst []byte, h string) []byte {
+	if len(h)%2 != 0 || !isLowerHex(h) {
+		return append(dst, h...)
+	}
+	var raw [64]byte
+	b := raw[:0]
+	if len(h)/2 > len(raw) {
+		b = nil
+	}
+	b = appendRaw(b, h)
+	return base64.RawURLEncoding.AppendEncode(dst, b)
+}
+
+// isLowerHex reports whether s holds only lowercase hex digits.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ScriptReloads counts the calls that found their script missing on the
@@ -327,8 +393,8 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 	}
 	c := s.newCall()
 	raw, err := s.call(ctx, c, op, req.Ref, s.scripts.claim,
-		c.text(string(req.Owner)), c.text(string(req.Operation)), c.text(string(req.Fingerprint)), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
-		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), c.text(string(nonce)))
+		c.raw(string(req.Owner)), c.text(string(req.Operation)), c.raw(string(req.Fingerprint)), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
+		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), c.raw(string(nonce)))
 	if err != nil {
 		return nil, err
 	}
@@ -386,16 +452,16 @@ func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, t
 		}
 	}
 	raw, err := s.call(ctx, c, op, o.Ref, s.scripts.transition,
-		c.text(string(o.Owner)), c.text(string(o.Operation)), s.args.int(o.Rev), s.args.str(string(target)), s.args.str(sources), c.text(string(nonce)),
+		c.raw(string(o.Owner)), c.text(string(o.Operation)), s.args.int(o.Rev), s.args.str(string(target)), s.args.str(sources), c.raw(string(nonce)),
 		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), c.blob(resp), c.text(sum), c.text(reason),
-		c.blob(held), c.text(fp), c.blob(head), c.blob(tail))
+		c.blob(held), c.raw(fp), c.blob(head), c.blob(tail))
 	if err != nil {
 		return nil, err
 	}
 	if held != nil {
 		return decodeComplete(o, nonce, started, raw)
 	}
-	return decodeTransition(op, o.Ref, raw)
+	return decodeTransition(op, o.Ref, idents{owner: o.Owner, nonce: nonce}, raw)
 }
 
 // Release implements driver.Store.
@@ -404,11 +470,11 @@ func (s *Store) Release(ctx context.Context, req driver.ReleaseRequest) (driver.
 		return nil, err
 	}
 	o := req.Ownership
-	raw, err := s.call(ctx, nil, opRelease, o.Ref, s.scripts.release, string(o.Owner), string(o.Operation), o.Rev)
+	raw, err := s.call(ctx, nil, opRelease, o.Ref, s.scripts.release, appendRaw(nil, string(o.Owner)), string(o.Operation), o.Rev)
 	if err != nil {
 		return nil, err
 	}
-	return decodeRelease(o.Ref, raw)
+	return decodeRelease(o.Ref, o.Owner, raw)
 }
 
 // Inspect implements driver.Store. It sends EVALSHA_RO (EVAL_RO when the

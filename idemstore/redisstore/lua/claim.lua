@@ -2,19 +2,18 @@
 -- claim.lua: CLAIM, and the fused CLAIM+START when a nonce is given.
 --
 -- KEYS[1]  record key
--- ARGV[1]  owner (64 hex)          ARGV[2]  operation ID
--- ARGV[3]  fingerprint             ARGV[4]  codec
+-- ARGV[1]  owner (32 raw bytes)    ARGV[2]  operation ID
+-- ARGV[3]  fingerprint (32 raw bytes)       ARGV[4]  codec
 -- ARGV[5]  policy revision         ARGV[6]  lease in ms
 -- ARGV[7]  failure retention in ms: the key outlives the lease by it
--- ARGV[8]  nonce ("" = plain CLAIM)
+-- ARGV[8]  nonce (16 raw bytes; "" = plain CLAIM)
 --
 -- Replies, checked in this order (the seed's order); the record is in
 -- every reply but CORRUPT and the fast path's ACQUIRED:
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
---                             rev, codec, policy, createdAt, sum); the whole
---                             record for one of the layout before m
+--                             rev, codec, policy, createdAt, sum)
 --   CORRUPT                   the stored record breaks the schema; nothing changed
 --   ACQUIRED                  no record: created in CLAIMED (EXECUTING with nonce)
 --   FINGERPRINT_MISMATCH      another request used this scope; nothing changed
@@ -51,11 +50,13 @@ if redis.call('EXISTS', key) == 0 then
   local lease, nonce = tonumber(ARGV[6]), ARGV[8]
   local ttl = lease + tonumber(ARGV[7])
   local nows, lease_until = string.format('%d', now), string.format('%d', now + lease)
-  local m = @packm(attempt = '1', rev = '1', policy = policy, createdAt = nows, updatedAt = nows, codec = codec)
+  -- The fields in the order @scanexec reads an EXECUTING record by.
   if nonce == '' then
-    redis.call('HSET', key, 'state', 'CLAIMED', 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until, 'm', m)
+    local m = @packm(state = 'CLAIMED', attempt = '1', rev = '1', policy = policy, createdAt = nows, updatedAt = nows, codec = codec)
+    redis.call('HSET', key, 'o', owner, 'op', op, 'f', fp, 'l', lease_until, 'm', m)
   else
-    redis.call('HSET', key, 'state', 'EXECUTING', 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until, 'nonce', nonce, 'm', m)
+    local m = @packm(state = 'EXECUTING', attempt = '1', rev = '1', policy = policy, createdAt = nows, updatedAt = nows, codec = codec)
+    redis.call('HSET', key, 'o', owner, 'op', op, 'f', fp, 'l', lease_until, 'n', nonce, 'm', m)
   end
   redis.call('PEXPIRE', key, ttl)
   return R.ACQUIRED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
@@ -64,33 +65,33 @@ end
 -- The replay fast path reads only
 -- what a replay needs. (The store replays a clean COMPLETED match with one
 -- HMGET and no script; it sends the claim when that read had a doubt.) A
--- record whose m is not clean, or that has none (the layout before m),
--- goes on to load, which names what is wrong or reads the old layout.
-local v = redis.call('HMGET', key, 'state', 'fp', 'm', 'resp', 'resp2', 'resp3', 'resp4')
-if v[1] == 'COMPLETED' and v[2] == fp and v[3] then
-  local attempt, rev, pol, created, updated, unc, sum, cod = @metamatch(v[3])
-  if attempt and cod == codec and pol == policy and sum ~= '' and
-      @metaclean(attempt, rev, pol, created, updated, unc, sum, cod) then
+-- record whose m is not clean, or that has none, goes on to load, which
+-- names what is wrong.
+local v = redis.call('HMGET', key, 'f', 'm', 'resp', 'resp2', 'resp3', 'resp4')
+if v[1] == fp and v[2] then
+  local state, attempt, rev, pol, created, updated, unc, sum, cod = @metamatch(v[2])
+  if state == 'COMPLETED' and cod == codec and pol == policy and sum ~= '' and
+      @metaclean(state, attempt, rev, pol, created, updated, unc, sum, cod) then
     -- The chunks in hand (up to 4) are whole but the last, with none after
     -- a missing one; a longer response has more.
-    local resp, bad = v[4], nil
+    local resp, bad = v[3], nil
     if resp then
-      for i = 5, 7 do
+      for i = 4, 6 do
         if v[i] and (not v[i - 1] or #v[i - 1] ~= 64) then
-          bad = 'resp' .. (i - 3)
+          bad = 'resp' .. (i - 2)
           break
         end
       end
     else
       bad = 'resp'
     end
-    if resp and v[5] and not bad then
-      if not v[6] then
-        resp = resp .. v[5]
-      elseif not v[7] then
-        resp = resp .. v[5] .. v[6]
+    if resp and v[4] and not bad then
+      if not v[5] then
+        resp = resp .. v[4]
+      elseif not v[6] then
+        resp = resp .. v[4] .. v[5]
       else
-        local out = {resp, v[5], v[6], v[7]}
+        local out = {resp, v[4], v[5], v[6]}
         for _, c in ipairs(@restchunks(key, 5)) do
           if not c then break end
           out[#out + 1] = c
@@ -100,8 +101,8 @@ if v[1] == 'COMPLETED' and v[2] == fp and v[3] then
     end
     local pttl = redis.call('PTTL', key)
     if bad then return R.CORRUPT .. '\0' .. 0 .. '\0' .. pttl .. '\0' .. bad end
-    return R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0\0' ..
-      @pack(state = v[1], attempt = attempt, rev = rev, codec = cod, policy = pol, createdAt = created, sum = sum) .. '\0' .. resp
+    return {R.COMPLETED_REPLAY .. '\0' .. 0 .. '\0' .. pttl .. '\0' ..
+      @pack(state = state, attempt = attempt, rev = rev, codec = cod, policy = pol, createdAt = created, sum = sum), resp}
   end
 end
 --@prelude
@@ -113,28 +114,28 @@ if nonce ~= '' then target = 'EXECUTING' end
 local lease_until = int(now + lease)
 local ttl = lease + retention
 
-if not v[1] then
-  -- No state: no record, unless other fields are there (corrupt).
-  if redis.call('EXISTS', key) == 1 then return corrupt(key, now, 'state') end
-  local r = {state = target, owner = owner, attempt = '1', rev = '1', op = op, fp = fp,
+local r, resp, bad = load(key, owner, op, fp, nonce, codec, policy)
+if bad then return corrupt(key, now, bad) end
+
+if not r then
+  -- No record: never here, since the fast path above made it; kept as
+  -- its twin, what the full path writes for a new key.
+  r = {state = target, owner = owner, attempt = '1', rev = '1', op = op, fp = fp,
     codec = codec, policy = policy, leaseUntil = lease_until, createdAt = int(now), updatedAt = int(now)}
-  local set = {'state', target, 'owner', owner, 'op', op, 'fp', fp, 'leaseUntil', lease_until}
+  local set = {'o', owner, 'op', op, 'f', fp, 'l', lease_until}
   if nonce ~= '' then
     r.nonce = nonce
-    set[#set + 1], set[#set + 2] = 'nonce', nonce
+    set[#set + 1], set[#set + 2] = 'n', nonce
   end
   save(key, r, set)
   redis.call('PEXPIRE', key, ttl)
   return reply(R.ACQUIRED, key, now, r, ttl)
 end
 
-local r, resp, bad = load(key, owner, op, fp, nonce, codec, policy)
-if bad then return corrupt(key, now, bad) end
-
 if r.fp ~= fp then return reply(R.FINGERPRINT_MISMATCH, key, now, r) end
 if r.state == 'COMPLETED' then
-  -- Our fingerprint. The fast path replays ours from a record with m; a
-  -- record of the layout before m is replayed here.
+  -- Our fingerprint: the fast path replays it, unless the key was made or
+  -- changed between its read and load's (a script runs alone, so never).
   if r.codec == codec and r.policy == policy then return reply(R.COMPLETED_REPLAY, key, now, r, nil, resp) end
   return reply(R.CODEC_MISMATCH, key, now, r)
 end
@@ -152,7 +153,7 @@ if same then
     if tonumber(r.leaseUntil) < now + lease then r.leaseUntil = lease_until end
     r.updatedAt = int(now)
     local t = in_flight_ttl(tonumber(r.leaseUntil), now, retention)
-    save(key, r, {'leaseUntil', r.leaseUntil})
+    save(key, r, {'l', r.leaseUntil})
     redis.call('PEXPIRE', key, t)
     return reply(R.REPLAYED_ACQUIRE, key, now, r, t)
   end
@@ -165,18 +166,18 @@ if expired then
   if not same then r.attempt = int(tonumber(r.attempt) + 1) end
   r.state, r.owner, r.rev, r.op = target, owner, int(tonumber(r.rev) + 1), op
   r.codec, r.policy, r.leaseUntil, r.updatedAt = codec, policy, lease_until, int(now)
-  local set = {'state', target, 'owner', owner, 'op', op, 'leaseUntil', lease_until}
+  local set = {'o', owner, 'op', op, 'l', lease_until}
   local drop = {}
   if nonce ~= '' then
     r.nonce = nonce
-    set[#set + 1], set[#set + 2] = 'nonce', nonce
+    set[#set + 1], set[#set + 2] = 'n', nonce
   elseif r.nonce then
     r.nonce = false
-    drop[#drop + 1] = 'nonce'
+    drop[#drop + 1] = 'n'
   end
   if r.reason then
     r.reason = false
-    drop[#drop + 1] = 'reason'
+    drop[#drop + 1] = 'r'
   end
   r.sum = false
   if #drop > 0 then redis.call('HDEL', key, unpack(drop)) end

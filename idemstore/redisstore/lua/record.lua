@@ -6,19 +6,24 @@
 -- R.<NAME> with its reply code and writes the scripts Redis runs to
 -- lua/gen/.
 --
--- Reply of every script (decoded in Go by decode.go): one string,
---   "<code>\0<nowMs>\0<pttlMs>\0<extra>[\0<record>[\0<resp>]]"
+-- Reply of every script (decoded in Go by decode.go): one string
+--   "<code>\0<nowMs>\0<pttlMs>\0<extra>"
 --   code    the reply code (R.<NAME>)
 --   nowMs   the server's TIME in ms, 0 where the script did not need it
 --   pttlMs  the key's PTTL after the script ran, -2 when there is none
---   extra   TAKEN_OVER: the state taken over; CORRUPT: the field; else empty
---   record  the record as the script left it, packed by pack (its fields in
---           schema order, NUL-separated, empty when absent), when the reply
---           carries one
---   resp    the stored response, last (it may hold NUL bytes), where the
---           script's header says so
--- One string rather than an array: the client parses and allocates one
--- value, not one per element.
+--   extra   TAKEN_OVER: the state taken over; CORRUPT: the field; RENEWED
+--           without a record: leaseUntil; else empty
+-- when the reply carries no record; when it carries one, an array
+--   {"<code>\0<nowMs>\0<pttlMs>\0<extra>\0<record>", owner, fp, nonce[, resp]}
+--   record  the record as the script left it (pack): every field of the
+--           schema in its order, NUL-separated, '' when absent, and ''
+--           for the owner, fingerprint and nonce, which follow as
+--           elements of their own: the record keeps them as raw bytes,
+--           which no separator can be kept out of (no other field may
+--           hold a NUL)
+--   resp    the stored response, where the script's header says so
+-- One string, or an array of few elements: the client parses and
+-- allocates one value an element.
 
 -- Redis server time in epoch milliseconds: the only clock leases use.
 local function now_ms()
@@ -37,12 +42,9 @@ end
 -- nil: it is read then.
 local function reply(code, key, now, r, pttl, resp, extra)
   if pttl == nil then pttl = redis.call('PTTL', key) end
-  local out = code .. '\0' .. now .. '\0' .. pttl .. '\0' .. (extra or '')
-  if r then
-    out = out .. '\0' .. pack(r)
-    if resp then out = out .. '\0' .. resp end
-  end
-  return out
+  local head = code .. '\0' .. now .. '\0' .. pttl .. '\0' .. (extra or '')
+  if r then return pack(r, head, resp) end
+  return head
 end
 
 local function corrupt(key, now, field)

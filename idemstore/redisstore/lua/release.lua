@@ -3,7 +3,7 @@
 -- EXECUTING: deleting that record would delete the evidence of an effect.
 --
 -- KEYS[1]  record key
--- ARGV[1]  owner                   ARGV[2]  operation ID
+-- ARGV[1]  owner (raw)             ARGV[2]  operation ID
 -- ARGV[3]  expected rev
 --
 -- Replies:

@@ -6,10 +6,10 @@
 -- a call of its own, in KEYS' order, at one server time.
 --
 -- KEYS[1]  record key of the first lease (KEYS[i]: of the i-th)
--- ARGV[1]  owner                   ARGV[2]  operation ID
--- ARGV[3]  nonce                   ARGV[4]  lease in ms
+-- ARGV[1]  owner (raw)             ARGV[2]  operation ID
+-- ARGV[3]  nonce (raw)             ARGV[4]  lease in ms
 -- ARGV[5]  failure retention in ms: the key outlives the lease by it
--- ARGV[6]  fingerprint the caller's start left ("" = not known)
+-- ARGV[6]  fingerprint (raw) the caller's start left ("" = not known)
 -- ARGV[7]  m as the caller's start left it ("" = not known): compared,
 --          never written
 -- (the first lease's; the i-th's seven are ARGV[7i-6] to ARGV[7i])
@@ -32,8 +32,8 @@ local out, slow, now, nows = {}, nil, nil, nil
 
 -- The fast path: the record as the caller's own start left it (renewals
 -- move leaseUntil alone). One HGETALL reads every field, which proves the
--- record holds no other (no reason, no response chunk, no field of the
--- layout before m); what the caller holds (owner, op, nonce, and fp and
+-- record holds no other (no reason, no response chunk, nothing that is
+-- not the record's); what the caller holds (owner, op, nonce, and fp and
 -- m when it sends them) is compared by equality, and the rest checked by
 -- the rules load checks them by (leaseUntil by its pattern; fp and m, when
 -- the caller does not send them, by their patterns and one match). The
@@ -51,14 +51,15 @@ for i = 1, #KEYS do
   local v = redis.call('HGETALL', key)
   @scanexec(v)
   local fast, attempt, rev = false, nil, nil
-  if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+  if e_n == 6 and e_owner == owner and e_op == op and e_nonce == nonce and
       e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) then
     if m ~= '' then
+      -- m is EXECUTING's (redisstore packs it only from such a record).
       fast = e_fp == fp and e_m == m
     elseif e_fp and not @invalid(fp, e_fp) and e_m then
-      local policy, created, updated, unc, sum, codec
-      attempt, rev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
-      fast = attempt and @metaclean(attempt, rev, policy, created, updated, unc, sum, codec)
+      local state, policy, created, updated, unc, sum, codec
+      state, attempt, rev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+      fast = state == 'EXECUTING' and @metaclean(state, attempt, rev, policy, created, updated, unc, sum, codec)
     end
   end
   if fast then
@@ -72,7 +73,7 @@ for i = 1, #KEYS do
     if now + lease > lease_until then
       lease_until = now + lease
       e_leaseUntil = string.format('%d', lease_until)
-      redis.call('HSET', key, 'leaseUntil', e_leaseUntil)
+      redis.call('HSET', key, 'l', e_leaseUntil)
     end
     local ttl = lease_until - now
     if ttl < 0 then ttl = 0 end
@@ -81,8 +82,8 @@ for i = 1, #KEYS do
     if m ~= '' then
       out[i] = R.RENEWED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0' .. e_leaseUntil
     else
-      out[i] = R.RENEWED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0\0' .. @pack(state = 'EXECUTING', owner = owner,
-        attempt = attempt, rev = rev, op = op, leaseUntil = e_leaseUntil, nonce = nonce)
+      out[i] = {R.RENEWED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0' .. @pack(state = 'EXECUTING', owner = owner,
+        attempt = attempt, rev = rev, op = op, leaseUntil = e_leaseUntil, nonce = nonce)}
     end
   else
     slow = slow or {}
@@ -93,7 +94,7 @@ if not slow then return out end
 --@prelude
 
 -- The full path reads the whole record (one HMGET of the fields stored by
--- name and m, one pattern match for m, HLEN), so a corrupt record is
+-- their keys and m, one pattern match for m, HLEN), so a corrupt record is
 -- refused, and writes only leaseUntil: m (updatedAt) does not change.
 local function renew(key, owner, op, nonce, lease, retention)
   local now = now_ms()
@@ -109,13 +110,13 @@ local function renew(key, owner, op, nonce, lease, retention)
   if now + lease > lease_until then
     lease_until = now + lease
     r.leaseUntil = int(lease_until)
-    redis.call('HSET', key, 'leaseUntil', r.leaseUntil)
+    redis.call('HSET', key, 'l', r.leaseUntil)
   end
   local ttl = in_flight_ttl(lease_until, now, retention)
   redis.call('PEXPIRE', key, ttl)
   -- The renewer needs the lease: the reply carries the fields that say whose.
-  return R.RENEWED .. '\0' .. now .. '\0' .. ttl .. '\0\0' .. @pack(state = r.state, owner = r.owner,
-    attempt = r.attempt, rev = r.rev, op = r.op, leaseUntil = r.leaseUntil, nonce = r.nonce)
+  return {R.RENEWED .. '\0' .. now .. '\0' .. ttl .. '\0' .. @pack(state = r.state, owner = r.owner,
+    attempt = r.attempt, rev = r.rev, op = r.op, leaseUntil = r.leaseUntil, nonce = r.nonce)}
 end
 
 for _, i in ipairs(slow) do

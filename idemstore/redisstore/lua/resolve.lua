@@ -39,13 +39,14 @@ if r.state ~= 'ABANDONED' and not (r.state == 'FAILED' and target == 'FAILED_RET
 end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
-if r.leaseUntil or r.reason then redis.call('HDEL', key, 'leaseUntil', 'reason') end
+if r.leaseUntil or r.reason then redis.call('HDEL', key, 'l', 'r') end
 r.uncertain, r.leaseUntil, r.reason = false, false, false
--- One HSET of every field set (m, and the response's chunks).
-local set = {'state', target}
+-- One HSET of every field set (m, with the state, and the response's
+-- chunks).
+local set = {}
 if ARGV[8] ~= '' then
   r.reason = ARGV[8]
-  set[#set + 1], set[#set + 2] = 'reason', r.reason
+  set[#set + 1], set[#set + 2] = 'r', r.reason
 end
 if target == 'COMPLETED' then
   r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]

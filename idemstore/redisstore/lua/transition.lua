@@ -2,11 +2,11 @@
 -- transition.lua: TRANSITION (start, complete, fail).
 --
 -- KEYS[1]  record key
--- ARGV[1]  owner                   ARGV[2]  operation ID
+-- ARGV[1]  owner (raw)             ARGV[2]  operation ID
 -- ARGV[3]  expected rev            ARGV[4]  target state
 -- ARGV[5]  allowed source states, comma separated
--- ARGV[6]  nonce: recorded when the target is EXECUTING, required to match
---          the stored one when the source is EXECUTING
+-- ARGV[6]  nonce (raw): recorded when the target is EXECUTING, required to
+--          match the stored one when the source is EXECUTING
 -- ARGV[7]  lease in ms, for EXECUTING ("" otherwise)
 -- ARGV[8]  with a lease: the failure retention in ms (the key lives for the
 --          lease plus it); without: the key's TTL in ms
@@ -15,9 +15,10 @@
 -- ARGV[12] reason ("" = none)
 -- ARGV[13] m as the caller's start left it ("" = not known): compared,
 --          never written
--- ARGV[14] fingerprint the caller's start left (with ARGV[13])
--- ARGV[15] with ARGV[13], a COMPLETE's m up to its update: attempt, rev+1,
---          policy and creation of ARGV[13], each followed by ':'
+-- ARGV[14] fingerprint (raw) the caller's start left (with ARGV[13])
+-- ARGV[15] with ARGV[13], a COMPLETE's m up to its update: 'COMPLETED',
+--          attempt, rev+1, policy and creation of ARGV[13], each followed
+--          by ':'
 -- ARGV[16] with ARGV[13], a COMPLETE's m after its update: ':0:', the
 --          checksum, ':', the codec of ARGV[13]
 --
@@ -50,7 +51,7 @@ local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 -- checks them by (leaseUntil by its pattern; fp and m, when the caller
 -- does not send them, by their patterns and one match), with one
 -- HGETALL, which also proves the record holds no other field: no reason,
--- no response chunk, no field of the layout before m. The values compared
+-- no response chunk, nothing that is not the record's. The values compared
 -- by equality were checked by the caller (redisstore sends them only as
 -- it packed them from a record it decoded and checked, whose rev is the
 -- one it sends), so a record equal to them keeps every rule. Anything
@@ -64,15 +65,16 @@ if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[
   local v = redis.call('HGETALL', key)
   @scanexec(v)
   local held, by = ARGV[13], nil
-  local attempt, mrev, policy, created, updated, unc, sum, codec
-  if e_n == 7 and e_state == 'EXECUTING' and e_owner == owner and e_op == op and e_nonce == nonce and
+  local state, attempt, mrev, policy, created, updated, unc, sum, codec
+  if e_n == 6 and e_owner == owner and e_op == op and e_nonce == nonce and
       e_leaseUntil and not @invalid(leaseUntil, e_leaseUntil) and e_m then
     if held ~= '' then
+      -- held is EXECUTING's m (redisstore packs it only from such a record).
       if e_m == held and e_fp == ARGV[14] then by = 'held' end
     elseif e_fp and not @invalid(fp, e_fp) then
-      attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
-      if attempt and sum == '' and tonumber(mrev) == rev and
-          @metaclean(attempt, mrev, policy, created, updated, unc, sum, codec) then
+      state, attempt, mrev, policy, created, updated, unc, sum, codec = @metamatch(e_m)
+      if state == 'EXECUTING' and sum == '' and tonumber(mrev) == rev and
+          @metaclean(state, attempt, mrev, policy, created, updated, unc, sum, codec) then
         by = 'rules'
       end
     end
@@ -84,16 +86,16 @@ if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[
     if by == 'held' then
       m = ARGV[15] .. nows .. ARGV[16]
     else
-      m = @packm(attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)
+      m = @packm(state = 'COMPLETED', attempt = attempt, rev = nrev, policy = policy, createdAt = created, updatedAt = nows, sum = ARGV[11], codec = codec)
     end
-    local set = {'state', 'COMPLETED', 'm', m}
+    local set = {'m', m}
     @chunkresp(set, ARGV[10])
-    redis.call('HDEL', key, 'leaseUntil')
+    redis.call('HDEL', key, 'l')
     redis.call('HSET', key, unpack(set))
     redis.call('PEXPIRE', key, ttl)
     local out = R.TRANSITIONED .. '\0' .. nows .. '\0' .. string.format('%d', ttl) .. '\0'
     if by == 'held' then return out end
-    return out .. '\0' .. @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])
+    return {out .. @pack(state = 'COMPLETED', owner = owner, attempt = attempt, rev = nrev, op = op, fp = e_fp, codec = codec, policy = policy, nonce = nonce, createdAt = created, updatedAt = nows, sum = ARGV[11])}
   end
 end
 --@prelude
@@ -112,21 +114,22 @@ end
 if r.state == 'EXECUTING' and r.nonce ~= nonce then return reply(R.NONCE_MISMATCH, key, now, r) end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
--- One HSET of every field set (m, and the response's chunks).
-local set = {'state', target}
+-- One HSET of every field set (m, with the state, and the response's
+-- chunks).
+local set = {}
 if ARGV[12] ~= '' then
   r.reason = ARGV[12]
-  set[#set + 1], set[#set + 2] = 'reason', r.reason
+  set[#set + 1], set[#set + 2] = 'r', r.reason
 end
 if target == 'EXECUTING' then
   r.nonce, r.leaseUntil = nonce, int(now + tonumber(lease))
   ttl = tonumber(lease) + ttl
-  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'nonce', nonce, 'leaseUntil', r.leaseUntil
+  set[#set + 1], set[#set + 2], set[#set + 3], set[#set + 4] = 'n', nonce, 'l', r.leaseUntil
   save(key, r, set)
 else
   -- The terminal states keep no lease; COMPLETED and FAILED_RETRYABLE
   -- settle any uncertainty (in m).
-  if r.leaseUntil then redis.call('HDEL', key, 'leaseUntil') end
+  if r.leaseUntil then redis.call('HDEL', key, 'l') end
   r.leaseUntil = false
   if target == 'COMPLETED' or target == 'FAILED_RETRYABLE' then r.uncertain = false end
   if ARGV[9] == '1' then

@@ -104,6 +104,8 @@ func TestLuaChecksMatchGo(t *testing.T) {
 		"json-v2", "proto.v1", "JSON", "a_b", "a b", hex(32, "c"), hex(33, "c"),
 		hex(onceflow.MaxReasonLen, "r"), hex(onceflow.MaxReasonLen+1, "r"),
 		hex(onceflow.MaxOperationIDLen, "o"), hex(onceflow.MaxOperationIDLen+1, "o"),
+		// Raw owners, fingerprints and nonces: any bytes, NUL among them.
+		hex(16, "\x00"), hex(15, "\xff"), hex(17, "\x01"), hex(32, "\x00"), hex(31, "\xfe"), hex(33, ":"), hex(16, "\xff"),
 	}
 	src, err := expandMacros("local find = string.find\n" + luaSchema() +
 		"local out = {}\nfor i = 2, #ARGV do out[i - 1] = valid(ARGV[1], ARGV[i]) and 1 or 0 end\nreturn out\n")
@@ -135,7 +137,9 @@ func TestLuaChecksMatchGo(t *testing.T) {
 func TestLuaMetaMatchesGo(t *testing.T) {
 	t.Parallel()
 	sum := "0a1b2c3d"
-	values := []string{
+	// m's values but the state's, each after every state (and a few
+	// that are none).
+	tails := []string{
 		"1:1:1:0:0:0::json", "1:2:3:1764460030000:1764460030001:1:" + sum + ":json-v2",
 		"999999999999999:1:1:0:0:0::a", "9999999999999999:1:1:0:0:0::a", "1:1:1:999999999999999:0:0::a",
 		"1:1:1:9999999999999999:0:0::a", "0:1:1:0:0:0::json", "01:1:1:0:0:0::json", "1:0:1:0:0:0::json",
@@ -145,13 +149,19 @@ func TestLuaMetaMatchesGo(t *testing.T) {
 		"1:1:1:0:0:0::" + strings.Repeat("c", 33), "1:1:1:0:0:0::json:x", "1:1:1:0:0:0", "", ":::::::",
 		"1:1:1:0:0:0::a b", "1:1:1:0:0:0::a\x00b", " 1:1:1:0:0:0::json", "1e+20:1:1:0:0:0::json", "1.5:1:1:0:0:0::json",
 	}
+	values := []string{"", "::::::::", "EXECUTING", "EXECUTING:", "1:1:1:0:0:0::json"}
+	for _, state := range []string{"CLAIMED", "EXECUTING", "COMPLETED", "FAILED_RETRYABLE", "ABANDONED", "FAILED", "RUNNING", "claimed", "", "EXECUTING "} {
+		for _, tail := range tails {
+			values = append(values, state+":"+tail)
+		}
+	}
 	vars := strings.Join(metaVars[:], ", ")
 	src, err := expandMacros("local find = string.find\n" + strings.ReplaceAll(luaMeta(), "\t", "  ") +
 		"local out = {}\nfor i = 1, #ARGV do\n" +
 		"  local " + vars + " = unpack_m(ARGV[i])\n" +
-		"  local name = m_attempt and '' or m_rev\n" +
+		"  local name = m_state and '' or m_attempt\n" +
 		"  local " + vars + " = @metamatch(ARGV[i])\n" +
-		"  local fast = m_attempt and @metaclean(" + vars + ") and 1 or 0\n" +
+		"  local fast = m_state and @metaclean(" + vars + ") and 1 or 0\n" +
 		"  out[#out + 1] = name\n  out[#out + 1] = fast\nend\nreturn out\n")
 	if err != nil {
 		t.Fatal(err)

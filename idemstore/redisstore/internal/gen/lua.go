@@ -207,10 +207,10 @@ func restChunksCall(key string, from int) string {
 
 // luaSchema renders schema.Fields as Lua for record.lua: load, which reads
 // a record with one HMGET and checks every field and the cross-field rules
-// in straight-line code, and pack, which joins the fields with NUL bytes
-// (no field may hold one). Straight-line code, not a loop over tables:
-// Redis runs a script's top level on every call, and building tables and
-// closures there costs more than the checks themselves.
+// in straight-line code, and pack, which lists the fields for a reply.
+// Straight-line code, not a loop over tables: Redis runs a script's top
+// level on every call, and building tables and closures there costs more
+// than the checks themselves.
 func luaSchema() string {
 	var b strings.Builder
 	b.WriteString("-- Generated from schema.Fields (internal/schema): the one list of field rules.\n")
@@ -232,29 +232,33 @@ local function join_chunks(first, second, rest)
   return table.concat(out), #out
 end
 
--- stray_chunk names the lowest chunk field (resp2 to resp%[2]d) beyond the
--- response's last chunk, the chunks-th (0 without a response), or returns
--- nil when the record holds none. Any other field that is not the
--- schema's is ignored.
-local function stray_chunk(key, chunks)
+-- stray_field names a field the hash holds that is not the record's: one
+-- that is neither a field of the record (%[3]s) nor a response chunk
+-- (resp, resp2 to resp%[2]d), named first; else the lowest chunk field
+-- beyond the response's last chunk, the chunks-th (0 without a
+-- response). nil when the hash holds none.
+local function stray_field(key, chunks)
   local low
   for _, f in ipairs(redis.call('HKEYS', key)) do
     local i = tonumber(string.match(f, '^resp([1-9]%%d?)$'))
-    if i and i >= 2 and i <= %[2]d and i > chunks and (not low or i < low) then low = i end
+    if f == 'resp' then
+    elseif i and i >= 2 and i <= %[2]d then
+      if i > chunks and (not low or i < low) then low = i end
+    elseif not (%[4]s) then
+      return f
+    end
   end
   if low then return 'resp' .. low end
   return nil
 end
 
-`, schema.ChunkSize, schema.MaxChunks)
+`, schema.ChunkSize, schema.MaxChunks, strings.Join(storedKeys(), ", "), luaIsStoredKey("f"))
 	b.WriteString(strings.ReplaceAll(luaMeta(), "\t", "  "))
 	b.WriteString(luaLoad())
 	fmt.Fprintf(&b, `-- save writes the record's packed fields (m, from r) and the fields set
--- (a table of names and values) with one HSET, and the response resp when
+-- (a table of keys and values) with one HSET, and the response resp when
 -- given: in chunks of %[1]d bytes when it fits in %[2]d of them, so the
--- hash stays a compact listpack; whole otherwise. A record of the layout
--- before m (r.legacy) loses its fields of that layout: it is in the packed
--- layout from now on.
+-- hash stays a compact listpack; whole otherwise.
 local function save(key, r, set, resp)
   set[#set + 1] = 'm'
   set[#set + 1] = pack_m(r)
@@ -262,39 +266,48 @@ local function save(key, r, set, resp)
     @chunkresp(set, resp)
   end
   redis.call('HSET', key, unpack(set))
-  if r.legacy then
-    redis.call('HDEL', key, LEGACY)
-    r.legacy = false
-  end
 end
 
 `, schema.ChunkSize, schema.MaxChunks)
-	b.WriteString("-- valid reports whether x is a valid value of field f (false when absent).\n")
+	b.WriteString("-- valid reports whether x is a valid value of field f, as the record keeps\n-- it (false when absent).\n")
 	b.WriteString("local function valid(f, x)\n  if not x then return false end\n")
 	for _, f := range schema.Fields {
 		fmt.Fprintf(&b, "  if f == '%s' then return not (%s) end\n", f.Name, luaInvalid(f.Kind, "x"))
 	}
 	b.WriteString("  return false\nend\n")
-	return strings.ReplaceAll(b.String(), "LEGACY", luaQuoted(schema.LegacyFields()))
+	return b.String()
 }
 
-// luaQuoted renders names as a Lua argument list of strings.
-func luaQuoted(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = "'" + n + "'"
+// storedKeys are the hash fields of the record, quoted for Lua: the keys
+// of schema.StoredFields and schema.MetaField.
+func storedKeys() []string {
+	var keys []string
+	for _, i := range schema.StoredFields {
+		keys = append(keys, "'"+schema.Fields[i].Key+"'")
 	}
-	return strings.Join(q, ", ")
+	return append(keys, "'"+schema.MetaField+"'")
+}
+
+// luaIsStoredKey is the Lua expression that is true when the variable f
+// is one of storedKeys.
+func luaIsStoredKey(f string) string {
+	var conds []string
+	for _, k := range storedKeys() {
+		conds = append(conds, f+" == "+k)
+	}
+	return strings.Join(conds, " or ")
 }
 
 // metaPattern is the Lua pattern a clean m matches, with one capture a
 // part; metaClean (over the captures) adds the rules a pattern cannot
-// say: lengths, no leading zero. Together they are the twin of
-// schema.ParseMeta's fast answer; TestLuaMetaMatchesGo runs both.
+// say: lengths, no leading zero, the state's names. Together they are the
+// twin of schema.ParseMeta's fast answer; TestLuaMetaMatchesGo runs both.
 func metaPattern() string {
 	var parts []string
 	for _, i := range schema.MetaParts {
 		switch i {
+		case schema.FState:
+			parts = append(parts, "([A-Z_]+)")
 		case schema.FSum:
 			parts = append(parts, "([0-9a-f]*)")
 		case schema.FEffectUnknown:
@@ -313,7 +326,7 @@ func metaPattern() string {
 }
 
 // metaVars are the Lua names the macros and unpack_m give m's parts.
-var metaVars = [schema.NumMeta]string{"m_attempt", "m_rev", "m_policy", "m_created", "m_updated", "m_uncertain", "m_sum", "m_codec"}
+var metaVars = [schema.NumMeta]string{"m_state", "m_attempt", "m_rev", "m_policy", "m_created", "m_updated", "m_uncertain", "m_sum", "m_codec"}
 
 // metaClean is the Lua expression, over the captures of metaPattern, that
 // is true when they keep the rules the pattern does not check.
@@ -322,6 +335,8 @@ func metaClean(vars []string) string {
 	for n, i := range schema.MetaParts {
 		x := vars[n]
 		switch {
+		case i == schema.FState:
+			conds = append(conds, luaStateValid(x))
 		case i == schema.FSum:
 			conds = append(conds, fmt.Sprintf("(#%[1]s == 0 or #%[1]s == 8)", x))
 		case i == schema.FEffectUnknown:
@@ -363,14 +378,21 @@ func luaMeta() string {
 	b.WriteString("-- ('m' when it does not have " + strconv.Itoa(schema.NumMeta) + " parts).\n")
 	b.WriteString("local function unpack_m(m)\n")
 	fmt.Fprintf(&b, "\tlocal %s = string.match(m, %s)\n", vars, metaPattern())
-	fmt.Fprintf(&b, "\tif m_attempt and %s then\n", metaClean(metaVars[:]))
+	fmt.Fprintf(&b, "\tif %s and %s then\n", metaVars[0], metaClean(metaVars[:]))
 	b.WriteString("\t\tif m_sum == '' then m_sum = false end\n")
-	b.WriteString("\t\treturn m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain == '1' and '1', m_sum, m_codec\n\tend\n")
+	fmt.Fprintf(&b, "\t\treturn %s\n\tend\n", strings.Replace(vars, "m_uncertain", "m_uncertain == '1' and '1'", 1))
 	b.WriteString("\t-- Not clean: name the part.\n\tlocal p = {}\n")
 	b.WriteString("\tfor x in string.gmatch(m .. ':', '([^:]*):') do p[#p + 1] = x end\n")
-	fmt.Fprintf(&b, "\tif #p ~= %d then return nil, 'm' end\n\tlocal x\n", schema.NumMeta)
+	b.WriteString("\t-- Part by part, as ParseMeta: m is named at the last part when there\n")
+	b.WriteString("\t-- are fewer, or at the last one there should be when there are more.\n")
+	b.WriteString("\tlocal x\n")
 	for n, i := range schema.MetaParts {
 		f := schema.Fields[i]
+		if n < schema.NumMeta-1 {
+			fmt.Fprintf(&b, "\tif #p <= %d then return nil, 'm' end\n", n+1)
+		} else {
+			fmt.Fprintf(&b, "\tif #p > %d then return nil, 'm' end\n", n+1)
+		}
 		fmt.Fprintf(&b, "\tx = p[%d]\n", n+1)
 		switch i {
 		case schema.FSum:
@@ -383,28 +405,26 @@ func luaMeta() string {
 	return b.String()
 }
 
-// luaLoad renders load, which reads a record (either layout) with one
-// HMGET (two for the layout before m) and checks every field and the
-// cross-field rules in straight-line code, not a loop over tables: Redis
-// runs a script's top level on every call, and building tables and
-// closures there costs more than the checks themselves.
+// luaLoad renders load, which reads a record with one HMGET and checks
+// every field and the cross-field rules in straight-line code, not a loop
+// over tables: Redis runs a script's top level on every call, and
+// building tables and closures there costs more than the checks
+// themselves.
 func luaLoad() string {
 	var b strings.Builder
 	b.WriteString(`-- load reads the whole record and checks every field against the schema
--- and the cross-field rules, and that no chunk field lies beyond the
--- response (HLEN; HKEYS only when that does not add up), before the
--- caller decides or writes anything. A record written before the packed
--- layout (no m, its fields one by one) is read and checked the same, and
--- marked r.legacy: save rewrites it in the packed layout.
--- It returns the record (field -> string, false when absent) and its
--- response (false unless COMPLETED); nil when there is none; or nil, nil
--- and the name of the first field that breaks a rule. The caller may pass
--- the values of its own request (already valid): a field equal to one is
--- valid without its pattern being matched.
+-- and the cross-field rules, and that the hash holds no other field (HLEN;
+-- HKEYS only when that does not add up), before the caller decides or
+-- writes anything.
+-- It returns the record (field -> string, false when absent, by the
+-- fields' names) and its response (false unless COMPLETED); nil when
+-- there is none; or nil, nil and the name of the first field that breaks
+-- a rule. The caller may pass the values of its own request (already
+-- valid): a field equal to one is valid without its rule being checked.
 `)
 	b.WriteString("local function load(key, " + strings.Join(expectParams, ", ") + ")\n  local v = redis.call('HMGET', key, 'resp', 'resp2'")
 	for _, i := range schema.StoredFields {
-		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Name)
+		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Key)
 	}
 	fmt.Fprintf(&b, ", '%s')\n", schema.MetaField)
 	nv := len(schema.StoredFields) + 3 // the index of m in v
@@ -412,7 +432,9 @@ func luaLoad() string {
 	for i := 3; i <= nv; i++ {
 		fmt.Fprintf(&b, " or v[%d]", i)
 	}
-	b.WriteString(") then\n    if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end\n    return nil, nil, nil\n  end\n  local x\n")
+	b.WriteString(") then\n")
+	b.WriteString("    -- A key with none of the record's fields: another kind of hash.\n")
+	b.WriteString("    if redis.call('EXISTS', key) == 1 then return nil, nil, stray_field(key, 0) or '" + schema.MetaField + "' end\n    return nil, nil, nil\n  end\n  local x\n")
 	check := func(b *strings.Builder, f schema.Field, expr string) {
 		fmt.Fprintf(b, "  x = %s\n", expr)
 		invalid := luaInvalid(f.Kind, "x")
@@ -428,6 +450,7 @@ func luaLoad() string {
 	for n, i := range schema.StoredFields {
 		check(&b, schema.Fields[i], fmt.Sprintf("v[%d]", n+3))
 	}
+	fmt.Fprintf(&b, "  if not v[%d] then return nil, nil, '%s' end\n", nv, schema.MetaField)
 	b.WriteString("  local r = {")
 	for n, i := range schema.StoredFields {
 		if n > 0 {
@@ -435,33 +458,11 @@ func luaLoad() string {
 		}
 		fmt.Fprintf(&b, "%s = v[%d]", schema.Fields[i].Name, n+3)
 	}
-	b.WriteString("}\n  local n = 0 -- the schema's fields the hash holds\n")
+	b.WriteString("}\n  local n = 0 -- the record's fields the hash holds\n")
 	fmt.Fprintf(&b, "  for i = 3, %d do\n    if v[i] then n = n + 1 end\n  end\n", nv)
-	fmt.Fprintf(&b, "  if v[%d] then\n", nv)
-	fmt.Fprintf(&b, "    local %s = unpack_m(v[%d])\n", strings.Join(metaVars[:], ", "), nv)
-	b.WriteString("    if not m_attempt then return nil, nil, m_rev end\n    ")
+	fmt.Fprintf(&b, "  local %s = unpack_m(v[%d])\n", strings.Join(metaVars[:], ", "), nv)
+	fmt.Fprintf(&b, "  if not %s then return nil, nil, %s end\n  ", metaVars[0], metaVars[1])
 	b.WriteString(metaTargets() + " = " + strings.Join(metaVars[:], ", ") + "\n")
-	b.WriteString("  else\n    -- The layout before m: its fields one by one.\n    local w = redis.call('HMGET', key")
-	for _, i := range schema.MetaParts {
-		fmt.Fprintf(&b, ", '%s'", schema.Fields[i].Name)
-	}
-	b.WriteString(")\n")
-	var legacy strings.Builder
-	for n, i := range schema.MetaParts {
-		check(&legacy, schema.Fields[i], fmt.Sprintf("w[%d]", n+1))
-	}
-	legacyChecks := legacy.String()
-	b.WriteString(indent(legacyChecks))
-	b.WriteString("    " + metaTargets() + " = ")
-	for n := range schema.MetaParts {
-		if n > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "w[%d]", n+1)
-	}
-	b.WriteString("\n    if r.uncertain == '0' then r.uncertain = false end\n")
-	fmt.Fprintf(&b, "    for i = 1, %d do\n      if w[i] then n = n + 1 end\n    end\n", schema.NumMeta)
-	b.WriteString("    r.legacy = true\n  end\n")
 	b.WriteString(`  local resp, chunks = v[1], 0
   if resp then chunks = 1 end
   if v[2] then
@@ -470,11 +471,10 @@ func luaLoad() string {
     resp, chunks, bad = join_chunks(resp, v[2], ` + restChunksCall("key", 3) + `)
     if bad then return nil, nil, bad end
   end
-  -- No chunk field beyond the response's last chunk: the hash holds the
-  -- fields read above and the chunks joined, or the extra ones are no
-  -- chunks.
+  -- No other field: the hash holds the fields read above and the chunks
+  -- joined, or it holds one that is not the record's, or a stray chunk.
   if redis.call('HLEN', key) ~= n + chunks then
-    local stray = stray_chunk(key, chunks)
+    local stray = stray_field(key, chunks)
     if stray then return nil, nil, stray end
   end
 `)
@@ -503,34 +503,78 @@ func metaTargets() string {
 	return strings.Join(names, ", ")
 }
 
-// luaPack renders pack, which joins a record's fields for a reply.
-func luaPack() string {
-	var b strings.Builder
-	b.WriteString(`-- pack joins the record's fields, in schema order, with NUL bytes; an
--- absent field is empty (no present field is). (The replies' layout, not
--- the stored one.)
-local function pack(r)
-  return `)
-	for i, f := range schema.Fields {
-		if i > 0 {
-			b.WriteString(" .. '\\0' .. ")
+// luaPackRecord is the Lua expression list that follows a reply's head
+// (its code, time, TTL and extra) for a record of the fields given (an
+// expression a field; the others are absent): a NUL, the fields in
+// schema order, NUL-separated, each raw one empty, then the raw ones as
+// expressions of their own, so that {head .. luaPackRecord(…)[, resp]}
+// is the reply (see
+// lua/record.lua).
+func luaPackRecord(given map[string]string) string {
+	var text, raws []string
+	for _, f := range schema.Fields {
+		v, ok := given[f.Name]
+		if schema.RawLen(f.Kind) > 0 {
+			if ok {
+				raws = append(raws, "("+v+" or '')")
+			} else {
+				raws = append(raws, "''")
+			}
+			text = append(text, "''")
+			continue
 		}
-		fmt.Fprintf(&b, "(r.%s or '')", f.Name)
+		if ok {
+			text = append(text, "("+v+" or '')")
+		} else {
+			text = append(text, "''")
+		}
 	}
-	b.WriteString("\nend\n\n")
+	// Adjacent empty parts collapse into one string of NUL bytes.
+	var b strings.Builder
+	b.WriteString("'\\0'")
+	pending := ""
+	for i, t := range text {
+		sep := ""
+		if i > 0 {
+			sep = "\\0"
+		}
+		if t == "''" {
+			pending += sep
+			continue
+		}
+		if pending+sep != "" {
+			b.WriteString(" .. '" + pending + sep + "'")
+		}
+		pending = ""
+		b.WriteString(" .. " + t)
+	}
+	if pending != "" {
+		b.WriteString(" .. '" + pending + "'")
+	}
+	return b.String() + ", " + strings.Join(raws, ", ")
+}
+
+// luaPack renders pack, which builds a reply that carries a record.
+func luaPack() string {
+	given := map[string]string{}
+	for _, f := range schema.Fields {
+		given[f.Name] = "r." + f.Name
+	}
+	var b strings.Builder
+	b.WriteString(`-- pack builds a reply that carries the record r: head (the reply's code,
+-- time, TTL and extra) and the record, then the response resp when given
+-- (resp false: none); see the reply's format above.
+local function pack(r, head, resp)
+  return {head .. `)
+	b.WriteString(luaPackRecord(given))
+	b.WriteString(", resp or nil}\nend\n\n")
 	return b.String()
 }
 
-// indent indents every line of Lua code by two more spaces.
-func indent(code string) string {
-	lines := strings.SplitAfter(code, "\n")
-	var b strings.Builder
-	for _, l := range lines {
-		if l != "" {
-			b.WriteString("  " + l)
-		}
-	}
-	return b.String()
+// luaStateValid is the Lua expression, over the variable x, that is true
+// when x names one of the six states (KindState's rule).
+func luaStateValid(x string) string {
+	return fmt.Sprintf("(%[1]s == 'CLAIMED' or %[1]s == 'EXECUTING' or %[1]s == 'COMPLETED' or %[1]s == 'FAILED_RETRYABLE' or %[1]s == 'ABANDONED' or %[1]s == 'FAILED')", x)
 }
 
 // luaInvalid is the Lua expression, over the variable x (a string), that is
@@ -540,11 +584,9 @@ func luaInvalid(k schema.Kind, x string) string {
 	hexN := func(n int) string { return fmt.Sprintf("#%s ~= %d or find(%s, '[^0-9a-f]')", x, n, x) }
 	switch k {
 	case schema.KindState:
-		return fmt.Sprintf("not (%[1]s == 'CLAIMED' or %[1]s == 'EXECUTING' or %[1]s == 'COMPLETED' or %[1]s == 'FAILED_RETRYABLE' or %[1]s == 'ABANDONED' or %[1]s == 'FAILED')", x)
-	case schema.KindOwner, schema.KindFingerprint:
-		return hexN(64)
-	case schema.KindNonce:
-		return hexN(32)
+		return "not " + luaStateValid(x)
+	case schema.KindOwner, schema.KindFingerprint, schema.KindNonce:
+		return fmt.Sprintf("#%s ~= %d", x, schema.RawLen(k))
 	case schema.KindChecksum:
 		return hexN(8)
 	case schema.KindCount:
@@ -569,9 +611,10 @@ var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
 // The macros a body may use where the generated functions are not defined
 // yet (before its "--@prelude" line): @invalid(field, expr) is the Lua
 // expression that is true when expr is not a valid value of field,
-// @pack(field = expr, ...) packs the named fields (the others empty) as
-// pack does, and @restchunks(key, n) reads a response's chunks from the
-// n-th on. @metamatch(expr) is the string.match of the packed field m
+// @pack(field = expr, ...) is what follows a reply's head for a record of
+// the named fields (the others absent), as pack builds it (a script
+// writes {head .. @pack(...)[, resp]}), and @restchunks(key, n)
+// reads a response's chunks from the n-th on. @metamatch(expr) is the string.match of the packed field m
 // (expr) against its pattern, one capture a part of schema.MetaParts, and
 // @metaclean(a, b, …) the Lua expression, over those captures, that is
 // true when they keep the rules the pattern cannot say (unpack_m is the
@@ -584,10 +627,9 @@ var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
 // given), as pack_m does from a record; @chunkresp(set, expr) is the Lua
 // statement that appends the response expr to the table set of HSET
 // arguments, in chunks as save stores it; and @scanexec(v) is the Lua
-// statement that reads the reply v of HGETALL into the locals e_state,
-// e_owner, e_op, e_fp, e_leaseUntil, e_nonce and e_m (nil when absent),
-// the fields of an EXECUTING record in the packed layout, and e_n, the
-// number of fields v holds.
+// statement that reads the reply v of HGETALL into the locals e_owner,
+// e_op, e_fp, e_leaseUntil, e_nonce and e_m (nil when absent), the
+// fields of an EXECUTING record, and e_n, the number of fields v holds.
 var (
 	packmMacro   = regexp.MustCompile(`@packm\(([^)]*)\)`)
 	chunkMacro   = regexp.MustCompile(`(?m)^([ ]*)@chunkresp\(([a-z_]+), ([^)]+)\)`)
@@ -685,14 +727,7 @@ func expandMacros(src string) (string, error) {
 			k, v, _ := strings.Cut(kv, "=")
 			given[rule(strings.TrimSpace(k)).Name] = strings.TrimSpace(v)
 		}
-		parts := make([]string, len(schema.Fields))
-		for i, r := range schema.Fields {
-			parts[i] = "''"
-			if v, ok := given[r.Name]; ok {
-				parts[i] = "(" + v + " or '')"
-			}
-		}
-		return strings.Join(parts, " .. '\\0' .. ")
+		return luaPackRecord(given)
 	})
 	if err != nil {
 		return "", err
@@ -759,28 +794,55 @@ func luaChunkResp(set, resp string) string {
 end`)
 }
 
-// execFields are the fields of an EXECUTING record in the packed layout,
-// as @scanexec reads them: every stored field but reason, and m.
-var execFields = []string{"state", "owner", "op", "fp", "leaseUntil", "nonce", schema.MetaField}
+// execFields are the fields of an EXECUTING record, as @scanexec reads
+// them, in the order claim.lua's fast path writes them (and so HGETALL
+// lists them): every stored field but reason, and m.
+var execFields = []int{schema.FOwner, schema.FOp, schema.FFp, schema.FLeaseUntil, schema.FNonce, -1}
+
+// execKey is the hash field of execFields[i], execVar its Lua local.
+func execKey(i int) string {
+	if execFields[i] < 0 {
+		return schema.MetaField
+	}
+	return schema.Fields[execFields[i]].Key
+}
+
+func execVar(i int) string {
+	if execFields[i] < 0 {
+		return "e_" + schema.MetaField
+	}
+	return "e_" + schema.Fields[execFields[i]].Name
+}
 
 // luaScanExec is the Lua statement that reads the HGETALL reply v into
-// e_<field> for each of execFields, and e_n, the number of fields.
+// the locals of execFields, and e_n, the number of fields: by position
+// when v lists exactly them in the order claim.lua writes them (a record
+// as its claim+start left it, renewed or not), else by a scan of every
+// field.
 func luaScanExec(v string) string {
 	var b strings.Builder
-	b.WriteString("local ")
-	for i, f := range execFields {
+	vars := make([]string, len(execFields))
+	for i := range execFields {
+		vars[i] = execVar(i)
+	}
+	fmt.Fprintf(&b, "local %s\nlocal e_n = #%s / 2\nif e_n == %d", strings.Join(vars, ", "), v, len(execFields))
+	for i := range execFields {
+		fmt.Fprintf(&b, " and %s[%d] == '%s'", v, 2*i+1, execKey(i))
+	}
+	b.WriteString(" then\n  " + strings.Join(vars, ", ") + " = ")
+	for i := range execFields {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString("e_" + f)
+		fmt.Fprintf(&b, "%s[%d]", v, 2*i+2)
 	}
-	fmt.Fprintf(&b, "\nlocal e_n = #%s / 2\nfor i = 1, #%[1]s - 1, 2 do\n  local k, x = %[1]s[i], %[1]s[i + 1]\n  ", v)
-	for i, f := range execFields {
+	fmt.Fprintf(&b, "\nelse\n  for i = 1, #%[1]s - 1, 2 do\n    local k, x = %[1]s[i], %[1]s[i + 1]\n    ", v)
+	for i := range execFields {
 		if i > 0 {
-			b.WriteString("  else")
+			b.WriteString("    else")
 		}
-		fmt.Fprintf(&b, "if k == '%s' then e_%s = x\n", f, f)
+		fmt.Fprintf(&b, "if k == '%s' then %s = x\n", execKey(i), vars[i])
 	}
-	b.WriteString("  end\nend")
+	b.WriteString("    end\n  end\nend")
 	return b.String()
 }

@@ -1,13 +1,15 @@
 // Package schema states, once, what a stored record holds and what the
-// scripts answer: the record's fields and the rules every reader checks,
-// and the reply codes. Package redisstore decodes replies with it; the
-// generator (../gen) renders it into the Lua scripts (lua/gen/*.lua),
-// which validate a record with it before they decide anything. A record
-// that breaks a rule is refused by both sides, never changed.
+// scripts answer: the record's fields, where the hash keeps each and the
+// rules every reader checks, and the reply codes. Package redisstore
+// decodes replies with it; the generator (../gen) renders it into the Lua
+// scripts (lua/gen/*.lua), which validate a record with it before they
+// decide anything. A record that breaks a rule is refused by both sides,
+// never changed.
 //
-// Where idemstore states a rule (an owner's hex, a codec, a reason's
-// length), the Go check here is idemstore's; the Lua check is its twin,
-// rendered by the generator.
+// Where idemstore states a rule (an owner's form, a codec, a reason's
+// length), the Go check here is idemstore's, on the form the record keeps
+// (the owner, fingerprint and nonce as the raw bytes their hex encodes);
+// the Lua check is its twin, rendered by the generator.
 //
 // Cross-field rules, checked the same way on both sides (the generated
 // load and redisstore's decodeRecord): a CLAIMED or EXECUTING record has a
@@ -18,8 +20,10 @@
 // resp, resp2, … up to its last chunk, none missing and none beyond it,
 // every chunk but the last ChunkSize bytes (a stray resp3 of an EXECUTING
 // record would otherwise be joined into the response a later COMPLETE
-// writes). Fields that are neither the schema's nor chunks are ignored,
-// as a newer version's would be.
+// writes); and the hash holds no field but the record's and its
+// response's chunks: any other is refused by name (a record of another
+// layout lives under another key version, redisstore.KeyLayoutVersion,
+// which a store never reads).
 package schema
 
 import (
@@ -33,28 +37,31 @@ import (
 
 // Field is one field of a record and its rule.
 type Field struct {
-	Name     string
+	// Name names the field in errors, replies and the documentation.
+	Name string
+	// Key is the hash field that keeps it; "" for a part of MetaField.
+	Key      string
 	Kind     Kind
 	Required bool
 }
 
-// Fields is the record, in the order a packed record holds it.
+// Fields is the record, in the order a reply lists it.
 var Fields = [NumFields]Field{
-	{"state", KindState, true},
-	{"owner", KindOwner, true},
-	{"attempt", KindCount, true},
-	{"rev", KindCount, true},
-	{"op", KindOperation, true},
-	{"fp", KindFingerprint, true},
-	{"codec", KindCodec, true},
-	{"policy", KindCount, true},
-	{"leaseUntil", KindMillis, false},
-	{"nonce", KindNonce, false},
-	{"uncertain", KindFlag, false},
-	{"reason", KindText, false},
-	{"createdAt", KindMillis, true},
-	{"updatedAt", KindMillis, true},
-	{"sum", KindChecksum, false},
+	{"state", "", KindState, true},
+	{"owner", "o", KindOwner, true},
+	{"attempt", "", KindCount, true},
+	{"rev", "", KindCount, true},
+	{"op", "op", KindOperation, true},
+	{"fp", "f", KindFingerprint, true},
+	{"codec", "", KindCodec, true},
+	{"policy", "", KindCount, true},
+	{"leaseUntil", "l", KindMillis, false},
+	{"nonce", "n", KindNonce, false},
+	{"uncertain", "", KindFlag, false},
+	{"reason", "r", KindText, false},
+	{"createdAt", "", KindMillis, true},
+	{"updatedAt", "", KindMillis, true},
+	{"sum", "", KindChecksum, false},
 }
 
 // The indexes of Fields.
@@ -78,33 +85,43 @@ const (
 )
 
 // The stored layout. A record is one hash: the fields of StoredFields
-// under their own names, the fields of MetaParts packed into the one
-// field MetaField, and the response's chunks (ChunkField). Fewer fields
-// make a smaller listpack, which Redis searches linearly for every field
-// a command names: a script reads a record with one HMGET of 10 fields
-// instead of 17, and checks the packed ones with one pattern match.
-//
-// Records written before the packed layout (LegacyFields: every field of
-// Fields under its own name, no MetaField) are read as they are, and
-// rewritten in the packed layout by the first script that changes their
-// packed fields; see load in the generated scripts.
+// under their keys (Field.Key, one or two letters), the fields of
+// MetaParts packed into the one field MetaField, and the response's
+// chunks (ChunkField). Fewer and shorter fields make a smaller listpack,
+// which Redis also searches linearly for every field a command names: an
+// EXECUTING record is 6 fields, and a script reads a record with one HMGET
+// of 9 fields and checks the packed ones with one pattern match. The
+// owner, the fingerprint and the nonce are kept as the raw bytes of
+// their hex (RawLen), half the bytes.
 const MetaField = "m"
 
 // NumMeta is how many fields MetaField packs.
-const NumMeta = 8
+const NumMeta = 9
 
 // MetaParts are the fields MetaField packs, in order, separated by ':'
 // (no valid value of theirs holds one; codec is last all the same). In
 // MetaField, uncertain is always "0" or "1" and a missing sum is empty;
 // every other part is required.
-var MetaParts = [NumMeta]int{FAttempt, FRev, FPolicy, FCreatedAt, FUpdatedAt, FEffectUnknown, FSum, FCodec}
+var MetaParts = [NumMeta]int{FState, FAttempt, FRev, FPolicy, FCreatedAt, FUpdatedAt, FEffectUnknown, FSum, FCodec}
 
-// StoredFields are the fields stored under their own names in the packed
-// layout.
-var StoredFields = [...]int{FState, FOwner, FOp, FFp, FNonce, FLeaseUntil, FReason}
+// StoredFields are the fields stored under their own keys.
+var StoredFields = [...]int{FOwner, FOp, FFp, FNonce, FLeaseUntil, FReason}
 
 // MetaSep separates the parts of MetaField.
 const MetaSep = ':'
+
+// RawLen is how many bytes the record keeps of a field of a raw kind
+// (KindOwner, KindFingerprint, KindNonce), the bytes its hex encodes; 0
+// for any other kind.
+func RawLen(k Kind) int {
+	switch k {
+	case KindOwner, KindFingerprint:
+		return 32
+	case KindNonce:
+		return 16
+	}
+	return 0
+}
 
 // ParseMeta checks a MetaField value and splits it: the values of
 // MetaParts, at their indexes of Fields (the others empty), with
@@ -148,25 +165,15 @@ func FormatMeta(vals [NumFields]string) string {
 	return b.String()
 }
 
-// LegacyFields are the fields a record written before the packed layout
-// stores under their own names in place of MetaField: MetaParts.
-func LegacyFields() []string {
-	out := make([]string, 0, NumMeta)
-	for _, i := range MetaParts {
-		out = append(out, Fields[i].Name)
-	}
-	return out
-}
-
 // Kind is what a field's value must look like.
 type Kind string
 
 // The kinds.
 const (
 	KindState       Kind = "state"       // one of the six states (onceflow.State.Valid)
-	KindOwner       Kind = "owner"       // onceflow.Owner: 64 lowercase hex characters
-	KindFingerprint Kind = "fingerprint" // onceflow.Fingerprint: 64 lowercase hex characters
-	KindNonce       Kind = "nonce"       // onceflow.Nonce: 32 lowercase hex characters
+	KindOwner       Kind = "owner"       // onceflow.Owner's 32 bytes, raw (the 64 hex characters it is)
+	KindFingerprint Kind = "fingerprint" // onceflow.Fingerprint's 32 bytes, raw
+	KindNonce       Kind = "nonce"       // onceflow.Nonce's 16 bytes, raw
 	KindChecksum    Kind = "checksum"    // 8 lowercase hex characters, the CRC-32C of resp (ParseChecksum)
 	KindCount       Kind = "count"       // a decimal integer from 1, at most MaxIntegerDigits digits
 	KindMillis      Kind = "millis"      // a decimal integer from 0, at most MaxIntegerDigits digits
@@ -199,17 +206,13 @@ func ChunkField(i int) string {
 	return "resp" + strconv.Itoa(i)
 }
 
-// Valid reports whether v satisfies the kind.
+// Valid reports whether v, as the record keeps it, satisfies the kind.
 func (k Kind) Valid(v string) bool {
 	switch k {
 	case KindState:
 		return onceflow.State(v).Valid()
-	case KindOwner:
-		return onceflow.Owner(v).Validate() == nil
-	case KindFingerprint:
-		return onceflow.Fingerprint(v).Validate() == nil
-	case KindNonce:
-		return onceflow.Nonce(v).Validate() == nil
+	case KindOwner, KindFingerprint, KindNonce:
+		return len(v) == RawLen(k)
 	case KindChecksum:
 		_, ok := ParseChecksum(v)
 		return ok

@@ -49,15 +49,21 @@ local function join_chunks(first, second, rest)
   return table.concat(out), #out
 end
 
--- stray_chunk names the lowest chunk field (resp2 to resp32) beyond the
--- response's last chunk, the chunks-th (0 without a response), or returns
--- nil when the record holds none. Any other field that is not the
--- schema's is ignored.
-local function stray_chunk(key, chunks)
+-- stray_field names a field the hash holds that is not the record's: one
+-- that is neither a field of the record ('o', 'op', 'f', 'n', 'l', 'r', 'm') nor a response chunk
+-- (resp, resp2 to resp32), named first; else the lowest chunk field
+-- beyond the response's last chunk, the chunks-th (0 without a
+-- response). nil when the hash holds none.
+local function stray_field(key, chunks)
   local low
   for _, f in ipairs(redis.call('HKEYS', key)) do
     local i = tonumber(string.match(f, '^resp([1-9]%d?)$'))
-    if i and i >= 2 and i <= 32 and i > chunks and (not low or i < low) then low = i end
+    if f == 'resp' then
+    elseif i and i >= 2 and i <= 32 then
+      if i > chunks and (not low or i < low) then low = i end
+    elseif not (f == 'o' or f == 'op' or f == 'f' or f == 'n' or f == 'l' or f == 'r' or f == 'm') then
+      return f
+    end
   end
   if low then return 'resp' .. low end
   return nil
@@ -65,110 +71,93 @@ end
 
 -- pack_m packs the record's fields of m (schema.MetaParts), ':' between.
 local function pack_m(r)
-  return r.attempt .. ':' .. r.rev .. ':' .. r.policy .. ':' .. r.createdAt .. ':' .. r.updatedAt .. ':' .. (r.uncertain and '1' or '0') .. ':' .. (r.sum or '') .. ':' .. r.codec
+  return r.state .. ':' .. r.attempt .. ':' .. r.rev .. ':' .. r.policy .. ':' .. r.createdAt .. ':' .. r.updatedAt .. ':' .. (r.uncertain and '1' or '0') .. ':' .. (r.sum or '') .. ':' .. r.codec
 end
 
 -- unpack_m checks m with one pattern match and returns its parts
 -- (schema.MetaParts, in order; uncertain false unless '1', sum false when
 -- empty); or nil and the name of the first part that breaks its rule
--- ('m' when it does not have 8 parts).
+-- ('m' when it does not have 9 parts).
 local function unpack_m(m)
-  local m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = string.match(m, '^([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
-  if m_attempt and (#m_attempt <= 15 and #m_rev <= 15 and #m_policy <= 15 and #m_created <= 15 and (#m_created == 1 or string.byte(m_created) ~= 48) and #m_updated <= 15 and (#m_updated == 1 or string.byte(m_updated) ~= 48) and (#m_sum == 0 or #m_sum == 8) and #m_codec <= 32) then
+  local m_state, m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = string.match(m, '^([A-Z_]+):([1-9]%d*):([1-9]%d*):([1-9]%d*):(%d+):(%d+):([01]):([0-9a-f]*):([a-z0-9.%-]+)$')
+  if m_state and ((m_state == 'CLAIMED' or m_state == 'EXECUTING' or m_state == 'COMPLETED' or m_state == 'FAILED_RETRYABLE' or m_state == 'ABANDONED' or m_state == 'FAILED') and #m_attempt <= 15 and #m_rev <= 15 and #m_policy <= 15 and #m_created <= 15 and (#m_created == 1 or string.byte(m_created) ~= 48) and #m_updated <= 15 and (#m_updated == 1 or string.byte(m_updated) ~= 48) and (#m_sum == 0 or #m_sum == 8) and #m_codec <= 32) then
     if m_sum == '' then m_sum = false end
-    return m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain == '1' and '1', m_sum, m_codec
+    return m_state, m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain == '1' and '1', m_sum, m_codec
   end
   -- Not clean: name the part.
   local p = {}
   for x in string.gmatch(m .. ':', '([^:]*):') do p[#p + 1] = x end
-  if #p ~= 8 then return nil, 'm' end
+  -- Part by part, as ParseMeta: m is named at the last part when there
+  -- are fewer, or at the last one there should be when there are more.
   local x
+  if #p <= 1 then return nil, 'm' end
   x = p[1]
-  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'attempt' end
+  if not (x == 'CLAIMED' or x == 'EXECUTING' or x == 'COMPLETED' or x == 'FAILED_RETRYABLE' or x == 'ABANDONED' or x == 'FAILED') then return nil, 'state' end
+  if #p <= 2 then return nil, 'm' end
   x = p[2]
-  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'rev' end
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'attempt' end
+  if #p <= 3 then return nil, 'm' end
   x = p[3]
-  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'policy' end
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'rev' end
+  if #p <= 4 then return nil, 'm' end
   x = p[4]
-  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'createdAt' end
+  if #x > 15 or not find(x, '^[1-9]%d*$') then return nil, 'policy' end
+  if #p <= 5 then return nil, 'm' end
   x = p[5]
-  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'updatedAt' end
+  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'createdAt' end
+  if #p <= 6 then return nil, 'm' end
   x = p[6]
-  if x ~= '0' and x ~= '1' then return nil, 'uncertain' end
+  if #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, 'updatedAt' end
+  if #p <= 7 then return nil, 'm' end
   x = p[7]
-  if x ~= '' and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, 'sum' end
+  if x ~= '0' and x ~= '1' then return nil, 'uncertain' end
+  if #p <= 8 then return nil, 'm' end
   x = p[8]
+  if x ~= '' and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, 'sum' end
+  if #p > 9 then return nil, 'm' end
+  x = p[9]
   if #x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]') then return nil, 'codec' end
   return nil, 'm'
 end
 
 -- load reads the whole record and checks every field against the schema
--- and the cross-field rules, and that no chunk field lies beyond the
--- response (HLEN; HKEYS only when that does not add up), before the
--- caller decides or writes anything. A record written before the packed
--- layout (no m, its fields one by one) is read and checked the same, and
--- marked r.legacy: save rewrites it in the packed layout.
--- It returns the record (field -> string, false when absent) and its
--- response (false unless COMPLETED); nil when there is none; or nil, nil
--- and the name of the first field that breaks a rule. The caller may pass
--- the values of its own request (already valid): a field equal to one is
--- valid without its pattern being matched.
+-- and the cross-field rules, and that the hash holds no other field (HLEN;
+-- HKEYS only when that does not add up), before the caller decides or
+-- writes anything.
+-- It returns the record (field -> string, false when absent, by the
+-- fields' names) and its response (false unless COMPLETED); nil when
+-- there is none; or nil, nil and the name of the first field that breaks
+-- a rule. The caller may pass the values of its own request (already
+-- valid): a field equal to one is valid without its rule being checked.
 local function load(key, owner, op, fp, nonce, codec, policy)
-  local v = redis.call('HMGET', key, 'resp', 'resp2', 'state', 'owner', 'op', 'fp', 'nonce', 'leaseUntil', 'reason', 'm')
-  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9] or v[10]) then
-    if redis.call('EXISTS', key) == 1 then return nil, nil, 'state' end
+  local v = redis.call('HMGET', key, 'resp', 'resp2', 'o', 'op', 'f', 'n', 'l', 'r', 'm')
+  if not (v[1] or v[2] or v[3] or v[4] or v[5] or v[6] or v[7] or v[8] or v[9]) then
+    -- A key with none of the record's fields: another kind of hash.
+    if redis.call('EXISTS', key) == 1 then return nil, nil, stray_field(key, 0) or 'm' end
     return nil, nil, nil
   end
   local x
   x = v[3]
-  if not x or not (x == 'CLAIMED' or x == 'EXECUTING' or x == 'COMPLETED' or x == 'FAILED_RETRYABLE' or x == 'ABANDONED' or x == 'FAILED') then return nil, nil, 'state' end
+  if not x or x ~= owner and (#x ~= 32) then return nil, nil, 'owner' end
   x = v[4]
-  if not x or x ~= owner and (#x ~= 64 or find(x, '[^0-9a-f]')) then return nil, nil, 'owner' end
-  x = v[5]
   if not x or x ~= op and (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) then return nil, nil, 'op' end
+  x = v[5]
+  if not x or x ~= fp and (#x ~= 32) then return nil, nil, 'fp' end
   x = v[6]
-  if not x or x ~= fp and (#x ~= 64 or find(x, '[^0-9a-f]')) then return nil, nil, 'fp' end
+  if x and (x ~= nonce and (#x ~= 16)) then return nil, nil, 'nonce' end
   x = v[7]
-  if x and (x ~= nonce and (#x ~= 32 or find(x, '[^0-9a-f]'))) then return nil, nil, 'nonce' end
-  x = v[8]
   if x and (#x > 15 or not (x == '0' or find(x, '^[1-9]%d*$'))) then return nil, nil, 'leaseUntil' end
-  x = v[9]
+  x = v[8]
   if x and (#x < 1 or #x > 1024 or find(x, '\0', 1, true)) then return nil, nil, 'reason' end
-  local r = {state = v[3], owner = v[4], op = v[5], fp = v[6], nonce = v[7], leaseUntil = v[8], reason = v[9]}
-  local n = 0 -- the schema's fields the hash holds
-  for i = 3, 10 do
+  if not v[9] then return nil, nil, 'm' end
+  local r = {owner = v[3], op = v[4], fp = v[5], nonce = v[6], leaseUntil = v[7], reason = v[8]}
+  local n = 0 -- the record's fields the hash holds
+  for i = 3, 9 do
     if v[i] then n = n + 1 end
   end
-  if v[10] then
-    local m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = unpack_m(v[10])
-    if not m_attempt then return nil, nil, m_rev end
-    r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec
-  else
-    -- The layout before m: its fields one by one.
-    local w = redis.call('HMGET', key, 'attempt', 'rev', 'policy', 'createdAt', 'updatedAt', 'uncertain', 'sum', 'codec')
-    x = w[1]
-    if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'attempt' end
-    x = w[2]
-    if not x or #x > 15 or not find(x, '^[1-9]%d*$') then return nil, nil, 'rev' end
-    x = w[3]
-    if not x or x ~= policy and (#x > 15 or not find(x, '^[1-9]%d*$')) then return nil, nil, 'policy' end
-    x = w[4]
-    if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'createdAt' end
-    x = w[5]
-    if not x or #x > 15 or not (x == '0' or find(x, '^[1-9]%d*$')) then return nil, nil, 'updatedAt' end
-    x = w[6]
-    if x and (x ~= '0' and x ~= '1') then return nil, nil, 'uncertain' end
-    x = w[7]
-    if x and (#x ~= 8 or find(x, '[^0-9a-f]')) then return nil, nil, 'sum' end
-    x = w[8]
-    if not x or x ~= codec and (#x < 1 or #x > 32 or find(x, '[^a-z0-9.%-]')) then return nil, nil, 'codec' end
-    r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = w[1], w[2], w[3], w[4], w[5], w[6], w[7], w[8]
-    if r.uncertain == '0' then r.uncertain = false end
-    for i = 1, 8 do
-      if w[i] then n = n + 1 end
-    end
-    r.legacy = true
-  end
+  local m_state, m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec = unpack_m(v[9])
+  if not m_state then return nil, nil, m_attempt end
+  r.state, r.attempt, r.rev, r.policy, r.createdAt, r.updatedAt, r.uncertain, r.sum, r.codec = m_state, m_attempt, m_rev, m_policy, m_created, m_updated, m_uncertain, m_sum, m_codec
   local resp, chunks = v[1], 0
   if resp then chunks = 1 end
   if v[2] then
@@ -177,11 +166,10 @@ local function load(key, owner, op, fp, nonce, codec, policy)
     resp, chunks, bad = join_chunks(resp, v[2], redis.call('HMGET', key, 'resp3', 'resp4', 'resp5', 'resp6', 'resp7', 'resp8', 'resp9', 'resp10', 'resp11', 'resp12', 'resp13', 'resp14', 'resp15', 'resp16', 'resp17', 'resp18', 'resp19', 'resp20', 'resp21', 'resp22', 'resp23', 'resp24', 'resp25', 'resp26', 'resp27', 'resp28', 'resp29', 'resp30', 'resp31', 'resp32'))
     if bad then return nil, nil, bad end
   end
-  -- No chunk field beyond the response's last chunk: the hash holds the
-  -- fields read above and the chunks joined, or the extra ones are no
-  -- chunks.
+  -- No other field: the hash holds the fields read above and the chunks
+  -- joined, or it holds one that is not the record's, or a stray chunk.
   if redis.call('HLEN', key) ~= n + chunks then
-    local stray = stray_chunk(key, chunks)
+    local stray = stray_field(key, chunks)
     if stray then return nil, nil, stray end
   end
   if (r.state == 'CLAIMED' or r.state == 'EXECUTING') and not r.leaseUntil then return nil, nil, 'leaseUntil' end
@@ -195,19 +183,17 @@ local function load(key, owner, op, fp, nonce, codec, policy)
   return r, resp, nil
 end
 
--- pack joins the record's fields, in schema order, with NUL bytes; an
--- absent field is empty (no present field is). (The replies' layout, not
--- the stored one.)
-local function pack(r)
-  return (r.state or '') .. '\0' .. (r.owner or '') .. '\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0' .. (r.fp or '') .. '\0' .. (r.codec or '') .. '\0' .. (r.policy or '') .. '\0' .. (r.leaseUntil or '') .. '\0' .. (r.nonce or '') .. '\0' .. (r.uncertain or '') .. '\0' .. (r.reason or '') .. '\0' .. (r.createdAt or '') .. '\0' .. (r.updatedAt or '') .. '\0' .. (r.sum or '')
+-- pack builds a reply that carries the record r: head (the reply's code,
+-- time, TTL and extra) and the record, then the response resp when given
+-- (resp false: none); see the reply's format above.
+local function pack(r, head, resp)
+  return {head .. '\0' .. (r.state or '') .. '\0\0' .. (r.attempt or '') .. '\0' .. (r.rev or '') .. '\0' .. (r.op or '') .. '\0\0' .. (r.codec or '') .. '\0' .. (r.policy or '') .. '\0' .. (r.leaseUntil or '') .. '\0\0' .. (r.uncertain or '') .. '\0' .. (r.reason or '') .. '\0' .. (r.createdAt or '') .. '\0' .. (r.updatedAt or '') .. '\0' .. (r.sum or ''), (r.owner or ''), (r.fp or ''), (r.nonce or ''), resp or nil}
 end
 
 -- save writes the record's packed fields (m, from r) and the fields set
--- (a table of names and values) with one HSET, and the response resp when
+-- (a table of keys and values) with one HSET, and the response resp when
 -- given: in chunks of 64 bytes when it fits in 32 of them, so the
--- hash stays a compact listpack; whole otherwise. A record of the layout
--- before m (r.legacy) loses its fields of that layout: it is in the packed
--- layout from now on.
+-- hash stays a compact listpack; whole otherwise.
 local function save(key, r, set, resp)
   set[#set + 1] = 'm'
   set[#set + 1] = pack_m(r)
@@ -230,10 +216,6 @@ local function save(key, r, set, resp)
     end
   end
   redis.call('HSET', key, unpack(set))
-  if r.legacy then
-    redis.call('HDEL', key, 'attempt', 'rev', 'policy', 'createdAt', 'updatedAt', 'uncertain', 'sum', 'codec')
-    r.legacy = false
-  end
 end
 
 -- Redis server time in epoch milliseconds: the only clock leases use.
@@ -253,12 +235,9 @@ end
 -- nil: it is read then.
 local function reply(code, key, now, r, pttl, resp, extra)
   if pttl == nil then pttl = redis.call('PTTL', key) end
-  local out = code .. '\0' .. now .. '\0' .. pttl .. '\0' .. (extra or '')
-  if r then
-    out = out .. '\0' .. pack(r)
-    if resp then out = out .. '\0' .. resp end
-  end
-  return out
+  local head = code .. '\0' .. now .. '\0' .. pttl .. '\0' .. (extra or '')
+  if r then return pack(r, head, resp) end
+  return head
 end
 
 local function corrupt(key, now, field)
@@ -289,13 +268,14 @@ if r.state ~= 'ABANDONED' and not (r.state == 'FAILED' and target == 'FAILED_RET
 end
 
 r.state, r.rev, r.updatedAt = target, int(rev + 1), int(now)
-if r.leaseUntil or r.reason then redis.call('HDEL', key, 'leaseUntil', 'reason') end
+if r.leaseUntil or r.reason then redis.call('HDEL', key, 'l', 'r') end
 r.uncertain, r.leaseUntil, r.reason = false, false, false
--- One HSET of every field set (m, and the response's chunks).
-local set = {'state', target}
+-- One HSET of every field set (m, with the state, and the response's
+-- chunks).
+local set = {}
 if ARGV[8] ~= '' then
   r.reason = ARGV[8]
-  set[#set + 1], set[#set + 2] = 'reason', r.reason
+  set[#set + 1], set[#set + 2] = 'r', r.reason
 end
 if target == 'COMPLETED' then
   r.sum, r.codec, r.policy = ARGV[5], ARGV[6], ARGV[7]
