@@ -24,7 +24,12 @@
 //     400;
 //   - its scope is principal + method + route pattern + key, digested with
 //     the Digester's secret: no raw key or principal reaches Redis;
-//   - its fingerprint is the SHA-256 of method, route and body, a JSON body
+//   - its fingerprint is the SHA-256 of method, route, the request's target
+//     (the path with its wildcards' values, and the query) and body, so
+//     the key is bound to the concrete request: the same key sent to
+//     /accounts/B/charge after /accounts/A/charge, or with another query,
+//     is a 422, never A's stored answer (Config.KeyPerTarget makes each
+//     target an operation of its own instead); a JSON body is
 //     canonicalised first (CanonicalJSON), so the same JSON with its keys
 //     reordered or other whitespace is the same request; a JSON body that
 //     has no faithful canonical form is a 400 invalid request body before
@@ -54,7 +59,11 @@
 //     store unavailable" with Retry-After, and the handler does not run (a
 //     request whose own context ended first: 503 "Request not processed");
 //   - every error is an RFC 9457 application/problem+json with a type, a
-//     title, the status and a detail that says what to do.
+//     title, the status and a detail that says what to do; every answer
+//     says X-Content-Type-Options: nosniff; a refusal before the body is
+//     read to its end (401, 400 on the key, 413) closes the connection
+//     after it, so it is answered at once even when the declared body
+//     never comes, behind otelhttp too.
 //
 // The handler runs under the executor's lease: its context is cancelled if
 // the lease cannot be kept. A handler's response that cannot be recorded

@@ -50,7 +50,8 @@ type Config struct {
 	// retries with a re-formatted or rotated credential of the same
 	// account must meet the same record, or its retry runs the handler a
 	// second time. A key is scoped to principal + method + route pattern +
-	// key, as the IETF draft scopes keys per client. It is called before
+	// key, as the IETF draft scopes keys per client (and bound to the
+	// request's target, see KeyPerTarget). It is called before
 	// the body is read. An error matching ErrUnauthenticated, or an empty
 	// principal, is answered 401; a *Problem it wraps is answered as it
 	// is; any other error is answered 503 (the identity could not be
@@ -81,6 +82,19 @@ type Config struct {
 	// MaxBodyBytes is the largest request body: a larger one is answered
 	// 413 before any claim. Default 1 MiB.
 	MaxBodyBytes int64
+	// KeyPerTarget makes the request's target (its path, with the values
+	// of the route's wildcards, and its query) part of a key's scope: the
+	// same key sent to /accounts/A/charge and to /accounts/B/charge, or
+	// with ?dry_run=1 and ?dry_run=0, is then two operations, each run
+	// once and replayed to its own retries. Default false: a key is
+	// bound to the target of its first request (the path as sent, escapes
+	// included, and the query byte for byte), and a request under the key
+	// to another target is answered 422, as one with another body is:
+	// never another request's stored response. Either way a route without
+	// wildcards, sent without a query, is scoped and fingerprinted as it
+	// was before targets were bound, so its records stored then still
+	// replay.
+	KeyPerTarget bool
 	// MaxWait caps the wait a client asks for with Prefer: wait=N (RFC
 	// 7240) on a key in progress. Default 10s; negative: never wait.
 	MaxWait time.Duration
@@ -304,7 +318,8 @@ type scopeKey struct{}
 // idempotency scope.
 type Scope struct {
 	// Ref names the record: the operation code and the scope's digest
-	// (HMAC of principal, method, route and key). Its Digest.Hex is a
+	// (HMAC of principal, method, route and key, and of the request's
+	// target under Config.KeyPerTarget). Its Digest.Hex is a
 	// stable, opaque name for the request, fit for a workflow ID.
 	Ref onceflow.Ref
 	// MaxResponseBytes is Config.MaxResponseBytes: a response to be
@@ -348,9 +363,11 @@ func decodeStored(b []byte) (stored, error) {
 	return s, nil
 }
 
-// Handler returns next behind the middleware.
+// Handler returns next behind the middleware. Every answer says
+// X-Content-Type-Options: nosniff.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		if !m.cfg.Require(r) {
 			next.ServeHTTP(w, r)
 			return
@@ -367,7 +384,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 		err = fmt.Errorf("%w: the request's principal is empty", ErrUnauthenticated)
 	}
 	if err != nil {
-		WriteProblem(w, m.principalProblem(r.Context(), err))
+		refuseUnread(w, r, m.principalProblem(r.Context(), err))
 		return
 	}
 	// The header's key is checked before the body is read: a request
@@ -375,13 +392,13 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	var key string
 	if m.headerKey {
 		if key, err = HeaderKey(r, nil); err != nil {
-			WriteProblem(w, keyProblem(err))
+			refuseUnread(w, r, keyProblem(err))
 			return
 		}
 	}
 	body, p := m.readBody(w, r)
 	if p != nil {
-		WriteProblem(w, p)
+		refuseUnread(w, r, p)
 		return
 	}
 	// The body is fingerprinted as the handler will read it, or refused:
@@ -408,11 +425,23 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if route == "" {
 		route = r.URL.Path
 	}
-	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(onceflow.HTTPScope(principal, r.Method, route, key)...)}
+	// The key is bound to the request's target: in its fingerprint (a
+	// request to another target under the key is a 422), or, with
+	// KeyPerTarget, in its scope (another operation).
+	scope := onceflow.HTTPScope(principal, r.Method, route, key)
+	fingerprint := [][]byte{[]byte(r.Method), []byte(route)}
+	if target := requestTarget(r, route); target != "" {
+		if m.cfg.KeyPerTarget {
+			scope = append(scope, "target", target)
+		} else {
+			fingerprint = append(fingerprint, []byte("target:"+target))
+		}
+	}
+	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(scope...)}
 	req := idemstore.Request{
 		Ref:                  ref,
 		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),
-		Fingerprint:          onceflow.FingerprintOf([]byte(r.Method), []byte(route), fingerprinted),
+		Fingerprint:          onceflow.FingerprintOf(append(fingerprint, fingerprinted)...),
 		Codec:                Codec,
 		IdempotentDownstream: m.cfg.IdempotentHandler,
 	}
@@ -485,6 +514,39 @@ func (m *Middleware) handlerAction(next http.Handler, r *http.Request, ref oncef
 		}
 		return nil, idemstore.RetryableNoEffect(fmt.Errorf("status %d is not stored", status))
 	}
+}
+
+// requestTarget is what of the request's target its route does not
+// already say: the path as sent (escapes included: /a%2Fb and /a/b are
+// two targets, which a route's wildcards may read apart) and the query,
+// byte for byte; "" when the route's path is the request's path, with no
+// query, so that such a request keeps the scope and fingerprint it had
+// before targets were bound.
+func requestTarget(r *http.Request, route string) string {
+	path := r.URL.EscapedPath()
+	routePath := route
+	if i := strings.IndexByte(route, '/'); i >= 0 { // "[METHOD ][HOST]/PATH"
+		routePath = route[i:]
+	}
+	if path == routePath && r.URL.RawQuery == "" && !r.URL.ForceQuery {
+		return ""
+	}
+	if r.URL.RawQuery == "" && !r.URL.ForceQuery {
+		return path
+	}
+	return path + "?" + r.URL.RawQuery
+}
+
+// refuseUnread answers p to a request whose body was not read to its end:
+// the connection is closed after the answer, so that net/http does not
+// first read the rest of a body nobody will use (up to 256 KiB, waiting
+// for it to come: a client that declared a body and sent none would hold
+// the answer until the server's read timeout).
+func refuseUnread(w http.ResponseWriter, r *http.Request, p *Problem) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	WriteProblem(w, p)
 }
 
 // readBody reads the request's body up to Config.MaxBodyBytes, or says
@@ -611,7 +673,7 @@ var problems = map[onceflow.Outcome]problemSpec{
 		return "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"
 	}},
 	onceflow.OutcomeFingerprintMismatch: {ProblemKeyReused, "Idempotency key reused", http.StatusUnprocessableEntity, func(onceflow.Ref, error) string {
-		return "this key was used for a request with another method, route or body: send a new key for a new request"
+		return "this key was used for a request with another method, path, query or body: send a new key for a new request"
 	}},
 	onceflow.OutcomeOwnerConflict:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},
 	onceflow.OutcomeCodecMismatch:    {ProblemKeyReused, "Idempotency key conflict", http.StatusConflict, conflictDetail},

@@ -39,7 +39,19 @@ const (
 	DefaultHTTPMaxIdleConns            = 256
 	DefaultHTTPMaxHeaderBytes          = 64 << 10
 	DefaultHTTPMaxBodyBytes      int64 = 1 << 20 // idemhttp's default MaxBodyBytes
+	DefaultHTTPBodyStartTimeout        = 2 * time.Second
+	DefaultHTTPMinBodyRate       int64 = 1 << 10 // bytes a second
+	// DefaultHTTPMaxActiveRequests and DefaultHTTPMaxActiveRequestsPerClient
+	// are the defaults of a server with the default HTTPMaxConns; a
+	// smaller HTTPMaxConns lowers them (Config.HTTPMaxActiveRequests).
+	DefaultHTTPMaxActiveRequests          = 256
+	DefaultHTTPMaxActiveRequestsPerClient = 64
 )
+
+// DefaultHTTPProbeRoutes are the routes the HTTP server never sheds nor
+// counts among the active requests (Config.HTTPProbeRoutes): the
+// worker's /healthz and /readyz, and the /metrics an application serves.
+var DefaultHTTPProbeRoutes = []string{"GET /healthz", "GET /readyz", "GET /metrics"}
 
 // MinSecretBytes is the shortest Secret New accepts outside Dev.
 const MinSecretBytes = 32
@@ -156,9 +168,11 @@ type Config struct {
 	HTTPIdleTimeout time.Duration
 	// HTTPMaxConns is the most connections the HTTP server holds at once.
 	// A new connection that finds them all open closes the one that has
-	// waited longest for its next request (an idle keep-alive) and is
-	// served; it waits to be accepted only while every one of them is
-	// busy with a request. Default 512.
+	// waited longest for its next request (an idle keep-alive), or else
+	// the one that has waited longest, 100 ms at least, for its request's
+	// headers, and is served; it waits to be accepted only while every one
+	// of them is inside a request, which HTTPMaxActiveRequests keeps below
+	// HTTPMaxConns. Default 512.
 	HTTPMaxConns int
 	// HTTPMaxIdleConns is the most keep-alive connections the HTTP server
 	// leaves waiting for their next request: over it, the one idle the
@@ -178,6 +192,42 @@ type Config struct {
 	// request line included; http.Server.MaxHeaderBytes): a request over
 	// it is answered 431. Default 64 KiB.
 	HTTPMaxHeaderBytes int
+	// HTTPBodyStartTimeout bounds the wait for a declared request body:
+	// its first byte must arrive within it once a handler reads the body
+	// (after the "100 Continue" a client that sent Expect: 100-continue
+	// gets then), and the rest at HTTPMinBodyRate, or the handler's read
+	// fails (onceflow.http.slow_bodies counts it) and the connection is
+	// closed: a client that declares a body and sends none holds a
+	// connection for this long, not HTTPReadTimeout. Default 2s.
+	HTTPBodyStartTimeout time.Duration
+	// HTTPMinBodyRate is the least average rate, in bytes a second, at
+	// which a request body must keep arriving after HTTPBodyStartTimeout
+	// (a body of n bytes may take HTTPBodyStartTimeout + n/HTTPMinBodyRate,
+	// never more than HTTPReadTimeout). Default 1024.
+	HTTPMinBodyRate int64
+	// HTTPMaxActiveRequests is the most requests the HTTP server's
+	// handlers hold at once; one more is answered 503 (problem
+	// ProblemServerBusy) with Retry-After: 1 before anything reads its
+	// body, and the connection is closed (onceflow.http.requests_shed
+	// counts it, limit "total"). Kept below HTTPMaxConns, it leaves
+	// connections that a fresh client's request may take from idle ones
+	// and ones still sending their headers. Default 256, or half of
+	// HTTPMaxConns when that is less. The routes of HTTPProbeRoutes are
+	// never shed nor counted.
+	HTTPMaxActiveRequests int
+	// HTTPMaxActiveRequestsPerClient is the most requests of one client
+	// address (an IPv4 address, an IPv6 /64) the handlers hold at once;
+	// one more is shed as over HTTPMaxActiveRequests (limit "client").
+	// Default 64, or HTTPMaxActiveRequests when that is less. Behind a
+	// proxy every request has the proxy's address: set it to
+	// HTTPMaxActiveRequests there.
+	HTTPMaxActiveRequestsPerClient int
+	// HTTPProbeRoutes are the route patterns (as registered on the mux,
+	// such as "GET /healthz") never shed nor counted among the active
+	// requests, so that probes and liveness never wait behind other
+	// traffic. Default DefaultHTTPProbeRoutes; give an empty, non-nil
+	// slice to exempt none.
+	HTTPProbeRoutes []string
 	// HTTPMaxBodyBytes is the largest request body the HTTP server takes,
 	// on every route: a request that declares a longer one
 	// (Content-Length) is answered 413 (application/problem+json, type
@@ -211,10 +261,12 @@ type Config struct {
 	// RedisOmitShebang sends the scripts without the Redis 7 "#!lua"
 	// header, for Redis before 7 and miniredis (redisstore.Config.OmitShebang).
 	RedisOmitShebang bool
-	// RedisAutoPipelineReads sends the replay reads of concurrent
-	// activities as one pipeline, through go-redis' auto-pipeliner
-	// (redisstore.Config.AutoPipelineReads). Default false.
-	RedisAutoPipelineReads bool
+	// RedisNoAutoPipelineReads turns off what the worker does by
+	// default: the replay reads of concurrent activities go to Redis as
+	// one pipeline, through go-redis' auto-pipeliner
+	// (redisstore.Config.NoAutoPipelineReads says what it does and
+	// costs). Default false: the reads are auto-pipelined.
+	RedisNoAutoPipelineReads bool
 }
 
 // DevSecret is the digest secret a Dev worker uses when Secret is empty:
@@ -277,6 +329,21 @@ func (c Config) withDefaults() Config {
 	if c.HTTPMaxBodyBytes == 0 {
 		c.HTTPMaxBodyBytes = DefaultHTTPMaxBodyBytes
 	}
+	if c.HTTPBodyStartTimeout == 0 {
+		c.HTTPBodyStartTimeout = DefaultHTTPBodyStartTimeout
+	}
+	if c.HTTPMinBodyRate == 0 {
+		c.HTTPMinBodyRate = DefaultHTTPMinBodyRate
+	}
+	if c.HTTPMaxActiveRequests == 0 {
+		c.HTTPMaxActiveRequests = min(DefaultHTTPMaxActiveRequests, max(c.HTTPMaxConns/2, 1))
+	}
+	if c.HTTPMaxActiveRequestsPerClient == 0 {
+		c.HTTPMaxActiveRequestsPerClient = min(DefaultHTTPMaxActiveRequestsPerClient, max(c.HTTPMaxActiveRequests, 1))
+	}
+	if c.HTTPProbeRoutes == nil {
+		c.HTTPProbeRoutes = DefaultHTTPProbeRoutes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	}
@@ -305,7 +372,7 @@ func (c Config) validate() error {
 		v    time.Duration
 	}{{"RedisCommandTimeout (-redis-timeout)", c.RedisCommandTimeout}, {"StopTimeout (-stop-timeout)", c.StopTimeout}, {"OutcomeTimeout (-outcome-timeout)", c.OutcomeTimeout},
 		{"HTTPReadHeaderTimeout (-http-read-header-timeout)", c.HTTPReadHeaderTimeout}, {"HTTPReadTimeout (-http-read-timeout)", c.HTTPReadTimeout},
-		{"HTTPIdleTimeout (-http-idle-timeout)", c.HTTPIdleTimeout}} {
+		{"HTTPIdleTimeout (-http-idle-timeout)", c.HTTPIdleTimeout}, {"HTTPBodyStartTimeout", c.HTTPBodyStartTimeout}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("worker: %s must be positive, got %v", d.name, d.v))
 		}
@@ -318,13 +385,21 @@ func (c Config) validate() error {
 		name string
 		v    int
 	}{{"HTTPMaxConns (-http-max-conns)", c.HTTPMaxConns}, {"HTTPMaxIdleConns (-http-max-idle-conns)", c.HTTPMaxIdleConns},
-		{"HTTPMaxConnsPerClient (-http-max-conns-per-client)", c.HTTPMaxConnsPerClient}, {"HTTPMaxHeaderBytes (-http-max-header-bytes)", c.HTTPMaxHeaderBytes}} {
+		{"HTTPMaxConnsPerClient (-http-max-conns-per-client)", c.HTTPMaxConnsPerClient}, {"HTTPMaxHeaderBytes (-http-max-header-bytes)", c.HTTPMaxHeaderBytes},
+		{"HTTPMaxActiveRequests", c.HTTPMaxActiveRequests}, {"HTTPMaxActiveRequestsPerClient", c.HTTPMaxActiveRequestsPerClient}} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("worker: %s must be positive, got %d", n.name, n.v))
 		}
 	}
 	if c.HTTPMaxBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("worker: HTTPMaxBodyBytes (-http-max-body-bytes) must be positive, got %d", c.HTTPMaxBodyBytes))
+	}
+	if c.HTTPMinBodyRate < 0 {
+		errs = append(errs, fmt.Errorf("worker: HTTPMinBodyRate must be positive, got %d", c.HTTPMinBodyRate))
+	}
+	if c.HTTPMaxActiveRequestsPerClient > c.HTTPMaxActiveRequests {
+		errs = append(errs, fmt.Errorf("worker: HTTPMaxActiveRequestsPerClient %d is over HTTPMaxActiveRequests %d, which bounds every client's together: lower it, or raise HTTPMaxActiveRequests",
+			c.HTTPMaxActiveRequestsPerClient, c.HTTPMaxActiveRequests))
 	}
 	if (c.TemporalTLSCertFile == "") != (c.TemporalTLSKeyFile == "") {
 		errs = append(errs, errTLSPair)

@@ -43,6 +43,10 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		"negative per-client limit":             {worker.Config{Dev: true, HTTPMaxConnsPerClient: -1}, "-http-max-conns-per-client"},
 		"negative header limit":                 {worker.Config{Dev: true, HTTPMaxHeaderBytes: -1}, "-http-max-header-bytes"},
 		"negative body limit":                   {worker.Config{Dev: true, HTTPMaxBodyBytes: -1}, "-http-max-body-bytes"},
+		"negative active requests":              {worker.Config{Dev: true, HTTPMaxActiveRequests: -1}, "HTTPMaxActiveRequests"},
+		"a client's active requests over all":   {worker.Config{Dev: true, HTTPMaxActiveRequests: 4, HTTPMaxActiveRequestsPerClient: 8}, "HTTPMaxActiveRequestsPerClient"},
+		"negative body rate":                    {worker.Config{Dev: true, HTTPMinBodyRate: -1}, "HTTPMinBodyRate"},
+		"negative body start timeout":           {worker.Config{Dev: true, HTTPBodyStartTimeout: -time.Second}, "HTTPBodyStartTimeout"},
 		"unknown durability":                    {worker.Config{Dev: true, RedisDurability: "quorum"}, "-redis-durability"},
 		"replicas without durability":           {worker.Config{Dev: true, RedisDurableReplicas: 2}, "-redis-durable-replicas"},
 	}
@@ -62,6 +66,16 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes ||
 		c.HTTPMaxIdleConns != worker.DefaultHTTPMaxIdleConns || c.HTTPMaxHeaderBytes != worker.DefaultHTTPMaxHeaderBytes || c.HTTPMaxConnsPerClient != 0 {
 		t.Fatalf("defaults = %+v", c)
+	}
+	if c := w.Config(); c.HTTPBodyStartTimeout != worker.DefaultHTTPBodyStartTimeout || c.HTTPMinBodyRate != worker.DefaultHTTPMinBodyRate ||
+		c.HTTPMaxActiveRequests != worker.DefaultHTTPMaxActiveRequests || c.HTTPMaxActiveRequestsPerClient != worker.DefaultHTTPMaxActiveRequestsPerClient ||
+		len(c.HTTPProbeRoutes) != len(worker.DefaultHTTPProbeRoutes) {
+		t.Fatalf("the HTTP guards' defaults = %+v", c)
+	}
+	// A smaller HTTPMaxConns lowers the active requests' defaults, which
+	// leave connections free for new clients.
+	if w, err := worker.New(worker.Config{Dev: true, HTTPMaxConns: 40}); err != nil || w.Config().HTTPMaxActiveRequests != 20 || w.Config().HTTPMaxActiveRequestsPerClient != 20 {
+		t.Fatalf("HTTPMaxConns 40: %v %+v", err, w)
 	}
 	// A read timeout shorter than the header timeout's default bounds the
 	// headers too; a short secret is a -dev worker's business; 32 bytes

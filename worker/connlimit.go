@@ -6,16 +6,22 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // connLimiter is the HTTP server's listener: it holds at most max
-// connections open at once, and it makes idle keep-alive connections give
-// way, so that one client holding many of them cannot starve the others:
+// connections open at once, and it makes idle keep-alive connections, and
+// connections whose request has not yet arrived, give way, so that one
+// client holding many of them cannot starve the others:
 //
 //   - over idleBudget idle connections, the one idle the longest is closed;
-//   - a new connection that finds max open closes the one idle the longest
-//     and is served; it waits (in Accept, as netutil.LimitListener's do)
-//     only when every open connection is busy with a request;
+//   - a new connection that finds max open closes the one idle the
+//     longest, or, when none is idle, the one that has waited the longest
+//     for its request's headers, once that is minHeaderWait (connected and
+//     silent, or sending them slowly), and is served; it waits (in Accept, as
+//     netutil.LimitListener's do) only when every open connection is
+//     inside a request, which the worker's active-request limits
+//     (Config.HTTPMaxActiveRequests) keep below max;
 //   - with perClient > 0, a client address (an IPv4 address, or an IPv6
 //     /64) holds at most perClient connections: one more closes that
 //     client's own longest-idle connection, or, when none of its
@@ -23,10 +29,12 @@ import (
 //
 // A connection is idle from the moment the server reports it waiting for
 // its next request (http.ConnState StateIdle, through connState) until a
-// byte of that request is read, so a request that has begun to arrive is
-// never taken for idle. A request sent the very moment its connection is
+// byte of that request is read; it then waits for the request's headers,
+// as a new connection does, until the server reports it active (it has
+// read the headers). A request sent the very moment its connection is
 // closed is lost, as at IdleTimeout: HTTP clients retry a request on a
-// reused connection the server closed.
+// reused connection the server closed, and Go's retries a POST that
+// carries an Idempotency-Key.
 type connLimiter struct {
 	net.Listener
 	max, idleBudget, perClient int
@@ -37,11 +45,14 @@ type connLimiter struct {
 	done  chan struct{}
 	once  sync.Once
 
-	mu       sync.Mutex
-	idle     list.List // of *limitedConn, the longest idle first
-	perAddr  map[string]int
-	evicted  int // connections closed to make room, for tests
-	refusals int // connections refused over perClient, for tests
+	mu sync.Mutex
+	// idle and waiting hold the connections that may give way: idle
+	// keep-alives, and connections waiting for their request's headers;
+	// of *limitedConn, the longest waiting first.
+	idle, waiting list.List
+	perAddr       map[string]int
+	evicted       int // connections closed to make room, for tests
+	refusals      int // connections refused over perClient, for tests
 }
 
 // newConnLimiter wraps ln. max must be positive; idleBudget and perClient
@@ -70,7 +81,11 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 			_ = c.Close()
 			return nil, err
 		}
-		return &limitedConn{Conn: c, l: l, addr: addr}, nil
+		lc := &limitedConn{Conn: c, l: l, addr: addr}
+		l.mu.Lock()
+		lc.waitLocked()
+		l.mu.Unlock()
+		return lc, nil
 	}
 }
 
@@ -92,8 +107,16 @@ func (l *connLimiter) admitClient(addr string) bool {
 	return true
 }
 
+// minHeaderWait is how long a connection waits for its request's
+// headers before a new connection may take its place: a client sends its
+// headers as it connects, and the server reads them within milliseconds,
+// so a connection that has waited this long is silent or slow.
+const minHeaderWait = 100 * time.Millisecond
+
 // acquire takes a slot: at once when one is free, else by closing the
-// longest-idle connection, else by waiting for one to close.
+// longest-idle connection, else the one that has waited the longest (at
+// least minHeaderWait) for its request's headers, else by waiting for
+// one to close or to have waited that long.
 func (l *connLimiter) acquire() error {
 	for {
 		select {
@@ -101,8 +124,18 @@ func (l *connLimiter) acquire() error {
 			return nil
 		default:
 		}
+		var wait <-chan time.Time
 		l.mu.Lock()
 		victim := l.oldestIdle("")
+		if victim == nil {
+			if w := l.oldestWaiting(); w != nil {
+				if left := minHeaderWait - time.Since(w.waitSince); left <= 0 {
+					victim = w
+				} else {
+					wait = time.After(left)
+				}
+			}
+		}
 		if victim != nil {
 			l.evictLocked(victim) // frees its slot
 		}
@@ -113,6 +146,7 @@ func (l *connLimiter) acquire() error {
 		select {
 		case l.slots <- struct{}{}:
 			return nil
+		case <-wait: // nil when no connection waits for its headers
 		case <-l.done:
 			return net.ErrClosed
 		}
@@ -130,8 +164,17 @@ func (l *connLimiter) oldestIdle(addr string) *limitedConn {
 	return nil
 }
 
-// evictLocked closes c, which is idle, and releases what it holds; l.mu is
-// held.
+// oldestWaiting is the connection that has waited the longest for its
+// request's headers, or nil.
+func (l *connLimiter) oldestWaiting() *limitedConn {
+	if e := l.waiting.Front(); e != nil {
+		return e.Value.(*limitedConn)
+	}
+	return nil
+}
+
+// evictLocked closes c, which is idle or waiting for a request, and
+// releases what it holds; l.mu is held.
 func (l *connLimiter) evictLocked(c *limitedConn) {
 	l.evicted++
 	c.closeLocked()
@@ -151,7 +194,7 @@ func (l *connLimiter) Close() error {
 }
 
 // connState is the server's http.Server.ConnState: it tracks which
-// connections are idle.
+// connections are idle, and which wait for a request's headers.
 func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 	c, ok := nc.(*limitedConn)
 	if !ok {
@@ -159,13 +202,18 @@ func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if state != http.StateIdle {
+	switch state {
+	case http.StateNew: // waiting since Accept
+		return
+	case http.StateIdle:
+	default:
 		c.busyLocked()
 		return
 	}
-	if c.closed || c.elem != nil {
+	if c.closed || c.elem != nil && c.idle.Load() {
 		return
 	}
+	c.busyLocked()
 	c.elem = l.idle.PushBack(c)
 	c.idle.Store(true)
 	for l.idleBudget > 0 && l.idle.Len() > l.idleBudget {
@@ -188,29 +236,49 @@ type limitedConn struct {
 	// idle is true while elem is in l.idle: Read checks it without the
 	// lock.
 	idle atomic.Bool
-	// elem and closed are guarded by l.mu.
-	elem   *list.Element
-	closed bool
+	// elem is c's element of l.idle (when idle) or l.waiting (when not);
+	// nil while c is inside a request; waitSince is when it began to wait
+	// for a request's headers. elem, waitSince and closed are guarded by
+	// l.mu.
+	elem      *list.Element
+	waitSince time.Time
+	closed    bool
 }
 
-// Read marks the connection busy once a byte of a request arrives.
+// Read moves an idle connection to the ones waiting for a request's
+// headers once a byte of its next request arrives.
 func (c *limitedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if n > 0 && c.idle.Load() {
 		c.l.mu.Lock()
-		c.busyLocked()
+		if c.idle.Load() && !c.closed {
+			c.busyLocked()
+			c.waitLocked()
+		}
 		c.l.mu.Unlock()
 	}
 	return n, err
 }
 
-// busyLocked takes c off the idle list; l.mu is held.
+// waitLocked puts c, which is on no list, on the list of connections
+// waiting for a request's headers; l.mu is held.
+func (c *limitedConn) waitLocked() {
+	c.elem = c.l.waiting.PushBack(c)
+	c.waitSince = time.Now()
+}
+
+// busyLocked takes c off the idle or the waiting list; l.mu is held.
 func (c *limitedConn) busyLocked() {
-	if c.elem != nil {
-		c.l.idle.Remove(c.elem)
-		c.elem = nil
-		c.idle.Store(false)
+	if c.elem == nil {
+		return
 	}
+	if c.idle.Load() {
+		c.l.idle.Remove(c.elem)
+		c.idle.Store(false)
+	} else {
+		c.l.waiting.Remove(c.elem)
+	}
+	c.elem = nil
 }
 
 // Close closes the connection and frees its slot, once.

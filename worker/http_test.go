@@ -25,7 +25,8 @@ import (
 
 // testMux has what the order API's routes do with a body: POST /echo
 // reads it whole under a limit of its own, as idemhttp does (1 MiB);
-// POST /drain reads it with no limit of its own; GET /ok answers at once.
+// POST /drain reads it with no limit of its own; GET /ok answers at once;
+// POST /refuse answers 401 without reading the body.
 func testMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	read := func(rw http.ResponseWriter, body io.Reader) {
@@ -45,6 +46,11 @@ func testMux() *http.ServeMux {
 	})
 	mux.HandleFunc("POST /drain", func(rw http.ResponseWriter, r *http.Request) { read(rw, r.Body) })
 	mux.HandleFunc("GET /ok", func(rw http.ResponseWriter, _ *http.Request) { _, _ = rw.Write([]byte("ok")) })
+	// POST /refuse answers 401 without reading the body, as an
+	// authentication in front of a route does.
+	mux.HandleFunc("POST /refuse", func(rw http.ResponseWriter, _ *http.Request) {
+		http.Error(rw, "unauthenticated", http.StatusUnauthorized)
+	})
 	return mux
 }
 
@@ -249,16 +255,25 @@ func TestHTTPIdleTimeoutClosesKeepAlives(t *testing.T) {
 
 // At most HTTPMaxConns connections are served at once: while both are
 // busy with a request (a body that has not arrived), the next one waits,
-// and is served once one of them closes.
+// and is served once one of them closes. (The active requests' limits,
+// which keep some connections free by default, are raised to
+// HTTPMaxConns here.)
 func TestHTTPMaxConnsHoldsTheRestBack(t *testing.T) {
 	t.Parallel()
-	addr := serveTestHTTP(t, Config{HTTPMaxConns: 2})
+	addr, l := serveTestListener(t, Config{HTTPMaxConns: 2, HTTPMaxActiveRequests: 2, HTTPMaxActiveRequestsPerClient: 2})
 	var held []net.Conn
 	for range 2 {
 		c := dial(t, addr)
 		send(t, c, "POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n") // the body never comes
 		held = append(held, c)
 	}
+	// Both inside their requests (not waiting for their headers, which a
+	// new connection may take the place of).
+	waitFor(t, "both requests to be read", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.waiting.Len() == 0 && len(l.slots) == 2
+	})
 	third := dial(t, addr)
 	send(t, third, "GET /ok HTTP/1.1\r\nHost: test\r\n\r\n")
 	// Nothing signals "not accepted": a deadline bounds the wait for the
@@ -369,10 +384,11 @@ func TestHTTPIdleConnectionsGiveWay(t *testing.T) {
 }
 
 // Concurrent slow clients: each is cut off at HTTPReadTimeout, and
-// none holds a connection past it.
+// none holds a connection past it. (None is shed: the active requests'
+// limits are raised to HTTPMaxConns.)
 func TestHTTPSlowClientsDoNotPileUp(t *testing.T) {
 	t.Parallel()
-	addr := serveTestHTTP(t, Config{HTTPReadTimeout: 300 * time.Millisecond, HTTPMaxConns: 4})
+	addr := serveTestHTTP(t, Config{HTTPReadTimeout: 300 * time.Millisecond, HTTPMaxConns: 4, HTTPMaxActiveRequests: 4, HTTPMaxActiveRequestsPerClient: 4})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 { // twice the connection limit

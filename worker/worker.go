@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/metric"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
@@ -45,6 +46,9 @@ type Registry struct {
 	// HTTP is the worker's HTTP mux, for extra endpoints.
 	HTTP   *http.ServeMux
 	Logger *slog.Logger
+	// MeterProvider is Config.MeterProvider, for the application's own
+	// metrics; nil when the worker has none.
+	MeterProvider metric.MeterProvider
 }
 
 // Worker is a onceflow worker: a Temporal worker whose activities are
@@ -192,7 +196,7 @@ func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	c, log := w.cfg, w.cfg.Logger
 	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
 		Logger: log, OmitShebang: c.RedisOmitShebang, Durability: c.RedisDurability, DurableReplicas: c.RedisDurableReplicas,
-		AutoPipelineReads: c.RedisAutoPipelineReads})
+		NoAutoPipelineReads: c.RedisNoAutoPipelineReads})
 	if err != nil {
 		return err
 	}
@@ -333,7 +337,7 @@ func (w *Worker) register(p *parts) error {
 		return nil
 	}
 	err := c.Register(Registry{Worker: p.tw, Activities: p.wrapper, Executor: p.exec, Digester: p.dig, Store: p.store, Client: p.tc,
-		Namespace: c.Namespace, TaskQueue: c.TaskQueue, HTTP: p.mux, Logger: c.Logger})
+		Namespace: c.Namespace, TaskQueue: c.TaskQueue, HTTP: p.mux, Logger: c.Logger, MeterProvider: c.MeterProvider})
 	if err != nil {
 		return fmt.Errorf("worker: register: %w", err)
 	}
@@ -343,11 +347,18 @@ func (w *Worker) register(p *parts) error {
 // listenHTTP listens on HTTPAddr (unless "off"), at most HTTPMaxConns
 // connections at once of which HTTPMaxIdleConns idle (connLimiter), and
 // makes the server of the mux with the HTTP* bounds, traced and measured
-// when the Config asks for it.
+// when the Config asks for it. From the outside in, a request meets
+// guardRequest (nosniff, the body's deadlines, no wait for an unread
+// body), the -dev Host check, otelhttp, limitBody (413 on a declared
+// length) and the active requests' limits (503), then the mux.
 func (w *Worker) listenHTTP(p *parts) error {
 	c := w.cfg
 	if c.HTTPAddr == "off" {
 		return nil
+	}
+	metrics, err := newHTTPMetrics(c.MeterProvider)
+	if err != nil {
+		return err
 	}
 	ln, err := net.Listen("tcp", c.HTTPAddr)
 	if err != nil {
@@ -359,14 +370,19 @@ func (w *Worker) listenHTTP(p *parts) error {
 	w.mu.Lock()
 	w.httpLn = ln
 	w.mu.Unlock()
-	var h http.Handler = limitBody(p.mux, c.HTTPMaxBodyBytes)
+	active := newActiveLimiter(c.HTTPMaxActiveRequests, c.HTTPMaxActiveRequestsPerClient, p.mux, c.HTTPProbeRoutes, metrics)
+	var h http.Handler = limitBody(active.handler(p.mux), c.HTTPMaxBodyBytes)
 	if c.TracerProvider != nil || c.MeterProvider != nil {
-		var oo []otelhttp.Option
+		// The server's name is its listener's address: spans never name a
+		// Host a client sent.
+		oo := []otelhttp.Option{otelhttp.WithServerName(ln.Addr().String())}
 		if c.TracerProvider != nil {
 			oo = append(oo, otelhttp.WithTracerProvider(c.TracerProvider))
 		}
 		if c.MeterProvider != nil {
-			oo = append(oo, otelhttp.WithMeterProvider(c.MeterProvider))
+			// Labels of ours only: no series per Host, port or protocol
+			// version a client sends (boundedLabels).
+			oo = append(oo, otelhttp.WithMeterProvider(boundedLabels{c.MeterProvider}))
 		}
 		// Spans are named by the route pattern the mux matched (otelhttp
 		// renames the span once it is known), never by the path: it
@@ -381,6 +397,7 @@ func (w *Worker) listenHTTP(p *parts) error {
 	if c.Dev {
 		h = loopbackHostOnly(h)
 	}
+	h = w.guardRequest(h, metrics)
 	p.srv = &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: c.HTTPReadHeaderTimeout,

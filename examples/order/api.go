@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -80,6 +82,17 @@ type APIConfig struct {
 	// Its MaxBytes (default webhook.DefaultMaxBytes, 64 KiB) bounds an
 	// event's body.
 	Webhooks webhook.Config
+	// AccountLimit bounds one account's requests, every key and route of
+	// it together; APIKeyLimit the requests that present one API key
+	// (known or not, before it is looked up); FailedAuthLimit one client
+	// address's requests without a valid key. Past one: 429 with
+	// Retry-After, before the body is read (MetricRateLimited counts
+	// them). Defaults DefaultAccountLimit, DefaultAPIKeyLimit,
+	// DefaultFailedAuthLimit; a negative Rate turns one off.
+	AccountLimit, APIKeyLimit, FailedAuthLimit RateLimit
+	// MeterProvider receives the API's metrics (MetricRateLimited,
+	// MetricWebhookEventsLimited). Default: none.
+	MeterProvider metric.MeterProvider
 	// Logger receives the API's lines. Default: discard.
 	Logger *slog.Logger
 }
@@ -91,7 +104,11 @@ type APIConfig struct {
 // ledger (ledger.IssueAPIKey), sent as Authorization: Bearer <key>; the
 // account ID is the principal that scopes Idempotency-Keys, so a client
 // that retries with its key re-formatted ("bearer", other whitespace) or
-// with another key of its account meets the same record. The webhook
+// with another key of its account meets the same record. An order belongs
+// to the account that placed it: the routes that name an order answer
+// another account 404, as for an order that does not exist. Requests are
+// rate limited per account, per API key and, without a valid key, per
+// client address (APIConfig.AccountLimit and the like). The webhook
 // route needs a delivery signed by a known sender (package webhook); the
 // sender is the principal that scopes event IDs.
 type API struct {
@@ -99,6 +116,7 @@ type API struct {
 	orders   *idemhttp.Middleware
 	webhooks *idemhttp.Middleware
 	verifier *webhook.Verifier
+	limits   *limits
 }
 
 // NewAPI validates cfg and returns the API.
@@ -122,6 +140,10 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	limits, err := newLimits(cfg)
+	if err != nil {
+		return nil, err
+	}
 	orders, err := idemhttp.New(idemhttp.Config{
 		Executor: cfg.Executor, Digester: cfg.Digester, Code: OrdersAPICode,
 		Principal: idemhttp.ContextPrincipal, Validate: validateOrder, Logger: cfg.Logger,
@@ -143,17 +165,39 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &API{cfg: cfg, orders: orders, webhooks: webhooks, verifier: verifier}, nil
+	return &API{cfg: cfg, orders: orders, webhooks: webhooks, verifier: verifier, limits: limits}, nil
 }
 
 // RegisterAPI serves the order API on the worker's HTTP mux (-http), with
 // the worker's client, executor and task queue, waiting up to wait
 // (APIConfig.Wait) and verifying webhooks with hooks (APIConfig.Webhooks).
 func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration, hooks webhook.Config) error {
-	api, err := NewAPI(APIConfig{
-		Client: r.Client, Ledger: l, Executor: r.Executor, Digester: r.Digester,
-		TaskQueue: r.TaskQueue, Wait: wait, Webhooks: hooks, Logger: r.Logger,
-	})
+	return RegisterAPIConfig(r, APIConfig{Ledger: l, Wait: wait, Webhooks: hooks})
+}
+
+// RegisterAPIConfig serves the order API of cfg on the worker's HTTP mux;
+// the fields cfg leaves empty of Client, Executor, Digester, TaskQueue,
+// MeterProvider and Logger are the worker's.
+func RegisterAPIConfig(r worker.Registry, cfg APIConfig) error {
+	if cfg.Client == nil {
+		cfg.Client = r.Client
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = r.Executor
+	}
+	if cfg.Digester == nil {
+		cfg.Digester = r.Digester
+	}
+	if cfg.TaskQueue == "" {
+		cfg.TaskQueue = r.TaskQueue
+	}
+	if cfg.MeterProvider == nil {
+		cfg.MeterProvider = r.MeterProvider
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = r.Logger
+	}
+	api, err := NewAPI(cfg)
 	if err != nil {
 		return err
 	}
@@ -161,12 +205,22 @@ func RegisterAPI(r worker.Registry, l *ledger.Ledger, wait time.Duration, hooks 
 	return nil
 }
 
-// Register adds the API's routes to mux.
+// Register adds the API's routes to mux. Every answer says
+// X-Content-Type-Options: nosniff.
 func (a *API) Register(mux *http.ServeMux) {
-	mux.Handle(OrdersRoute, a.authenticate(a.orders.Handler(http.HandlerFunc(a.createOrder))))
-	mux.Handle("GET /orders/{id}", a.authenticate(http.HandlerFunc(a.getOrder)))
-	mux.Handle("GET /payments", a.authenticate(http.HandlerFunc(a.listPayments)))
-	mux.Handle("POST /webhooks/payment-events", a.verifier.Handler(a.webhooks.Handler(http.HandlerFunc(a.paymentEvent))))
+	mux.Handle(OrdersRoute, nosniff(a.authenticate(a.orders.Handler(http.HandlerFunc(a.createOrder)))))
+	mux.Handle("GET /orders/{id}", nosniff(a.authenticate(http.HandlerFunc(a.getOrder))))
+	mux.Handle("GET /payments", nosniff(a.authenticate(http.HandlerFunc(a.listPayments))))
+	mux.Handle("POST /webhooks/payment-events", nosniff(a.verifier.Handler(a.webhooks.Handler(http.HandlerFunc(a.paymentEvent)))))
+}
+
+// nosniff says X-Content-Type-Options: nosniff on next's answers: a
+// browser never guesses a type the API did not send.
+func nosniff(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // ProblemInvalidAPIKey (401) is the problem type of a request without a
@@ -190,25 +244,42 @@ func bearerToken(h string) (string, bool) {
 // that scopes the account's Idempotency-Keys is the account, never the
 // credential's bytes. No key, or one the ledger does not know (or has
 // revoked): 401, before the body is read. The ledger unreachable: 503.
+// Past a rate limit: 429 with Retry-After, before the body is read: the
+// key's (APIKeyLimit) before the ledger is asked, the address's
+// (FailedAuthLimit) in place of a 401, the account's (AccountLimit) once
+// it is known.
 func (a *API) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
 		key, ok := bearerToken(r.Header.Get("Authorization"))
 		account := ""
 		if ok {
+			if wait := a.limits.keys.take(keyDigest(key), now); wait > 0 {
+				a.limits.tooMany(w, r, "api_key", wait)
+				return
+			}
 			var err error
 			account, ok, err = a.cfg.Ledger.AccountByAPIKey(r.Context(), key)
 			if err != nil {
 				a.cfg.Logger.WarnContext(r.Context(), "order API: looking an API key up failed", "err", err)
-				idemhttp.WriteProblem(w, &idemhttp.Problem{Type: idemhttp.ProblemAuthUnavailable, Title: "Authentication unavailable",
+				refuse(w, r, &idemhttp.Problem{Type: idemhttp.ProblemAuthUnavailable, Title: "Authentication unavailable",
 					Status: http.StatusServiceUnavailable, RetryAfter: time.Second,
 					Detail: "the API key could not be checked, and the request was not processed; retry it with the same Idempotency-Key"})
 				return
 			}
 		}
 		if !ok {
+			if wait := a.limits.failures.take(clientAddr(r.RemoteAddr), now); wait > 0 {
+				a.limits.tooMany(w, r, "failed_auth", wait)
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="orders"`)
-			idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemInvalidAPIKey, Title: "Unauthenticated", Status: http.StatusUnauthorized,
+			refuse(w, r, &idemhttp.Problem{Type: ProblemInvalidAPIKey, Title: "Unauthenticated", Status: http.StatusUnauthorized,
 				Detail: "send your account's API key as Authorization: Bearer KEY (worker api-key issues one; -dev logs its own), and the same Idempotency-Key when you retry"})
+			return
+		}
+		if wait := a.limits.accounts.take(account, now); wait > 0 {
+			a.limits.tooMany(w, r, "account", wait)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(idemhttp.WithPrincipal(r.Context(), account)))
@@ -317,6 +388,16 @@ func (a *API) createOrder(w http.ResponseWriter, r *http.Request) {
 	}
 	in := PlaceOrderInput{OrderID: NewOrderID(), CustomerID: req.CustomerID, Items: req.Items, AmountCents: req.AmountCents, Currency: req.Currency}
 	wfID := WorkflowIDPrefix + scope.Ref.Digest.Hex
+	// The order is the account's before its workflow starts: its reads
+	// answer no one else (ledger.AccountOrder).
+	account, err := idemhttp.ContextPrincipal(r)
+	if err == nil {
+		err = a.cfg.Ledger.SetOrderAccount(ctx, wfID, account)
+	}
+	if err != nil {
+		idemhttp.WriteProblem(w, backendProblem("recording the order's account", err))
+		return
+	}
 	run, err := a.cfg.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
 		ID: wfID, TaskQueue: a.cfg.TaskQueue,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
@@ -411,16 +492,31 @@ func memoOrderIDOf(wfID string, p *commonpb.Payload) (string, error) {
 	return id, nil
 }
 
-func (a *API) getOrder(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	o, ok, err := a.cfg.Ledger.Order(r.Context(), id)
+// accountOrder reads the order the request names, if the request's
+// account placed it; else it answers the request 404, the same for an
+// order of another account as for none (a 403 would tell another
+// account's order IDs from unknown ones), and returns false.
+func (a *API) accountOrder(w http.ResponseWriter, r *http.Request, id string) (ledger.Order, bool) {
+	account, err := idemhttp.ContextPrincipal(r)
+	if err != nil {
+		idemhttp.WriteProblem(w, backendProblem("naming the account", err))
+		return ledger.Order{}, false
+	}
+	o, ok, err := a.cfg.Ledger.AccountOrder(r.Context(), account, id)
 	switch {
 	case err != nil:
 		idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
+		return ledger.Order{}, false
 	case !ok:
 		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemOrderNotFound, Title: "Order not found", Status: http.StatusNotFound,
-			Detail: "no order " + id + " in the ledger: check the ID (an order just accepted appears within a second)"})
-	default:
+			Detail: "your account has no order " + strconv.Quote(id) + ": check the ID (an order just accepted appears within a second)"})
+		return ledger.Order{}, false
+	}
+	return o, true
+}
+
+func (a *API) getOrder(w http.ResponseWriter, r *http.Request) {
+	if o, ok := a.accountOrder(w, r, r.PathValue("id")); ok {
 		writeJSON(w, http.StatusOK, o)
 	}
 }
@@ -438,6 +534,9 @@ func (a *API) listPayments(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: idemhttp.ProblemInvalidRequest, Title: "Missing order_id", Status: http.StatusBadRequest,
 			Detail: "name the order: GET /payments?order_id=<order id>"})
+		return
+	}
+	if _, ok := a.accountOrder(w, r, id); !ok {
 		return
 	}
 	ps, err := a.cfg.Ledger.Payments(r.Context(), id)
@@ -469,9 +568,31 @@ type PaymentEventResponse struct {
 	EventID string `json:"event_id"`
 	OrderID string `json:"order_id"`
 	// Signalled says whether the order's workflow was sent the event
-	// (false when the order is unknown or its workflow has ended).
+	// (false when the order is unknown or its workflow has ended, or when
+	// Limited).
 	Signalled bool `json:"signalled"`
+	// Limited says that the event was recorded but not signalled: its
+	// sender had MaxSignalledEventsPerSender events signalled into the
+	// order's workflow already.
+	Limited bool `json:"limited,omitempty"`
 }
+
+// Bounds of the payment events of one order, which reach its workflow's
+// history (a history past Temporal's limits terminates the workflow):
+const (
+	// MaxEventsPerOrder events are recorded for one order, every sender's
+	// together; one more is refused 429 (ProblemTooManyEvents) and not
+	// recorded, now or on a redelivery.
+	MaxEventsPerOrder = 50
+	// MaxSignalledEventsPerSender events of one sender are signalled into
+	// one order's workflow; the sender's events past them are recorded,
+	// not signalled ("limited": true).
+	MaxSignalledEventsPerSender = 10
+)
+
+// ProblemTooManyEvents (429) is the problem type of a payment event for
+// an order that has MaxEventsPerOrder events: it is not recorded.
+const ProblemTooManyEvents = "urn:onceflow:problem:too-many-events"
 
 // Bounds of a payment event's fields: the event ID and type reach the
 // order's workflow history (PaymentEvent), the order ID the ledger. A
@@ -573,9 +694,15 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sender := a.senderDigest(name)
-	e, _, err := a.cfg.Ledger.RecordWebhookEvent(ctx, ledger.WebhookEvent{
+	e, _, err := a.cfg.Ledger.RecordWebhookEventWithin(ctx, ledger.WebhookEvent{
 		EventID: req.EventID, Sender: sender, OrderID: req.OrderID, Kind: req.Type, Payload: body.Bytes(),
-	})
+	}, MaxEventsPerOrder)
+	if errors.Is(err, ledger.ErrTooManyEvents) {
+		a.limits.count(ctx, a.limits.events, "order")
+		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemTooManyEvents, Title: "Too many events for this order", Status: http.StatusTooManyRequests,
+			Detail: fmt.Sprintf("order %s has %d payment events, as many as it takes: this one is not recorded, now or on a redelivery", strconv.Quote(req.OrderID), MaxEventsPerOrder)})
+		return
+	}
 	if err != nil {
 		idemhttp.WriteProblem(w, backendProblem("recording the event", err))
 		return
@@ -586,6 +713,20 @@ func (a *API) paymentEvent(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
 			return
+		}
+		if ok && o.WorkflowID != "" {
+			// Checked before each signal: deliveries of one sender for one
+			// order at the same instant may pass it by those in flight.
+			n, err := a.cfg.Ledger.SignalledWebhookEvents(ctx, e.OrderID, sender)
+			if err != nil {
+				idemhttp.WriteProblem(w, backendProblem("reading the ledger", err))
+				return
+			}
+			if n >= MaxSignalledEventsPerSender {
+				a.limits.count(ctx, a.limits.events, "sender")
+				resp.Limited = true
+				ok = false
+			}
 		}
 		if ok && o.WorkflowID != "" {
 			err := a.cfg.Client.SignalWorkflow(ctx, o.WorkflowID, "", PaymentEventSignal, PaymentEvent{EventID: e.EventID, Type: e.Kind, Sender: sender[:16]})

@@ -489,12 +489,3 @@ func (s saga) end(r OrderResult, status, why string) (OrderResult, error) {
 	s.status(status, r.PaymentID, why)
 	return r, nil
 }
-
-// reason is what an error says, without the SDK's wrapping.
-func reason(err error) string {
-	var ae *temporal.ApplicationError
-	if errors.As(err, &ae) {
-		return ae.Message()
-	}
-	return err.Error()
-}

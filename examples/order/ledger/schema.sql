@@ -126,3 +126,16 @@ CREATE TABLE IF NOT EXISTS api_keys (
   revoked_at BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS api_keys_account ON api_keys (account_id);
+
+-- The account that placed each order through the order API, by the
+-- order's workflow ID: the API records it before it starts the workflow,
+-- and reads an order (GET /orders/{id}, GET /payments) for that account
+-- alone. One workflow ID is one account's: it derives from the digest of
+-- the order's idempotency scope, which names the account. An order placed
+-- otherwise (the CLI, a worker of an earlier version) has no row here, and
+-- no account reads it through the API.
+CREATE TABLE IF NOT EXISTS order_accounts (
+  workflow_id TEXT PRIMARY KEY,
+  account_id  TEXT NOT NULL,
+  created_at  BIGINT NOT NULL
+);

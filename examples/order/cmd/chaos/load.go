@@ -338,6 +338,8 @@ func classify(a answer, retryAfter time.Duration, attempt int) (final bool, wait
 		return false, clamp(max(retryAfter, 500*time.Millisecond))
 	case a.Status == http.StatusConflict && a.Problem == idemhttp.ProblemInProgress:
 		return false, clamp(retryAfter)
+	case a.Status == http.StatusTooManyRequests: // a rate limit: not processed, ask again
+		return false, clamp(max(retryAfter, backoff))
 	case a.Status == http.StatusInternalServerError && a.Problem == order.ProblemOrderFailed:
 		return true, 0 // the workflow ended without a result: the check says so
 	case a.Status >= 500:

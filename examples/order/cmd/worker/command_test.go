@@ -77,6 +77,8 @@ func TestUsageErrors(t *testing.T) {
 		{"inspect"},
 		{"pending", "-limit", "0"},
 		{"-lease", "soon"},
+		{"-dev", "-api-account-limit", "fast"},
+		{"-dev", "-api-failed-auth-limit", "0/10"},
 		{},
 	} {
 		err := dispatch(context.Background(), args, noEnv, &bytes.Buffer{})

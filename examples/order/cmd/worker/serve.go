@@ -40,6 +40,8 @@ type appFlags struct {
 	// webhookSecrets are the payment providers' signing secrets
 	// (-webhook-secrets).
 	webhookSecrets string
+	// limits are the order API's rate limits (-api-*-limit), as given.
+	accountLimit, keyLimit, failedAuthLimit string
 }
 
 func (a *appFlags) register(fs *flag.FlagSet) {
@@ -51,6 +53,16 @@ func (a *appFlags) register(fs *flag.FlagSet) {
 		"the request header that names the console's user for the decisions' audit, set by an authenticating proxy in front of it, such as X-Forwarded-User (ONCEFLOW_CONSOLE_PRINCIPAL_HEADER); empty: \"console\", or under -dev \"dev:$USER\"")
 	fs.StringVar(&a.webhookSecrets, "webhook-secrets", a.getenv("ONCEFLOW_WEBHOOK_SECRETS"),
 		"the payment providers whose signed deliveries POST /webhooks/payment-events takes: sender=secret[,sender=secret…], a sender twice while its secret rotates (ONCEFLOW_WEBHOOK_SECRETS); empty: every delivery is refused, except under -dev: "+order.DevWebhookSender+" with order.DevWebhookSecret")
+	limit := func(what, env string, d order.RateLimit) string {
+		return fmt.Sprintf("the order API's rate limit on %s, RATE/BURST (requests a second, and at once) or off (%s; default %g/%d); past it, 429 with Retry-After",
+			what, env, d.Rate, d.Burst)
+	}
+	fs.StringVar(&a.accountLimit, "api-account-limit", a.getenv("ORDER_API_ACCOUNT_LIMIT"),
+		limit("one account's requests", "ORDER_API_ACCOUNT_LIMIT", order.DefaultAccountLimit))
+	fs.StringVar(&a.keyLimit, "api-key-limit", a.getenv("ORDER_API_KEY_LIMIT"),
+		limit("the requests that present one API key", "ORDER_API_KEY_LIMIT", order.DefaultAPIKeyLimit))
+	fs.StringVar(&a.failedAuthLimit, "api-failed-auth-limit", a.getenv("ORDER_API_FAILED_AUTH_LIMIT"),
+		limit("one client address's requests without a valid API key", "ORDER_API_FAILED_AUTH_LIMIT", order.DefaultFailedAuthLimit))
 	a.orderWait = order.DefaultAPIWait
 	a.duration(fs, &a.orderWait, "order-wait", "ORDER_WAIT",
 		"how long POST /orders waits for the order to end before it answers 202")
@@ -88,6 +100,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	}
 	if err := errors.Join(app.errs...); err != nil {
 		return err
+	}
+	var api order.APIConfig
+	for _, l := range []struct {
+		dst     *order.RateLimit
+		v, name string
+	}{{&api.AccountLimit, app.accountLimit, "-api-account-limit"}, {&api.APIKeyLimit, app.keyLimit, "-api-key-limit"},
+		{&api.FailedAuthLimit, app.failedAuthLimit, "-api-failed-auth-limit"}} {
+		if *l.dst, err = order.ParseRateLimit(l.v); err != nil {
+			return cli.Usagef("worker", "%s: %v", l.name, err)
+		}
 	}
 	if app.console != "" {
 		if err := console.CheckToken(app.console); err != nil {
@@ -140,6 +162,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	if err != nil {
 		return err
 	}
+	api.Wait, api.Webhooks = app.orderWait, hooks
 	l, err := ledger.Open(ctx, app.ledgerDSN)
 	if err != nil {
 		return fmt.Errorf("worker: %w (check -ledger-dsn / LEDGER_DSN)", err)
@@ -197,7 +220,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		con.Register(r.HTTP)
 		// A browser pointed at the worker's address lands in the console.
 		r.HTTP.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))
-		return order.RegisterAPI(r, l, app.orderWait, hooks)
+		api.Ledger = l
+		return order.RegisterAPIConfig(r, api)
 	}
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -284,10 +284,10 @@ func TestOrderAPIAnswersEachStatus(t *testing.T) {
 // TestOrderAPIConcurrentRequestsPlaceOneOrder: 50 concurrent POSTs of one
 // key and body place one order: one workflow (one order row), one gateway
 // call, one payment; every answer is the 201, a 409 with Retry-After, a
-// 202, or, on a machine so loaded that a Redis call outlasts the store's
-// command timeout (a cold CI run compiles beside it), a 503 with
-// Retry-After: the request was not processed, which changes nothing of the
-// one order.
+// 202, a 429 with Retry-After past the account's rate limit, or, on a
+// machine so loaded that a Redis call outlasts the store's command
+// timeout (a cold CI run compiles beside it), a 503 with Retry-After: the
+// request was not processed, which changes nothing of the one order.
 func TestOrderAPIConcurrentRequestsPlaceOneOrder(t *testing.T) {
 	t.Parallel()
 	forEachLedger(t, func(t *testing.T, dsn string) {
@@ -317,6 +317,11 @@ func TestOrderAPIConcurrentRequestsPlaceOneOrder(t *testing.T) {
 				r.problem(t, http.StatusServiceUnavailable, idemhttp.ProblemStoreUnavailable)
 				if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
 					t.Fatalf("503 without a Retry-After: %v", r)
+				}
+			case http.StatusTooManyRequests: // past the account's rate limit (20 at once): not processed
+				r.problem(t, http.StatusTooManyRequests, order.ProblemRateLimited)
+				if s, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || s < 1 {
+					t.Fatalf("429 without a Retry-After: %v", r)
 				}
 			default:
 				t.Fatalf("unexpected answer %v", r)
@@ -376,11 +381,18 @@ func TestOrderAPIAcceptsASlowOrder(t *testing.T) {
 		accepted.header.Get("Retry-After") == "" {
 		t.Fatalf("accepted: %v", accepted)
 	}
-	a.waitFor("the order to complete", func() bool {
+	// Polled at 5 a second, within the account's rate limit (10 a
+	// second), as a client that honours the 202's Retry-After is.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		var row ledger.Order
 		r := a.do(http.MethodGet, accepted.header.Get("Location"), "")
-		return r.status == http.StatusOK && json.Unmarshal(r.body, &row) == nil && row.Status == order.StatusCompleted
-	})
+		if r.status == http.StatusOK && json.Unmarshal(r.body, &row) == nil && row.Status == order.StatusCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the order to complete: %v", r)
+		}
+	}
 	again := a.post("k-slow", a.orderBody())
 	if again.status != http.StatusCreated || again.header.Get("Idempotency-Replayed") != "" || again.order(t).OrderID != o.OrderID {
 		t.Fatalf("after completion: %v", again)
@@ -451,7 +463,8 @@ func TestOrderAPIFailsClosedWithoutRedis(t *testing.T) {
 	var back reply
 	a.waitFor("Redis to answer the worker again", func() bool {
 		back = a.post("k-down", a.orderBody())
-		return back.status != http.StatusServiceUnavailable
+		// A 429: polled past the account's rate limit, not processed.
+		return back.status != http.StatusServiceUnavailable && back.status != http.StatusTooManyRequests
 	})
 	if back.status != http.StatusCreated {
 		t.Fatalf("with Redis back: %v", back)
