@@ -113,6 +113,7 @@ func runTransferChild() int {
 // failure type, not retried, with no incident.
 func TestAdoptedTransfer(t *testing.T) {
 	t.Parallel()
+	sampleQueueTurn(t)
 	h := newHarness(t, 3*time.Second)
 	ctx := context.Background()
 	bank := redisBank{rdb: h.rdb, prefix: h.keys}

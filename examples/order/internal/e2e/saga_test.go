@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"slices"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -61,6 +62,19 @@ func (b redisSagaBank) Withdraw(ctx context.Context, account string, amount floa
 
 func (b redisSagaBank) Deposit(ctx context.Context, account string, amount float32, ref string) error {
 	return b.move(ctx, "deposit", account, amount, ref)
+}
+
+// transferMoneyTaskQueue is taken by the tests of the two samples written
+// in the style of Temporal's (the transfer and the saga), which both poll
+// Temporal's TRANSFER_MONEY_TASK_QUEUE, and with activities of the same
+// names: they take turns on this test server's namespace.
+var transferMoneyTaskQueue sync.Mutex
+
+// sampleQueueTurn waits for the test's turn on TRANSFER_MONEY_TASK_QUEUE,
+// until the test and its cleanups (the workers' stops) have ended.
+func sampleQueueTurn(t *testing.T) {
+	transferMoneyTaskQueue.Lock()
+	t.Cleanup(transferMoneyTaskQueue.Unlock) // registered first: runs last
 }
 
 // sagaOnceflow is onceflow's configuration of these services: the
@@ -236,6 +250,7 @@ const waiting = 90 * time.Second
 // reverse order. One withdrawal and one compensation of it.
 func TestAdoptedSagaKilledAfterTheWithdrawal(t *testing.T) {
 	t.Parallel()
+	sampleQueueTurn(t)
 	h := newHarness(t, 30*time.Second)
 	s := sagaRun{h: h, bank: redisSagaBank{rdb: h.rdb, prefix: h.keys}}
 	ctx := context.Background()
