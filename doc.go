@@ -1,11 +1,10 @@
 // Package onceflow is the contract that crosses process and package
 // boundaries, each noun defined here once: the identity of a record (Ref,
-// OperationCode, ScopeDigest and the Digester that computes it from a
-// RawScope, OperationID, Owner, Nonce, Fingerprint), the Record and its
-// State, the fencing token (Fence), the store's errors (a *StoreError
-// whose Certainty says what a failed call proves, a *ValidationError, a
-// *CorruptRecordError), the classes of an executor's result (Outcome),
-// the stable ApplicationError type strings, the checkpoint an activity
+// OperationCode, Digest and the Digester that computes it from a raw
+// scope, OperationID, Owner, Nonce, Fingerprint), the Record and its
+// State, the fencing token (Fence), the outcomes of an idempotent call
+// (Outcome) with the one error every failure is (Error) and the stable
+// ApplicationError type each raises in Temporal, the checkpoint an activity
 // heartbeats, the details of an unknown effect and the input of the
 // resolve activity. It imports only the standard library, so
 // deterministic workflow code (package workflow) and operators' tools can
@@ -14,8 +13,9 @@
 // # Identity
 //
 // A record is named by a Ref: an OperationCode ("charge-payment") and a
-// ScopeDigest, the versioned HMAC-SHA256 of a RawScope computed by a
-// Digester, so no raw client key, principal or workflow ID reaches the
+// Digest, the versioned HMAC-SHA256 of the record's raw scope (the run,
+// the business key, the HTTP principal and key) computed by a Digester,
+// so no raw client key, principal or workflow ID reaches the
 // store. An OperationID names one logical operation (all its retries), an
 // Owner one claimant (one retained attempt), a Nonce one invocation, and a
 // Fingerprint the request, so that reusing a scope for another request is

@@ -7,6 +7,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.10.0
+	github.com/onceflow/onceflow/harness v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/extra/redisotel/v9 v9.22.0
 	github.com/redis/go-redis/v9 v9.22.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.68.0
@@ -63,3 +64,10 @@ require (
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.11.0 // indirect
 )
+
+// The library's tests start their Redis servers with the harness module
+// (./harness), released with the library (docs/releasing.md). This
+// replace serves GOWORK=off runs (scripts/test's run on the library's
+// minimum versions); a module requiring the library ignores it and never
+// builds the harness, which only the library's tests import.
+replace github.com/onceflow/onceflow/harness => ./harness

@@ -14,11 +14,11 @@ import (
 // MaxOperationIDLen is the longest OperationID a store accepts, in bytes.
 const MaxOperationIDLen = 1024
 
-// ScopeDigest is the opaque, versioned identity of an idempotency scope: the
-// HMAC-SHA256 of the raw scope (principal + key + use case, or a
-// Temporal-derived scope) under a configured secret. The raw scope never
-// reaches the store.
-type ScopeDigest struct {
+// Digest is the opaque, versioned identity of a record within its
+// operation code (Ref.Digest): the HMAC-SHA256 of the raw scope (principal
+// + method + route + key, or a Temporal-derived scope) under a configured
+// secret. The raw scope never reaches the store.
+type Digest struct {
 	// Version is the digest (secret) version, a positive integer. Rotating
 	// the secret means bumping the version, which changes every record key.
 	Version int
@@ -26,31 +26,22 @@ type ScopeDigest struct {
 	Hex string
 }
 
-// ParseScopeDigest validates a digest that was computed elsewhere.
-func ParseScopeDigest(version int, hexDigest string) (ScopeDigest, error) {
-	d := ScopeDigest{Version: version, Hex: hexDigest}
-	if err := d.Validate(); err != nil {
-		return ScopeDigest{}, err
-	}
-	return d, nil
-}
-
 // Validate reports whether d is a positive version and 64 lowercase hex
 // characters.
-func (d ScopeDigest) Validate() error {
+func (d Digest) Validate() error {
 	if d.Version <= 0 {
-		return invalid("ScopeDigest.Version", "must be a positive integer, got %d", d.Version)
+		return invalid("Digest.Version", "must be a positive integer, got %d", d.Version)
 	}
 	if !isLowerHex(d.Hex, 64) {
-		return invalid("ScopeDigest.Hex", "must be 64 lowercase hex characters (HMAC-SHA256), got %q", truncate(d.Hex))
+		return invalid("Digest.Hex", "must be 64 lowercase hex characters (HMAC-SHA256), got %q", truncate(d.Hex))
 	}
 	return nil
 }
 
 // String returns "d<version>:<hex>".
-func (d ScopeDigest) String() string { return "d" + strconv.Itoa(d.Version) + ":" + d.Hex }
+func (d Digest) String() string { return "d" + strconv.Itoa(d.Version) + ":" + d.Hex }
 
-// Digester turns raw scopes into ScopeDigests and derives owner tokens. It
+// Digester turns raw scopes into Digests and derives owner tokens. It
 // holds the secret; it is safe for concurrent use.
 type Digester struct {
 	secret  []byte
@@ -72,8 +63,8 @@ func NewDigester(secret []byte, version int) (*Digester, error) {
 
 // Digest returns the digest of the scope made of parts. Parts are length
 // prefixed, so ("ab", "c") and ("a", "bc") differ.
-func (g *Digester) Digest(parts ...string) ScopeDigest {
-	return ScopeDigest{Version: g.version, Hex: g.mac("scope", parts)}
+func (g *Digester) Digest(parts ...string) Digest {
+	return Digest{Version: g.version, Hex: g.mac("scope", parts)}
 }
 
 // Operation returns the OperationID to store for a raw operation identity
@@ -212,7 +203,7 @@ func (n Nonce) Validate() error {
 // Ref names one record: the use case and the digested scope.
 type Ref struct {
 	Code   OperationCode
-	Digest ScopeDigest
+	Digest Digest
 }
 
 // Validate validates both parts.
@@ -239,7 +230,7 @@ func ParseRef(s string) (Ref, error) {
 	if err != nil {
 		return Ref{}, invalid("record key", "has digest version %q, not d<number>", version)
 	}
-	r := Ref{Code: OperationCode(code), Digest: ScopeDigest{Version: v, Hex: hexDigest}}
+	r := Ref{Code: OperationCode(code), Digest: Digest{Version: v, Hex: hexDigest}}
 	return r, r.Validate()
 }
 

@@ -14,10 +14,10 @@ import (
 // anything is sent.
 func TestNULIsRefusedInOperationIDsAndReasons(t *testing.T) {
 	t.Parallel()
-	var ve *onceflow.ValidationError
+	var ve *onceflow.Error
 	for _, id := range []onceflow.OperationID{"\x00", "op\x00", "a\x00b"} {
-		if err := id.Validate(); !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) || ve.Field != "OperationID" {
-			t.Errorf("OperationID %q: %v, want a *ValidationError", id, err)
+		if err := id.Validate(); !errors.Is(err, onceflow.OutcomeInvalid) || !errors.As(err, &ve) || ve.Field != "OperationID" {
+			t.Errorf("OperationID %q: %v, want an OutcomeInvalid error", id, err)
 		}
 	}
 	if err := onceflow.OperationID("op-1/ok é").Validate(); err != nil {
@@ -25,7 +25,7 @@ func TestNULIsRefusedInOperationIDsAndReasons(t *testing.T) {
 	}
 	for _, r := range []string{"\x00", "declined\x00", strings.Repeat("r", onceflow.MaxReasonLen+1)} {
 		if err := onceflow.ValidateReason(r); !errors.As(err, &ve) || ve.Field != "Reason" {
-			t.Errorf("reason %.20q: %v, want a *ValidationError", r, err)
+			t.Errorf("reason %.20q: %v, want an OutcomeInvalid error", r, err)
 		}
 	}
 	for _, r := range []string{"", "declined", strings.Repeat("r", onceflow.MaxReasonLen), "\xff"} {

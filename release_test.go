@@ -72,8 +72,8 @@ import (
 
 func main() {
 	w, err := worker.New(worker.Config{Dev: true, Register: func(r worker.Registry) error {
-		r.Worker.RegisterActivity(onceactivity.Wrap(r.Activities, onceactivity.Options[string, string]{Code: "release-check"},
-			func(context.Context, string) (string, error) { return idemstore.DefaultCodec, nil }))
+		onceactivity.Register(r.Worker, r.Activities,
+			func(context.Context, string) (string, error) { return idemstore.ExecutorConfig{}.Codec, nil }, onceactivity.Name("ReleaseCheck"))
 		return nil
 	}})
 	fmt.Println(w != nil, err)

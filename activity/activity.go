@@ -15,25 +15,26 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/internal/handshake"
+	"github.com/onceflow/onceflow/internal/scope"
 )
 
-// ScopeKind says which runs of an activity share one idempotency record.
-type ScopeKind int
+// scopeKind says which runs of an activity share one idempotency record:
+// the options WorkflowScope and BusinessKey choose it.
+type scopeKind int
 
 const (
-	// RunScoped (the default) dedupes the retries of one activity in one
+	// runScoped (the default) dedupes the retries of one activity in one
 	// workflow run: namespace + workflow ID + run ID + activity ID.
 	// Temporal's own recommendation, and safe across continue-as-new and
 	// reset, which reuse activity IDs with a new meaning.
-	RunScoped ScopeKind = iota
-	// WorkflowScoped dedupes across runs of one workflow ID (workflow
-	// retries, cron): namespace + workflow ID + activity ID. Pitfall: a
-	// continue-as-new run that calls the same activity ID again gets the
-	// first run's result.
-	WorkflowScoped
-	// BusinessScoped dedupes on Options.Key(input) across workflows: the
-	// one to use for payments ("order-42/charge").
-	BusinessScoped
+	runScoped scopeKind = iota
+	// workflowScoped (WorkflowScope) dedupes across runs of one workflow
+	// ID (workflow retries, cron): namespace + workflow ID + activity ID.
+	workflowScoped
+	// businessScoped (BusinessKey) dedupes on the business key across
+	// workflows: the one to use for payments ("order-42/charge").
+	businessScoped
 )
 
 // Config configures a Wrapper.
@@ -50,12 +51,12 @@ type Config struct {
 	// knows no earlier one reached the action. Without it the checkpoint is
 	// an ordinary (batched) heartbeat, and every attempt after the first
 	// that finds no record doubts (Reconcile first, else
-	// TypeEffectUnknown). worker.New sets it.
+	// onceflow.EffectUnknown). worker.New sets it.
 	Client client.Client
 }
 
 // Wrapper turns activity functions into idempotent ones. Build one per
-// worker and pass it to Wrap.
+// worker and pass it to Register.
 type Wrapper struct {
 	exec     *idemstore.Executor
 	digester *onceflow.Digester
@@ -67,7 +68,7 @@ type Wrapper struct {
 	// activities are the activities Register registered, by name, for
 	// the workflow side (WrappedActivity); resolveOn are the registries
 	// that have ResolveRecord.
-	activities sync.Map // string → onceflow.WrappedActivity
+	activities sync.Map // string → handshake.Activity
 	resolveOn  sync.Map // Registry → struct{}
 	// bindings are the activities Register registered, by name, for
 	// Settle.
@@ -132,115 +133,28 @@ func New(cfg Config) (*Wrapper, error) {
 	return &Wrapper{exec: cfg.Executor, digester: cfg.Digester, logger: cfg.Logger, client: cfg.Client}, nil
 }
 
-// Options configure one wrapped activity.
-type Options[In, Out any] struct {
-	// Code is the operation code of the use case, [a-z0-9-]{1,64}, such
-	// as "charge-payment". Required.
-	Code onceflow.OperationCode
-	// Scope selects the dedupe key. Default RunScoped.
-	Scope ScopeKind
-	// Key returns the business key for BusinessScoped, such as
-	// "order-42/charge". Required with BusinessScoped.
-	Key func(In) string
-	// Reconcile is consulted whenever an earlier attempt may have reached
-	// the action and its effect is unsettled: a takeover from an attempt
-	// that died in the middle of the action, and a claim that finds no
-	// record (Redis lost it) or a FAILED_RETRYABLE one of another
-	// incarnation while the previous attempt's checkpoint says it reached
-	// the action. found reports that the effect happened (for instance the
-	// provider knows the operation key), with its result. Without it, and
-	// without IdempotentDownstream, such a claim fails with
-	// TypeEffectUnknown and does not run the action.
-	Reconcile func(ctx context.Context, in In, rec onceflow.Record) (out Out, found bool, err error)
-	// IdempotentDownstream declares the action safe to re-run after such a
-	// takeover (it passes OperationKey to a provider that deduplicates).
-	// It travels in an unknown effect's details
-	// (onceflow.EffectUnknownDetails.IdempotentDownstream), so the
-	// workflow package's Execute retries by itself instead of opening an
-	// incident for a person.
-	IdempotentDownstream bool
-	// Codec encodes the result for storage and replay. Default JSONCodec
-	// ("json-v2"). A result stored under another codec ID is not replayed:
-	// the activity fails with TypeCodecMismatch.
-	Codec Codec
-	// InProgress says what an attempt does when another attempt holds the
-	// operation: an earlier attempt of the same activity whose worker died
-	// (its lease has not run out yet), or another workflow's, with
-	// BusinessScoped. Default InProgressWait.
-	InProgress InProgressPolicy
-	// DownstreamKey returns the reference the downstream system knows
-	// the operation by, such as a transfer's reference ID. When set,
-	// KeyForDownstream (and so AskFirst's lookup and call) and Reconcile's
-	// context get it instead of the operation key, and an unknown
-	// effect's details carry it for the operator.
-	DownstreamKey func(In) string
-	// DownstreamRetention is how long the downstream remembers the key it
-	// deduplicates by: Stripe at least 24 hours, Braintree 30 days, Adyen
-	// at least 31 days. A re-run after an unknown effect (a takeover with
-	// IdempotentDownstream or a Reconcile that found nothing, the
-	// workflow's automatic retry, an operator's retry, a late redelivery)
-	// later than that after the first attempt may have reached the
-	// downstream is refused: the downstream may have forgotten the key
-	// and act again. The activity then ends with TypeEffectUnknown for a
-	// decision, and the workflow refuses a retry decision unless it is
-	// overridden with a reason (workflow.Resolution.OverrideRetention).
-	// Zero (the default): no limit. See
-	// docs/guards.md#the-downstreams-retention.
-	DownstreamRetention time.Duration
-	// RefuseReusedReference refuses an operation whose DownstreamKey (its
-	// business reference: an order number, a transfer reference) arrived
-	// under another operation key first, within DownstreamRetention
-	// (DefaultReferenceWindow when none): the activity fails with the
-	// non-retryable TypeReferenceReused and nothing runs. Without it such
-	// a reuse is flagged only: a warning line, the executor's
-	// onceflow.reference_reuses metric and an entry in the store's trail
-	// of reuses. Needs DownstreamKey; see
-	// docs/guards.md#the-business-reference.
-	RefuseReusedReference bool
-	// NoEffect classifies fn's errors: true means the attempt certainly
-	// had no effect. Such an error is recorded as no effect and returned
-	// to Temporal as it is, with its own type, message and retryability.
-	// Whatever NoEffect says, these are treated so too: an error marked
-	// with the NoEffect function, an ApplicationError marked
-	// non-retryable, and an error whose type (the ApplicationError type,
-	// or the Go type's name, as Temporal reports it) the activity's
-	// RetryPolicy lists in NonRetryableErrorTypes. Temporal runs no
-	// attempt after a non-retryable error, so nothing could run twice.
-	// Any other error means the effect may have happened
-	// (TypeEffectUnknown).
-	NoEffect func(error) bool
-}
-
-// InProgressPolicy says what an attempt does when the operation is in
-// progress elsewhere.
+// InProgressPolicy says what an attempt does when another attempt holds
+// the operation (WhenInProgress): an earlier attempt of the same activity
+// whose worker died (its lease has not run out yet), or another
+// workflow's, with BusinessKey.
 type InProgressPolicy int
 
 const (
-	// InProgressDefault is InProgressWait.
-	InProgressDefault InProgressPolicy = iota
-	// InProgressWait waits inside the activity, heartbeating, until the
-	// other attempt finishes (its result is replayed), dies (its lease runs
-	// out and this attempt takes over) or the activity's own timeouts end
-	// the wait. The wait does not use up one of the retry policy's
+	// InProgressWait (the default) waits inside the activity,
+	// heartbeating, until the other attempt finishes (its result is
+	// replayed), dies (its lease runs out and this attempt takes over) or
+	// the activity's own timeouts end the wait. The wait does not use up one of the retry policy's
 	// MaximumAttempts: a retry after a worker died mid-action meets that
 	// attempt's lease for up to the executor's Lease (30 s by default).
 	// Should the activity's StartToCloseTimeout end the wait first, and
 	// that was its last attempt, the workflow side settles the call
 	// (docs/adopting.md#retry-policies).
-	InProgressWait
-	// InProgressRetry fails the attempt with the retryable TypeInProgress,
+	InProgressWait InProgressPolicy = iota
+	// InProgressRetry fails the attempt with the retryable onceflow.InProgress,
 	// NextRetryDelay set to the lease the other attempt has left: each
 	// such attempt counts against MaximumAttempts.
 	InProgressRetry
 )
-
-// codec is the activity's Codec, JSONCodec by default.
-func (o Options[In, Out]) codec() Codec {
-	if o.Codec == nil {
-		return JSONCodec{}
-	}
-	return o.Codec
-}
 
 // Codec encodes activity results for storage and replay.
 type Codec interface {
@@ -255,53 +169,13 @@ type Codec interface {
 type JSONCodec struct{}
 
 // ID returns "json-v2".
-func (JSONCodec) ID() string { return idemstore.DefaultCodec }
+func (JSONCodec) ID() string { return "json-v2" }
 
 // Marshal encodes v with encoding/json.
 func (JSONCodec) Marshal(v any) ([]byte, error) { return json.Marshal(v) }
 
 // Unmarshal decodes data with encoding/json.
 func (JSONCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }
-
-// Wrap returns fn as an idempotent activity with the same signature:
-// register the result with the Temporal worker as you would fn (give it a
-// name with RegisterActivityWithOptions, since the wrapper is a closure).
-// Register does this for any activity shape, with its options checked at
-// registration; Wrap is for a program that registers activities itself.
-//
-// Every retry of the activity is one operation; the Temporal attempt is
-// the retained attempt. fn runs at most once per scope whenever Redis can
-// know; its result is stored as JSON and replayed to later attempts and,
-// for WorkflowScoped and BusinessScoped, to other workflows. fn's error
-// marks what happened: a business error that says nothing happened (see
-// Options.NoEffect, and the NoEffect function) is returned to Temporal as
-// it is; idemstore.RetryableNoEffect marks a retryable error with no
-// effect; any other error means the effect may have happened and fails
-// the workflow's activity with TypeEffectUnknown.
-//
-// The activity must be scheduled with a HeartbeatTimeout: the wrapper
-// heartbeats and renews its lease on a ticker derived from it and from the
-// lease, and the heartbeats deliver cancellation.
-func Wrap[In, Out any](w *Wrapper, opts Options[In, Out], fn func(context.Context, In) (Out, error)) func(context.Context, In) (Out, error) {
-	b := typedBinding(opts, fn)
-	w.resolvers.Store(opts.Code, resolverOf(b.codec, func(raw []byte) (any, error) {
-		var out Out
-		err := json.Unmarshal(raw, &out)
-		return out, err
-	}))
-	return func(ctx context.Context, in In) (Out, error) {
-		var out Out
-		r := run(ctx, w, b, in, nil)
-		if r.err != nil {
-			return out, r.err
-		}
-		if err := b.codec.Unmarshal(r.res.Response, &out); err != nil {
-			return out, temporal.NewNonRetryableApplicationError(
-				"onceflow: the stored result does not decode into "+fmt.Sprintf("%T", out)+": "+err.Error(), onceflow.TypeCodecMismatch, err)
-		}
-		return out, nil
-	}
-}
 
 // resolverOf is the resolver of an activity whose result a decision's
 // JSON decodes into with decode, stored with codec.
@@ -382,10 +256,10 @@ func (h *heart) checkpoint(ctx context.Context, c onceflow.Checkpoint) error {
 // of a retryable error: its own checkpoint once it reached the action,
 // else the previous attempt's, and why an earlier attempt may have reached
 // the action where no checkpoint says so.
-func (h *heart) latest(reached *idemstore.ReachedAction) onceflow.RetryDetails {
+func (h *heart) latest(reached *idemstore.ReachedAction) handshake.RetryDetails {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	d := onceflow.RetryDetails{Checkpoint: h.prev}
+	d := handshake.RetryDetails{Checkpoint: h.prev}
 	if h.cp != nil {
 		cp := *h.cp
 		d.Checkpoint = &cp
@@ -486,30 +360,14 @@ type resolver struct {
 	encode func(json []byte) ([]byte, error)
 }
 
-// temporalError is how one outcome crosses the Temporal boundary: its
-// stable ApplicationError type, and whether Temporal may retry it.
-type temporalError struct {
-	typ       string
-	retryable bool
-}
-
-// temporalErrors maps every error outcome of idemstore.OutcomeOf.
-var temporalErrors = map[onceflow.Outcome]temporalError{
-	onceflow.OutcomeInProgress:          {onceflow.TypeInProgress, true},
-	onceflow.OutcomeFingerprintMismatch: {onceflow.TypeFingerprintMismatch, false},
-	onceflow.OutcomeOwnerConflict:       {onceflow.TypeOwnerOperationConflict, false},
-	onceflow.OutcomeCodecMismatch:       {onceflow.TypeCodecMismatch, false},
-	onceflow.OutcomeRetryable:           {onceflow.TypeRetryableNoEffect, true},
-	onceflow.OutcomeNotStored:           {onceflow.TypeRetryableNoEffect, true},
-	onceflow.OutcomeEffectUnknown:       {onceflow.TypeEffectUnknown, false},
-	onceflow.OutcomeAwaitingDecision:    {onceflow.TypeEffectUnknown, false},
-	onceflow.OutcomeFailed:              {onceflow.TypeOperationFailed, false},
-	onceflow.OutcomeInvalid:             {onceflow.TypeInvalidInput, false},
-	onceflow.OutcomeCorrupt:             {onceflow.TypeCorruptRecord, false},
-	onceflow.OutcomeCanceled:            {onceflow.TypeCanceled, true},
-	onceflow.OutcomeStoreUnavailable:    {onceflow.TypeStoreUnavailable, true},
-	onceflow.OutcomeResolveRefused:      {onceflow.TypeResolveRefused, false},
-	onceflow.OutcomeError:               {onceflow.TypeInternal, true},
+// outcomeOf is the outcome of an Executor's error (every failure it
+// returns is an *onceflow.Error).
+func outcomeOf(err error) onceflow.Outcome {
+	var e *onceflow.Error
+	if errors.As(err, &e) {
+		return e.Outcome
+	}
+	return onceflow.OutcomeError
 }
 
 // downstream is what an activity declares about its downstream, carried
@@ -524,20 +382,20 @@ type downstream struct {
 }
 
 // toTemporal maps an Execute error to an ApplicationError with a stable
-// type, through idemstore.OutcomeOf and temporalErrors; the outcomes that
+// type, the outcome's TemporalType; the outcomes that
 // carry more (the incident's details, the retry delay, the decision's
 // reason) add it here.
-func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, rd onceflow.RetryDetails, ds downstream) error {
-	t := temporalErrors[idemstore.OutcomeOf(idemstore.Result{}, err)]
-	opts := temporal.ApplicationErrorOptions{NonRetryable: !t.retryable}
+func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkpoint, rd handshake.RetryDetails, ds downstream) error {
+	o := outcomeOf(err)
+	opts := temporal.ApplicationErrorOptions{NonRetryable: !o.Retryable()}
 	var (
-		ip *idemstore.InProgressError
-		eu *idemstore.EffectUnknownError
-		re *idemstore.RetryableError
-		of *idemstore.OperationFailedError
+		ip *onceflow.Error
+		eu *onceflow.Error
+		re *onceflow.Error
+		of *onceflow.Error
 	)
-	switch t.typ {
-	case onceflow.TypeEffectUnknown:
+	switch o.TemporalType() {
+	case onceflow.OutcomeEffectUnknown.TemporalType():
 		errors.As(err, &eu)
 		opts.Cause = eu.Err
 		opts.Details = []any{onceflow.EffectUnknownDetails{
@@ -546,28 +404,33 @@ func toTemporal(err error, ref onceflow.Ref, rawOp string, prev *onceflow.Checkp
 			Recorded: eu.Recorded, Reason: eu.Reason, Checkpoint: prev, IdempotentDownstream: ds.idempotent, DownstreamKey: ds.key,
 			ReachedAt: eu.Since, DownstreamRetention: ds.retention, RetentionPassed: eu.RetentionPassed, ActionFailed: ds.actionFailed,
 		}}
-	case onceflow.TypeRetryableNoEffect:
+	case onceflow.OutcomeRetryable.TemporalType():
 		errors.As(err, &re)
 		opts.Cause = re.Err
-	case onceflow.TypeOperationFailed:
+	case onceflow.OutcomeFailed.TemporalType():
 		errors.As(err, &of)
 		opts.Details = []any{of.Reason}
-	case onceflow.TypeInProgress:
+	case onceflow.OutcomeInProgress.TemporalType():
 		errors.As(err, &ip)
 		opts.NextRetryDelay = max(ip.RetryAfter, 100*time.Millisecond)
 	}
-	if t.retryable && opts.Details == nil {
+	if o.Retryable() && opts.Details == nil {
 		// Should this be the last attempt the retry policy allows, the
 		// workflow's settle takes what it knew of the earlier ones.
 		opts.Details = []any{rd}
 	}
-	return temporal.NewApplicationErrorWithOptions(err.Error(), t.typ, opts)
+	return temporal.NewApplicationErrorWithOptions(err.Error(), o.TemporalType(), opts)
 }
 
-// OperationKey returns the stable operation key inside a wrapped activity:
-// pass it to a downstream provider as its idempotency key. "" outside one.
-// KeyForDownstream is the activity's DownstreamKey when it declares one.
-func OperationKey(ctx context.Context) string { return idemstore.OperationKey(ctx) }
+// OperationKey returns the stable operation key inside a wrapped activity
+// and its Reconcile, the same for every attempt ("<code>:d<version>:<digest>",
+// no raw key): pass it to a downstream provider as its idempotency key.
+// "" outside one. KeyForDownstream is the activity's DownstreamKey when it
+// declares one.
+func OperationKey(ctx context.Context) string {
+	x, _ := idemstore.ExecutionFrom(ctx)
+	return x.Key()
+}
 
 // EarlierEffectUnknown says why an earlier attempt may have had an
 // effect, inside a wrapped activity that runs although it might have ("" when the record
@@ -585,18 +448,18 @@ func Fence(ctx context.Context) (onceflow.Fence, bool) {
 	return x.Fence, ok
 }
 
-// BusinessOperationKey returns the operation key (OperationKey) that a
-// BusinessScoped activity with this code and business key has in a
+// BusinessOperationKey returns the operation key (OperationKey) that an
+// activity with this code and BusinessKey's key has in a
 // Temporal namespace: what a reconcile activity, an HTTP handler or an
 // operator's tool looks the operation's downstream effect up by, outside
 // the wrapped activity.
 func (w *Wrapper) BusinessOperationKey(namespace string, code onceflow.OperationCode, key string) string {
-	return onceflow.Ref{Code: code, Digest: w.digester.Digest(onceflow.BusinessScope(namespace, key)...)}.String()
+	return onceflow.Ref{Code: code, Digest: w.digester.Digest(scope.Business(namespace, key)...)}.String()
 }
 
 // catalog records a wrapped activity for WrappedActivity; a second
 // activity under the same name is an error.
-func (w *Wrapper) catalog(a onceflow.WrappedActivity) error {
+func (w *Wrapper) catalog(a handshake.Activity) error {
 	if _, loaded := w.activities.LoadOrStore(a.Name, a); loaded {
 		return fmt.Errorf("activity: an activity named %s is registered already; give this one another name with Name", a.Name)
 	}
@@ -605,12 +468,12 @@ func (w *Wrapper) catalog(a onceflow.WrappedActivity) error {
 
 // WrappedActivity returns the activity Register registered under name,
 // for the workflow package's Interceptor (worker.Attach connects them).
-func (w *Wrapper) WrappedActivity(name string) (onceflow.WrappedActivity, bool) {
+func (w *Wrapper) WrappedActivity(name string) (handshake.Activity, bool) {
 	a, ok := w.activities.Load(name)
 	if !ok {
-		return onceflow.WrappedActivity{}, false
+		return handshake.Activity{}, false
 	}
-	return a.(onceflow.WrappedActivity), true
+	return a.(handshake.Activity), true
 }
 
 // registerOwn registers onceflow's own activities with r, once per
@@ -619,13 +482,14 @@ func (w *Wrapper) registerOwn(r Registry) {
 	if _, loaded := w.resolveOn.LoadOrStore(r, struct{}{}); loaded {
 		return
 	}
-	r.RegisterActivityWithOptions(w.ResolveRecord, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
-	r.RegisterActivityWithOptions(w.Settle, sdkactivity.RegisterOptions{Name: onceflow.SettleActivity})
-	r.RegisterActivityWithOptions(w.Reconcile, sdkactivity.RegisterOptions{Name: onceflow.ReconcileActivity})
+	r.RegisterActivityWithOptions(w.ResolveRecord, sdkactivity.RegisterOptions{Name: handshake.ResolveRecordActivity})
+	r.RegisterActivityWithOptions(w.Settle, sdkactivity.RegisterOptions{Name: handshake.SettleActivity})
+	r.RegisterActivityWithOptions(w.Reconcile, sdkactivity.RegisterOptions{Name: handshake.ReconcileActivity})
 }
 
 // RegisterResolve registers onceflow's own activities (ResolveRecord,
-// Settle and Reconcile), which the workflow side's recovery calls, with r, unless
-// Register did already. A worker that registers its activities with Wrap
-// instead of Register calls it once.
+// Settle and Reconcile), which the workflow side's recovery calls, with r,
+// unless Register did already: for a worker that runs the workflows but
+// registers none of their activities through Register (worker.New calls
+// it).
 func (w *Wrapper) RegisterResolve(r Registry) { w.registerOwn(r) }

@@ -19,12 +19,13 @@ import (
 
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
+	"github.com/onceflow/onceflow/internal/handshake"
 	"github.com/onceflow/onceflow/internal/logtest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestMain runs the tests with the shared Redis up, then checks that no
@@ -42,7 +43,13 @@ type chargeOut struct {
 }
 
 type fixture struct {
-	store   *redisstore.Store
+	store  *redisstore.Store
+	exec   *idemstore.Executor
+	dig    *onceflow.Digester
+	logger *slog.Logger
+	// wrapper is the last run's: each run registers the activity on a
+	// Wrapper of its own over the same executor and secret, as another
+	// worker process would.
 	wrapper *onceactivity.Wrapper
 	runs    atomic.Int32
 }
@@ -67,11 +74,19 @@ func newFixtureWith(t *testing.T, logger *slog.Logger) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := onceactivity.New(onceactivity.Config{Executor: exec, Digester: dig, Logger: logger})
+	f := &fixture{store: store, exec: exec, dig: dig, logger: logger}
+	f.wrapper = f.newWrapper(t)
+	return f
+}
+
+// newWrapper is a Wrapper over the fixture's executor and secret.
+func (f *fixture) newWrapper(t *testing.T) *onceactivity.Wrapper {
+	t.Helper()
+	w, err := onceactivity.New(onceactivity.Config{Executor: f.exec, Digester: f.dig, Logger: f.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{store: store, wrapper: w}
+	return w
 }
 
 // chargeWorkflow runs the "charge" activity with the given options.
@@ -86,15 +101,19 @@ func chargeWorkflow(ctx workflow.Context, in chargeIn, heartbeat time.Duration, 
 	return out, err
 }
 
-func (f *fixture) run(t *testing.T, opts onceactivity.Options[chargeIn, chargeOut], fn func(context.Context, chargeIn) (chargeOut, error),
-	in chargeIn, heartbeat time.Duration, maxAttempts int32,
+// run registers fn as the "charge" activity, of code "charge-payment"
+// unless opts give another, and runs chargeWorkflow on it in a workflow
+// of its own.
+func (f *fixture) run(t *testing.T, fn func(context.Context, chargeIn) (chargeOut, error),
+	in chargeIn, heartbeat time.Duration, maxAttempts int32, opts ...onceactivity.Option,
 ) (chargeOut, error) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: "wf-" + storetest.RandomHex(4)})
 	env.RegisterWorkflow(chargeWorkflow)
-	env.RegisterActivityWithOptions(onceactivity.Wrap(f.wrapper, opts, fn), sdkactivity.RegisterOptions{Name: "charge"})
+	f.wrapper = f.newWrapper(t)
+	onceactivity.Register(env, f.wrapper, fn, append([]onceactivity.Option{onceactivity.Name("charge"), onceactivity.Code("charge-payment")}, opts...)...)
 	env.ExecuteWorkflow(chargeWorkflow, in, heartbeat, maxAttempts)
 	if !env.IsWorkflowCompleted() {
 		t.Fatal("workflow did not complete")
@@ -146,12 +165,12 @@ func appError(t *testing.T, err error) *temporal.ApplicationError {
 	return ae
 }
 
-func TestBusinessScopedRunsOnceAcrossWorkflows(t *testing.T) {
+func TestBusinessKeyRunsOnceAcrossWorkflows(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
+	opts := onceactivity.BusinessKey(businessKey)
 	in := chargeIn{Order: "o-" + storetest.RandomHex(4), Amount: 1000}
-	first, err := f.run(t, opts, f.charge, in, 10*time.Second, 3)
+	first, err := f.run(t, f.charge, in, 10*time.Second, 3, opts)
 	if err != nil || first.ChargeID != "ch_"+in.Order || first.Key == "" {
 		t.Fatalf("first = %+v, %v", first, err)
 	}
@@ -160,25 +179,24 @@ func TestBusinessScopedRunsOnceAcrossWorkflows(t *testing.T) {
 	if k := f.wrapper.BusinessOperationKey("default-test-namespace", "charge-payment", businessKey(in)); k != first.Key {
 		t.Fatalf("BusinessOperationKey = %q, the activity's OperationKey %q", k, first.Key)
 	}
-	second, err := f.run(t, opts, f.charge, in, 10*time.Second, 3)
+	second, err := f.run(t, f.charge, in, 10*time.Second, 3, opts)
 	if err != nil || second != first || f.runs.Load() != 1 {
 		t.Fatalf("second = %+v, %v; ran %d times", second, err, f.runs.Load())
 	}
 	// The same key with another amount is refused, without retries.
 	in.Amount = 999999
-	_, err = f.run(t, opts, f.charge, in, 10*time.Second, 3)
-	if ae := appError(t, err); ae.Type() != onceflow.TypeFingerprintMismatch || !ae.NonRetryable() {
+	_, err = f.run(t, f.charge, in, 10*time.Second, 3, opts)
+	if ae := appError(t, err); ae.Type() != onceflow.OutcomeFingerprintMismatch.TemporalType() || !ae.NonRetryable() {
 		t.Fatalf("reused key: %v (type %s)", err, ae.Type())
 	}
 }
 
-func TestRunScopedDedupesOnlyWithinARun(t *testing.T) {
+func TestTheDefaultScopeDedupesOnlyWithinARun(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}
 	in := chargeIn{Order: "o-1", Amount: 1}
 	for range 2 { // two workflow runs: two operations
-		if _, err := f.run(t, opts, f.charge, in, 10*time.Second, 3); err != nil {
+		if _, err := f.run(t, f.charge, in, 10*time.Second, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,9 +208,9 @@ func TestRunScopedDedupesOnlyWithinARun(t *testing.T) {
 func TestMissingHeartbeatTimeoutIsRefused(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	_, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, f.charge, chargeIn{Order: "x"}, 0, 3)
+	_, err := f.run(t, f.charge, chargeIn{Order: "x"}, 0, 3)
 	ae := appError(t, err)
-	if ae.Type() != onceflow.TypeHeartbeatTimeoutRequired || !ae.NonRetryable() || f.runs.Load() != 0 {
+	if ae.Type() != onceflow.OutcomeMisconfigured.TemporalType() || !ae.NonRetryable() || f.runs.Load() != 0 {
 		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
 	}
 }
@@ -209,7 +227,7 @@ func TestRetryableNoEffectIsRetriedAndTakenOver(t *testing.T) {
 		fence, _ := onceactivity.Fence(ctx)
 		return chargeOut{ChargeID: fence.String()}, nil
 	}
-	out, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, fn, chargeIn{Order: "r"}, 10*time.Second, 3)
+	out, err := f.run(t, fn, chargeIn{Order: "r"}, 10*time.Second, 3)
 	if err != nil || len(attempts) != 2 || attempts[1] != 2 || !strings.HasPrefix(out.ChargeID, "2.3@") {
 		// Fence 2.3: attempt 1 claimed (rev 1) and failed (rev 2); attempt 2 took over (rev 3).
 		t.Fatalf("out %+v, err %v, attempts %v; want attempt 2 to take over (fence 2.3)", out, err, attempts)
@@ -223,9 +241,9 @@ func TestUnknownEffectFailsWithDetails(t *testing.T) {
 		f.runs.Add(1)
 		return chargeOut{}, errors.New("read timeout after the request was sent")
 	}
-	_, err := f.run(t, onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment"}, fn, chargeIn{Order: "u"}, 10*time.Second, 5)
+	_, err := f.run(t, fn, chargeIn{Order: "u"}, 10*time.Second, 5)
 	ae := appError(t, err)
-	if ae.Type() != onceflow.TypeEffectUnknown || !ae.NonRetryable() || f.runs.Load() != 1 {
+	if ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() || !ae.NonRetryable() || f.runs.Load() != 1 {
 		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
 	}
 	var d onceflow.EffectUnknownDetails
@@ -246,10 +264,13 @@ func TestUnknownEffectCarriesTheIdempotentDeclaration(t *testing.T) {
 		fn := func(context.Context, chargeIn) (chargeOut, error) {
 			return chargeOut{}, errors.New("read timeout after the request was sent")
 		}
-		opts := onceactivity.Options[chargeIn, chargeOut]{Code: "send-mail", IdempotentDownstream: idempotent}
-		_, err := f.run(t, opts, fn, chargeIn{Order: "i-" + storetest.RandomHex(4)}, 10*time.Second, 1)
+		opts := []onceactivity.Option{onceactivity.Code("send-mail")}
+		if idempotent {
+			opts = append(opts, onceactivity.IdempotentDownstream())
+		}
+		_, err := f.run(t, fn, chargeIn{Order: "i-" + storetest.RandomHex(4)}, 10*time.Second, 1, opts...)
 		var d onceflow.EffectUnknownDetails
-		if ae := appError(t, err); ae.Type() != onceflow.TypeEffectUnknown || ae.Details(&d) != nil {
+		if ae := appError(t, err); ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() || ae.Details(&d) != nil {
 			t.Fatalf("err = %v", err)
 		}
 		if d.IdempotentDownstream != idempotent {
@@ -264,11 +285,9 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 	in := chargeIn{Order: "p-" + storetest.RandomHex(4)}
 	// Another workflow's attempt holds the business key right now.
 	f.holdBusinessKey(t, in, time.Minute)
-	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey,
-		InProgress: onceactivity.InProgressRetry}
-	_, err := f.run(t, opts, f.charge, in, 10*time.Second, 1)
+	_, err := f.run(t, f.charge, in, 10*time.Second, 1, onceactivity.BusinessKey(businessKey), onceactivity.WhenInProgress(onceactivity.InProgressRetry))
 	ae := appError(t, err)
-	if ae.Type() != onceflow.TypeInProgress || ae.NonRetryable() || f.runs.Load() != 0 {
+	if ae.Type() != onceflow.OutcomeInProgress.TemporalType() || ae.NonRetryable() || f.runs.Load() != 0 {
 		t.Fatalf("err = %v (type %s), runs %d", err, ae.Type(), f.runs.Load())
 	}
 	if d := ae.NextRetryDelay(); d < 30*time.Second || d > time.Minute {
@@ -279,7 +298,7 @@ func TestInProgressIsRetryableWithTheLeaseLeft(t *testing.T) {
 // A business-scoped attempt that finds another workflow's attempt running
 // waits for it inside the activity, heartbeating, and replays its result:
 // it does not use up its one attempt.
-func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
+func TestInProgressWaitsAndReplaysByDefaultWithABusinessKey(t *testing.T) {
 	t.Parallel()
 	waiting := make(chan struct{})
 	f := newFixtureWith(t, logtest.OnMessage("onceflow: in progress elsewhere; waiting", func() { close(waiting) }))
@@ -292,8 +311,7 @@ func TestInProgressWaitsAndReplaysByDefaultWhenBusinessScoped(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
-	out, err := f.run(t, opts, f.charge, in, time.Second, 1)
+	out, err := f.run(t, f.charge, in, time.Second, 1, onceactivity.BusinessKey(businessKey))
 	if err != nil || out.ChargeID != "ch_theirs" || f.runs.Load() != 0 {
 		t.Fatalf("out %+v, err %v, runs %d; want the other attempt's result replayed", out, err, f.runs.Load())
 	}
@@ -317,18 +335,17 @@ func TestCodecIsPerActivityAndAMismatchIsNotReplayed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	in := chargeIn{Order: "c-" + storetest.RandomHex(4)}
-	text := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey, Codec: textCodec{}}
-	first, err := f.run(t, text, f.charge, in, 10*time.Second, 3)
+	text := []onceactivity.Option{onceactivity.BusinessKey(businessKey), onceactivity.WithCodec(textCodec{})}
+	first, err := f.run(t, f.charge, in, 10*time.Second, 3, text...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := f.run(t, text, f.charge, in, 10*time.Second, 3); err != nil || again != first || f.runs.Load() != 1 {
+	if again, err := f.run(t, f.charge, in, 10*time.Second, 3, text...); err != nil || again != first || f.runs.Load() != 1 {
 		t.Fatalf("replay with the same codec: %+v, %v", again, err)
 	}
-	jsonOpts := text
-	jsonOpts.Codec = nil // JSONCodec: "json-v2"
-	_, err = f.run(t, jsonOpts, f.charge, in, 10*time.Second, 3)
-	if ae := appError(t, err); ae.Type() != onceflow.TypeCodecMismatch || !ae.NonRetryable() || f.runs.Load() != 1 {
+	// Without WithCodec: JSONCodec, "json-v2".
+	_, err = f.run(t, f.charge, in, 10*time.Second, 3, onceactivity.BusinessKey(businessKey))
+	if ae := appError(t, err); ae.Type() != onceflow.OutcomeCodecMismatch.TemporalType() || !ae.NonRetryable() || f.runs.Load() != 1 {
 		t.Fatalf("replay under another codec: %v (type %s)", err, ae.Type())
 	}
 }
@@ -341,21 +358,21 @@ func TestResolvedResultReplaysUnderTheActivitysCodec(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	in := chargeIn{Order: "r-" + storetest.RandomHex(4)}
-	text := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey, Codec: textCodec{}}
+	text := []onceactivity.Option{onceactivity.BusinessKey(businessKey), onceactivity.WithCodec(textCodec{})}
 	unknown := func(context.Context, chargeIn) (chargeOut, error) {
 		f.runs.Add(1)
 		return chargeOut{}, errors.New("read timeout after the request was sent")
 	}
-	_, err := f.run(t, text, unknown, in, 10*time.Second, 3)
+	_, err := f.run(t, unknown, in, 10*time.Second, 3, text...)
 	var d onceflow.EffectUnknownDetails
-	if ae := appError(t, err); ae.Type() != onceflow.TypeEffectUnknown || ae.Details(&d) != nil {
+	if ae := appError(t, err); ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() || ae.Details(&d) != nil {
 		t.Fatalf("err = %v", err)
 	}
 	decided, _ := json.Marshal(chargeOut{ChargeID: "ch_decided", Key: "k"})
-	if err := f.wrapper.ResolveRecord(t.Context(), onceflow.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: decided}); err != nil {
+	if err := f.wrapper.ResolveRecord(t.Context(), handshake.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: decided}); err != nil {
 		t.Fatal(err)
 	}
-	out, err := f.run(t, text, f.charge, in, 10*time.Second, 3)
+	out, err := f.run(t, f.charge, in, 10*time.Second, 3, text...)
 	if err != nil || out != (chargeOut{ChargeID: "ch_decided", Key: "k"}) || f.runs.Load() != 1 {
 		t.Fatalf("after the decision: %+v, %v, %d runs; want the decided result replayed", out, err, f.runs.Load())
 	}
@@ -369,18 +386,15 @@ func TestSlowReconcileKeepsHeartbeating(t *testing.T) {
 	in := chargeIn{Order: "h-" + storetest.RandomHex(4)}
 	// An attempt of another workflow died mid-charge.
 	storetest.WaitLeaseExpired(t, f.store, f.holdBusinessKey(t, in, 10*time.Millisecond))
-	opts := onceactivity.Options[chargeIn, chargeOut]{
-		Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey,
-		Reconcile: func(ctx context.Context, in chargeIn, _ onceflow.Record) (chargeOut, bool, error) {
-			select { // three heartbeat timeouts
-			case <-time.After(1500 * time.Millisecond):
-			case <-ctx.Done():
-				return chargeOut{}, false, ctx.Err()
-			}
-			return chargeOut{ChargeID: "found"}, true, nil
-		},
-	}
-	out, err := f.run(t, opts, f.charge, in, 500*time.Millisecond, 1)
+	reconcile := onceactivity.Reconcile(func(ctx context.Context, in chargeIn, _ onceflow.Record) (chargeOut, bool, error) {
+		select { // three heartbeat timeouts
+		case <-time.After(1500 * time.Millisecond):
+		case <-ctx.Done():
+			return chargeOut{}, false, ctx.Err()
+		}
+		return chargeOut{ChargeID: "found"}, true, nil
+	})
+	out, err := f.run(t, f.charge, in, 500*time.Millisecond, 1, onceactivity.BusinessKey(businessKey), reconcile)
 	if err != nil || out.ChargeID != "found" || f.runs.Load() != 0 {
 		t.Fatalf("out %+v, err %v, runs %d", out, err, f.runs.Load())
 	}
@@ -400,7 +414,6 @@ func TestWrapperConfigIsValidated(t *testing.T) {
 func TestStoredRecordHoldsNoWorkflowID(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	opts := onceactivity.Options[chargeIn, chargeOut]{Code: "charge-payment", Scope: onceactivity.BusinessScoped, Key: businessKey}
 	in := chargeIn{Order: "o-" + storetest.RandomHex(4), Amount: 1000}
 	var wfID, runID string
 	fn := func(ctx context.Context, in chargeIn) (chargeOut, error) {
@@ -408,7 +421,7 @@ func TestStoredRecordHoldsNoWorkflowID(t *testing.T) {
 		wfID, runID = info.WorkflowExecution.ID, info.WorkflowExecution.RunID
 		return f.charge(ctx, in)
 	}
-	if _, err := f.run(t, opts, fn, in, 10*time.Second, 3); err != nil {
+	if _, err := f.run(t, fn, in, 10*time.Second, 3, onceactivity.BusinessKey(businessKey)); err != nil {
 		t.Fatal(err)
 	}
 	dig, _ := onceflow.NewDigester([]byte("test secret"), 1)

@@ -2,7 +2,6 @@ package activity
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,15 +12,17 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/internal/handshake"
+	"github.com/onceflow/onceflow/internal/scope"
 )
 
 // binding is one wrapped activity as the core runs it: its options, with
 // the parts that depend on the activity's types given as functions of its
-// arguments. args is the input as those functions take it: the In of
-// Wrap, or the arguments (a []reflect.Value) of a function Register wraps.
+// arguments. args is the input as those functions take it: the arguments
+// (a []reflect.Value) of the function Register wraps.
 type binding struct {
 	code       onceflow.OperationCode
-	scope      ScopeKind
+	scope      scopeKind
 	idempotent bool
 	noEffect   func(error) bool
 	codec      Codec
@@ -122,7 +123,7 @@ func (a *attempt) prepare(ctx context.Context) (context.Context, error) {
 	w, b, info := a.w, a.b, &a.info
 	input, err := b.input(a.args)
 	if err != nil {
-		return ctx, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.TypeInvalidInput, err)
+		return ctx, temporal.NewNonRetryableApplicationError("onceflow: encode the activity input: "+err.Error(), onceflow.OutcomeInvalid.TemporalType(), err)
 	}
 	if a.st != nil {
 		info.ActivityID = a.st.activityID
@@ -146,7 +147,7 @@ func (a *attempt) prepare(ctx context.Context) (context.Context, error) {
 	a.nonRetryable = nonRetryableTypes(ctx, info.RetryPolicy)
 	if b.downstream != nil {
 		if a.downstreamKey = b.downstream(a.args); a.downstreamKey == "" {
-			return ctx, temporal.NewNonRetryableApplicationError("onceflow: Options.DownstreamKey returned an empty key", onceflow.TypeInvalidInput, nil)
+			return ctx, temporal.NewNonRetryableApplicationError("onceflow: DownstreamKey returned an empty key", onceflow.OutcomeInvalid.TemporalType(), nil)
 		}
 		ctx = context.WithValue(ctx, downstreamKeyKey{}, a.downstreamKey)
 	}
@@ -233,7 +234,7 @@ func (a *attempt) execute(ctx context.Context) ran {
 		// instead of using up one of the retry policy's attempts.
 		res, _, err = w.exec.ExecuteWaiting(ctx, a.req, a.action, idemstore.Waiting{
 			MinDelay: 50 * time.Millisecond, MaxDelay: interval,
-			OnWait: func(ip *idemstore.InProgressError) {
+			OnWait: func(ip *onceflow.Error) {
 				a.log.InfoContext(ctx, "onceflow: in progress elsewhere; waiting", "retry_after", ip.RetryAfter)
 			},
 		})
@@ -241,8 +242,8 @@ func (a *attempt) execute(ctx context.Context) ran {
 		res, err = w.exec.Execute(ctx, a.req, a.action)
 	}
 	stopHeartbeats()
-	var re *idemstore.RetryableError
-	if errors.As(err, &re) && re.Recorded && !a.reran {
+	var re *onceflow.Error
+	if errors.As(err, &re) && re.Outcome == onceflow.OutcomeRetryable && re.Recorded && !a.reran {
 		// A re-run's no effect does not settle the earlier attempt's
 		// unknown one: its checkpoint stays, for the next attempt and the
 		// workflow's settle to doubt.
@@ -256,8 +257,8 @@ func (a *attempt) execute(ctx context.Context) ran {
 	case err != nil:
 		r.err = toTemporal(err, a.req.Ref, a.rawOp, a.h.prev, a.h.latest(a.req.ReachedAction),
 			downstream{idempotent: b.idempotent, key: a.downstreamKey, retention: b.retention, actionFailed: a.actionFailed})
-	case res.Disposition != idemstore.Ran:
-		a.log.InfoContext(ctx, "onceflow: activity result "+string(res.Disposition), "fence", res.Fence.String())
+	case res.Outcome != onceflow.OutcomeRan:
+		a.log.InfoContext(ctx, "onceflow: activity result "+string(res.Outcome), "fence", res.Fence.String())
 	}
 	return r
 }
@@ -271,18 +272,18 @@ func runnable(info sdkactivity.Info) error {
 			"onceflow: activity %s was started as a local activity; onceflow wraps only activities scheduled with "+
 				"workflow.ExecuteActivity: a local activity has no heartbeat to renew its lease and carry its checkpoint, "+
 				"and no retry state Temporal keeps outside the worker", info.ActivityType.Name),
-			onceflow.TypeLocalActivity, nil)
+			onceflow.OutcomeMisconfigured.TemporalType(), nil)
 	case info.HeartbeatTimeout <= 0 && Standalone(info):
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: standalone activity %s was started without a HeartbeatTimeout; set StartActivityOptions.HeartbeatTimeout "+
 				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
-			onceflow.TypeHeartbeatTimeoutRequired, nil)
+			onceflow.OutcomeMisconfigured.TemporalType(), nil)
 	case info.HeartbeatTimeout <= 0:
 		return temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 			"onceflow: activity %s was scheduled without a HeartbeatTimeout; install onceflow's interceptor on the workflow's worker "+
 				"(sdkworker.Options{Interceptors: ...}, see worker.Attach), which sets one, or set ActivityOptions.HeartbeatTimeout "+
 				"(for example 10s) so Temporal detects a dead worker and onceflow can renew its lease", info.ActivityType.Name),
-			onceflow.TypeHeartbeatTimeoutRequired, nil)
+			onceflow.OutcomeMisconfigured.TemporalType(), nil)
 	}
 	return nil
 }
@@ -304,46 +305,47 @@ func Standalone(info sdkactivity.Info) bool {
 func checkReference(ctx context.Context, w *Wrapper, b *binding, namespace, reference string, ref onceflow.Ref) error {
 	window := b.retention
 	if window <= 0 {
-		window = DefaultReferenceWindow
+		window = defaultReferenceWindow
 	}
 	c := idemstore.ReferenceCheck{
 		Reference: onceflow.Ref{Code: b.code, Digest: w.digester.Digest("reference", namespace, reference)},
 		Key:       ref.String(), Window: window, Refuse: b.refuseRef,
 	}
 	_, err := w.exec.CheckReference(ctx, c)
-	var reused *idemstore.ReferenceReusedError
+	var reused *onceflow.Error
 	switch {
-	case errors.As(err, &reused):
-		return temporal.NewNonRetryableApplicationError("onceflow: "+err.Error(), onceflow.TypeReferenceReused, err,
+	case errors.As(err, &reused) && reused.Outcome == onceflow.OutcomeReferenceReused:
+		return temporal.NewNonRetryableApplicationError("onceflow: "+err.Error(), onceflow.OutcomeReferenceReused.TemporalType(), err,
 			onceflow.ReferenceReusedDetails{OperationCode: string(b.code), Reference: reference, Holder: reused.Holder, Key: reused.Key})
 	case err != nil:
-		return toTemporal(err, ref, "", nil, onceflow.RetryDetails{}, downstream{})
+		return toTemporal(err, ref, "", nil, handshake.RetryDetails{}, downstream{})
 	}
 	return nil
 }
 
-// scopeDigest is the digest of the activity's scope (Options.Scope), or
-// an ApplicationError when the scope cannot be made.
-func scopeDigest(dig *onceflow.Digester, b *binding, info sdkactivity.Info, args any) (onceflow.ScopeDigest, error) {
-	if b.scope != BusinessScoped && Standalone(info) {
-		return dig.Digest(onceflow.StandaloneScope(info.Namespace, info.ActivityID)...), nil
+// scopeDigest is the digest of the activity's record (its scope: the
+// run, WorkflowScope's workflow, BusinessKey's key), or an
+// ApplicationError when the scope cannot be made.
+func scopeDigest(dig *onceflow.Digester, b *binding, info sdkactivity.Info, args any) (onceflow.Digest, error) {
+	if b.scope != businessScoped && Standalone(info) {
+		return dig.Digest(scope.Standalone(info.Namespace, info.ActivityID)...), nil
 	}
 	switch b.scope {
-	case RunScoped:
-		return dig.Digest(onceflow.RunScope(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
-	case WorkflowScoped:
-		return dig.Digest(onceflow.WorkflowScope(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...), nil
-	case BusinessScoped:
+	case runScoped:
+		return dig.Digest(scope.Run(info.Namespace, info.WorkflowExecution.ID, info.WorkflowExecution.RunID, info.ActivityID)...), nil
+	case workflowScoped:
+		return dig.Digest(scope.Workflow(info.Namespace, info.WorkflowExecution.ID, info.ActivityID)...), nil
+	case businessScoped:
 		if b.key == nil {
-			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: BusinessScoped activity without Options.Key", onceflow.TypeInvalidInput, nil)
+			return onceflow.Digest{}, temporal.NewNonRetryableApplicationError("onceflow: business-keyed activity without BusinessKey's function", onceflow.OutcomeInvalid.TemporalType(), nil)
 		}
 		key := b.key(args)
 		if key == "" {
-			return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError("onceflow: Options.Key returned an empty business key", onceflow.TypeInvalidInput, nil)
+			return onceflow.Digest{}, temporal.NewNonRetryableApplicationError("onceflow: BusinessKey returned an empty business key", onceflow.OutcomeInvalid.TemporalType(), nil)
 		}
-		return dig.Digest(onceflow.BusinessScope(info.Namespace, key)...), nil
+		return dig.Digest(scope.Business(info.Namespace, key)...), nil
 	}
-	return onceflow.ScopeDigest{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown Scope %d", b.scope), onceflow.TypeInvalidInput, nil)
+	return onceflow.Digest{}, temporal.NewNonRetryableApplicationError(fmt.Sprintf("onceflow: unknown scope %d", b.scope), onceflow.OutcomeInvalid.TemporalType(), nil)
 }
 
 // reconcileOf is b's Reconcile as the executor calls it, its result
@@ -363,26 +365,4 @@ func reconcileOf(b *binding, args any) idemstore.ReconcileFunc {
 		enc, err := b.codec.Marshal(out)
 		return enc, err == nil, err
 	}
-}
-
-// typedBinding binds Wrap's typed options and function.
-func typedBinding[In, Out any](opts Options[In, Out], fn func(context.Context, In) (Out, error)) *binding {
-	b := &binding{
-		code: opts.Code, scope: opts.Scope, idempotent: opts.IdempotentDownstream, noEffect: opts.NoEffect, codec: opts.codec(),
-		inProgress: opts.InProgress, retention: opts.DownstreamRetention, refuseRef: opts.RefuseReusedReference,
-		input: func(args any) ([]byte, error) { return json.Marshal(args.(In)) },
-		call:  func(ctx context.Context, args any) (any, error) { return fn(ctx, args.(In)) },
-	}
-	if opts.Key != nil {
-		b.key = func(args any) string { return opts.Key(args.(In)) }
-	}
-	if opts.DownstreamKey != nil {
-		b.downstream = func(args any) string { return opts.DownstreamKey(args.(In)) }
-	}
-	if opts.Reconcile != nil {
-		b.reconcile = func(ctx context.Context, args any, rec onceflow.Record) (any, bool, error) {
-			return opts.Reconcile(ctx, args.(In), rec)
-		}
-	}
-	return b
 }

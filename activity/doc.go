@@ -1,6 +1,7 @@
-// Package activity makes Temporal activities idempotent: Wrap turns
-// func(ctx, In) (Out, error) into an activity with the same signature that
-// runs through an idemstore.Executor backed by Redis.
+// Package activity makes Temporal activities idempotent: Register wraps
+// any activity the SDK accepts (a function, or a struct's methods) into
+// one with the same signature that runs through an idemstore.Executor
+// backed by Redis, and registers it with the worker.
 //
 // Import it beside the SDK's package under another name:
 //
@@ -12,8 +13,8 @@
 // Register wraps an activity and registers it under the name the SDK gives
 // the function, so a workflow keeps calling workflow.ExecuteActivity(ctx,
 // a.Withdraw, in); its code and options are checked at registration. A
-// business error keeps its own type for Temporal: see Options.NoEffect and
-// NoEffect.
+// business error keeps its own type for Temporal: see NoEffect and
+// NoEffectWhen.
 //
 // Inside a wrapped activity:
 //
@@ -22,7 +23,7 @@
 //     Temporal attempt is the retained attempt (its owner token is derived
 //     from it);
 //   - the scope (what is deduplicated) is the run by default, the workflow
-//     ID with WorkflowScoped, or a business key with BusinessScoped;
+//     ID with WorkflowScope, or a business key with BusinessKey;
 //   - the fingerprint is the SHA-256 of the JSON-encoded input;
 //   - a ticker derived from the lease and the activity's HeartbeatTimeout
 //     records a heartbeat carrying a Checkpoint and renews the lease; a lost
@@ -31,11 +32,11 @@
 //     (PhaseExecuting) through Config.Client: evidence, kept outside Redis,
 //     that this attempt may act. A later attempt that finds the Redis record
 //     gone while that checkpoint is unsettled does not run fn blindly: it
-//     asks Options.Reconcile first, and without one (and without
-//     IdempotentDownstream) fails with TypeEffectUnknown, for the workflow's
+//     asks Reconcile first, and without one (and without
+//     IdempotentDownstream) fails with onceflow.EffectUnknown, for the workflow's
 //     recovery to decide. EarlierEffectUnknown and AskFirst let fn ask its downstream too;
 //   - outcomes become ApplicationErrors with the stable Type* strings:
 //     in progress is retryable with NextRetryDelay = the lease left;
 //     mismatches and conflicts are non-retryable; an unknown effect is
-//     non-retryable TypeEffectUnknown with EffectUnknownDetails.
+//     non-retryable onceflow.EffectUnknown with EffectUnknownDetails.
 package activity

@@ -47,6 +47,6 @@ func ExampleRefuseReusedReference() {
 	env.ExecuteWorkflow(withdrawTwiceWorkflow, Transfer{Account: "85-150", Amount: 40, Reference: exampleReference()})
 	var ae *temporal.ApplicationError
 	errors.As(env.GetWorkflowError(), &ae)
-	fmt.Println(ae.Type() == onceflow.TypeReferenceReused, b.calls)
+	fmt.Println(ae.Type() == onceflow.OutcomeReferenceReused.TemporalType(), b.calls)
 	// Output: true 1
 }

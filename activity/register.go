@@ -17,20 +17,21 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/internal/handshake"
 )
 
-// DefaultHeartbeatTimeout is the heartbeat timeout the workflow package's
+// defaultHeartbeatTimeout is the heartbeat timeout the workflow package's
 // Interceptor schedules a registered activity with when the workflow's
 // ActivityOptions set none (Heartbeat changes it per activity): short
 // enough that Temporal notices a dead worker within seconds, long enough
 // for a busy one.
-const DefaultHeartbeatTimeout = 10 * time.Second
+const defaultHeartbeatTimeout = 10 * time.Second
 
-// DefaultReferenceWindow is how long a business reference (DownstreamKey)
+// defaultReferenceWindow is how long a business reference (DownstreamKey)
 // stays with the first operation key it arrived with, when the activity
 // declares no DownstreamRetention: a day, the shortest retention of an
 // idempotency key among the large payment providers (Stripe's).
-const DefaultReferenceWindow = 24 * time.Hour
+const defaultReferenceWindow = 24 * time.Hour
 
 // Registry is where Register registers an activity: an SDK worker
 // (go.temporal.io/sdk/worker.Worker) or the SDK testsuite's
@@ -67,7 +68,8 @@ func Name(name string) Option {
 
 // Heartbeat is the heartbeat timeout the workflow package's Interceptor
 // schedules the activity with when the workflow's ActivityOptions set none.
-// Default DefaultHeartbeatTimeout.
+// Default 10s: short enough that Temporal notices a dead worker within
+// seconds, long enough for a busy one.
 func Heartbeat(timeout time.Duration) Option {
 	return optionFunc(func(s *settings) error {
 		if timeout < time.Second {
@@ -78,29 +80,35 @@ func Heartbeat(timeout time.Duration) Option {
 	})
 }
 
-// WorkflowScope dedupes across runs of one workflow ID (Options.Scope
-// WorkflowScoped).
+// WorkflowScope dedupes across runs of one workflow ID (workflow retries,
+// cron): namespace + workflow ID + activity ID. Without it (and without
+// BusinessKey) an activity dedupes the retries of one call in one workflow
+// run: namespace + workflow ID + run ID + activity ID, Temporal's own
+// recommendation, safe across continue-as-new and reset, which reuse
+// activity IDs with a new meaning. Pitfall: a continue-as-new run that
+// calls the same activity ID again gets the first run's result.
 func WorkflowScope() Option {
-	return optionFunc(func(s *settings) error { s.scope = WorkflowScoped; return nil })
+	return optionFunc(func(s *settings) error { s.scope = workflowScoped; return nil })
 }
 
-// BusinessKey dedupes on key(input) across workflows (Options.Scope
-// BusinessScoped with Options.Key): one payment per "order-42/charge"
-// whatever workflow asks for it.
+// BusinessKey dedupes on key(input) across workflows: one payment per
+// "order-42/charge" whatever workflow asks for it. The key must not be
+// empty; the activity fails with onceflow.InvalidInput when it is.
 func BusinessKey[In any](key func(In) string) Option {
 	return optionFunc(func(s *settings) error {
 		if key == nil {
 			return errors.New("BusinessKey: the function is nil")
 		}
-		s.scope, s.key = BusinessScoped, key
+		s.scope, s.key = businessScoped, key
 		return nil
 	})
 }
 
 // DownstreamKey declares the reference the downstream system knows the
-// operation by, such as a transfer's reference ID (Options.DownstreamKey):
-// AskFirst's lookup and call and Options.Reconcile get it from
-// KeyForDownstream instead of onceflow's operation key.
+// operation by, such as a transfer's reference ID: KeyForDownstream (and
+// so AskFirst's lookup and call) and Reconcile's context get it instead of
+// onceflow's operation key, and an unknown effect's details carry it for
+// the operator.
 func DownstreamKey[In any](key func(In) string) Option {
 	return optionFunc(func(s *settings) error {
 		if key == nil {
@@ -111,11 +119,17 @@ func DownstreamKey[In any](key func(In) string) Option {
 	})
 }
 
-// DownstreamRetention is Options.DownstreamRetention: how long the
-// downstream remembers the operation's key (Stripe at least 24 hours,
-// Braintree 30 days, Adyen at least 31 days). A re-run after an unknown
-// effect later than that is refused, unless an operator's decision
-// overrides it with a reason.
+// DownstreamRetention is how long the downstream remembers the key it
+// deduplicates by: Stripe at least 24 hours, Braintree 30 days, Adyen at
+// least 31 days. A re-run after an unknown effect (a takeover with
+// IdempotentDownstream or a Reconcile that found nothing, the workflow's
+// automatic retry, an operator's retry, a late redelivery) later than that
+// after the first attempt may have reached the downstream is refused: the
+// downstream may have forgotten the key and act again. The activity then
+// ends with onceflow.EffectUnknown for a decision, and the workflow refuses a
+// retry decision unless it is overridden with a reason
+// (workflow.Resolution.OverrideRetention). Without it: no limit. See
+// docs/guards.md#the-downstreams-retention.
 func DownstreamRetention(retention time.Duration) Option {
 	return optionFunc(func(s *settings) error {
 		if retention < time.Second {
@@ -126,15 +140,29 @@ func DownstreamRetention(retention time.Duration) Option {
 	})
 }
 
-// RefuseReusedReference is Options.RefuseReusedReference: an operation
-// whose DownstreamKey arrived under another operation key first, within
-// the window, is refused instead of flagged. It needs DownstreamKey.
+// RefuseReusedReference refuses an operation whose DownstreamKey (its
+// business reference: an order number, a transfer reference) arrived
+// under another operation key first, within DownstreamRetention (24
+// hours without one): the activity fails with the non-retryable
+// onceflow.ReferenceReused and nothing runs. Without it such a reuse is
+// flagged only: a warning line, the executor's
+// onceflow.reference_reuses metric and an entry in the store's trail of
+// reuses. It needs DownstreamKey; see
+// docs/guards.md#the-business-reference.
 func RefuseReusedReference() Option {
 	return optionFunc(func(s *settings) error { s.refuseRef = true; return nil })
 }
 
-// Reconcile is Options.Reconcile: asked whether an earlier attempt's
-// effect happened, before anything runs again.
+// Reconcile is asked, before anything runs again, whenever an earlier
+// attempt may have reached the action and its effect is unsettled: a
+// takeover from an attempt that died in the middle of the action, and a
+// claim that finds no record (Redis lost it) or a FAILED_RETRYABLE one of
+// another incarnation while the previous attempt's checkpoint says it
+// reached the action. found reports that the effect happened (for
+// instance the provider knows KeyForDownstream), with its result. Without
+// it, and without IdempotentDownstream, such a claim fails with
+// onceflow.EffectUnknown and does not run the action. fn takes the activity's
+// one argument and returns its result type, checked at registration.
 func Reconcile[In, Out any](fn func(ctx context.Context, in In, rec onceflow.Record) (out Out, found bool, err error)) Option {
 	return optionFunc(func(s *settings) error {
 		if fn == nil {
@@ -145,15 +173,26 @@ func Reconcile[In, Out any](fn func(ctx context.Context, in In, rec onceflow.Rec
 	})
 }
 
-// IdempotentDownstream is Options.IdempotentDownstream: the action is safe
-// to run again after an attempt whose effect is unknown.
+// IdempotentDownstream declares the action safe to run again after an
+// attempt whose effect is unknown (it passes OperationKey to a provider
+// that deduplicates). It travels in an unknown effect's details
+// (onceflow.EffectUnknownDetails.IdempotentDownstream), so the workflow
+// package's Execute retries by itself instead of opening an incident for
+// a person.
 func IdempotentDownstream() Option {
 	return optionFunc(func(s *settings) error { s.idempotent = true; return nil })
 }
 
-// NoEffectWhen is Options.NoEffect: errors for which classify is true are
-// returned to Temporal as they are and record that the attempt had no
-// effect.
+// NoEffectWhen classifies the activity's errors: those for which
+// classify is true certainly had no effect. Such an error is recorded as
+// no effect and returned to Temporal as it is, with its own type, message
+// and retryability. Whatever classify says, these are treated so too: an
+// error marked with the NoEffect function, an ApplicationError marked
+// non-retryable, and an error whose type (the ApplicationError type, or
+// the Go type's name, as Temporal reports it) the activity's RetryPolicy
+// lists in NonRetryableErrorTypes: Temporal runs no attempt after a
+// non-retryable error, so nothing could run twice. Any other error means
+// the effect may have happened (onceflow.EffectUnknown).
 func NoEffectWhen(classify func(error) bool) Option {
 	return optionFunc(func(s *settings) error {
 		if classify == nil {
@@ -164,7 +203,9 @@ func NoEffectWhen(classify func(error) bool) Option {
 	})
 }
 
-// WithCodec is Options.Codec.
+// WithCodec encodes the activity's result for storage and replay with c
+// instead of JSONCodec ("json-v2"). A result stored under another codec
+// ID is not replayed: the activity fails with onceflow.CodecMismatch.
 func WithCodec(c Codec) Option {
 	return optionFunc(func(s *settings) error {
 		if c == nil {
@@ -175,7 +216,8 @@ func WithCodec(c Codec) Option {
 	})
 }
 
-// WhenInProgress is Options.InProgress.
+// WhenInProgress says what an attempt does when another attempt holds the
+// operation. Default InProgressWait.
 func WhenInProgress(p InProgressPolicy) Option {
 	return optionFunc(func(s *settings) error { s.inProgress = p; return nil })
 }
@@ -234,7 +276,8 @@ var codecID = regexp.MustCompile(`^[a-z0-9.-]{1,32}$`)
 var closureName = regexp.MustCompile(`^(func)?\d+$`)
 
 // Register wraps a and registers it with r as the SDK's RegisterActivity
-// would register a, so a workflow keeps calling it as before:
+// would register a, so a workflow keeps calling it as before; it is the
+// one way to make an activity idempotent:
 // workflow.ExecuteActivity(ctx, Withdraw, in), or a.Withdraw for a method.
 // a is any activity the SDK accepts:
 //
@@ -255,18 +298,33 @@ var closureName = regexp.MustCompile(`^(func)?\d+$`)
 // (Wrapper.ResolveRecord, Wrapper.Settle), which the workflow side's
 // recovery calls.
 //
+// Every retry of the activity is one operation; the Temporal attempt is
+// the retained attempt. The activity runs at most once per scope (the
+// run, WorkflowScope's workflow, BusinessKey's key) whenever Redis can
+// know; its result is stored (JSONCodec, or WithCodec's) and replayed to
+// later attempts and, with WorkflowScope and BusinessKey, to other runs
+// and workflows. Its error marks what happened: one that says nothing
+// happened (NoEffect, NoEffectWhen, ErrorsAreNoEffect, or a non-retryable
+// one) is returned to Temporal as it is; idemstore.RetryableNoEffect
+// marks a retryable error with no effect; any other error means the
+// effect may have happened and fails the workflow's activity with
+// onceflow.EffectUnknown. The activity must be scheduled with a
+// HeartbeatTimeout (the workflow package's Interceptor sets Heartbeat's):
+// the wrapper heartbeats and renews its lease on a ticker derived from it
+// and from the lease, and the heartbeats deliver cancellation.
+//
 // The options are checked against each activity's types here, and
-// Register panics on an invalid one, as the SDK's RegisterActivity panics
-// on an invalid function; RegisterSafely returns the error instead.
+// Register panics on an invalid activity, code or option, as the SDK's
+// RegisterActivity panics on an invalid function; nothing is registered
+// then.
 func Register(r Registry, w *Wrapper, a any, opts ...Option) {
-	if err := RegisterSafely(r, w, a, opts...); err != nil {
+	if err := register(r, w, a, opts...); err != nil {
 		panic(err)
 	}
 }
 
-// RegisterSafely is Register, returning an invalid activity, code or
-// option as an error instead of panicking. Nothing is registered then.
-func RegisterSafely(r Registry, w *Wrapper, a any, opts ...Option) error {
+// register is Register, returning the error it panics with.
+func register(r Registry, w *Wrapper, a any, opts ...Option) error {
 	if r == nil || w == nil || a == nil {
 		return errors.New("activity: Register needs a registry, a Wrapper and an activity")
 	}
@@ -308,7 +366,7 @@ func describe(a any) string {
 
 // registration is one activity Register registers.
 type registration struct {
-	entry    onceflow.WrappedActivity
+	entry    handshake.Activity
 	resolver resolver
 	bound    *bound
 	fn       any
@@ -396,7 +454,7 @@ func prepare(w *Wrapper, fn reflect.Value, name string, s settings) (registratio
 		err := json.Unmarshal(raw, p.Interface())
 		return p.Elem().Interface(), err
 	}
-	entry := onceflow.WrappedActivity{
+	entry := handshake.Activity{
 		Name: name, Code: code, HeartbeatTimeout: s.heartbeat, NoResult: sh.out == nil, Reconcile: b.reconcile != nil,
 		Decodes: func(raw []byte) error { _, err := decode(raw); return err },
 	}
@@ -407,12 +465,12 @@ func prepare(w *Wrapper, fn reflect.Value, name string, s settings) (registratio
 	return registration{entry: entry, resolver: resolverOf(b.codec, decode), bound: bd, fn: bd.activity(w)}, nil
 }
 
-// settings are the Options before Register checks them against the
+// settings are the options before Register checks them against the
 // activity's types.
 type settings struct {
 	name       string
 	code       onceflow.OperationCode
-	scope      ScopeKind
+	scope      scopeKind
 	key        any // func(In) string
 	downstream any // func(In) string
 	reconcile  any // func(context.Context, In, onceflow.Record) (Out, bool, error)
@@ -429,7 +487,7 @@ type settings struct {
 
 // collect applies opts to the defaults.
 func collect(opts []Option) (settings, error) {
-	s := settings{heartbeat: DefaultHeartbeatTimeout}
+	s := settings{heartbeat: defaultHeartbeatTimeout}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -518,7 +576,7 @@ func isLowerOrDigit(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r 
 // NonRetryable), so the workflow's RetryPolicy and error handling see
 // what they saw before onceflow. Nil stays nil.
 //
-// A non-retryable error needs no NoEffect: see Options.NoEffect.
+// A non-retryable error needs no NoEffect: see NoEffectWhen.
 func NoEffect(err error) error {
 	if err == nil {
 		return nil
@@ -562,7 +620,7 @@ func temporalType(err error) string {
 
 // noEffect returns the error to hand Temporal unchanged when fn's error
 // says the attempt had no effect: marked with NoEffect, classified by
-// Options.NoEffect, or one that Temporal will not retry (an
+// NoEffectWhen, or one that Temporal will not retry (an
 // ApplicationError marked non-retryable, or a type the activity's retry
 // policy lists as non-retryable).
 func noEffect(err error, b *binding, nonRetryable []string) (error, bool) {
@@ -589,7 +647,7 @@ func nonRetryableTypes(ctx context.Context, policy *temporal.RetryPolicy) []stri
 	if policy != nil {
 		return policy.NonRetryableErrorTypes
 	}
-	return onceflow.NonRetryableTypes(ctx)
+	return handshake.NonRetryableTypes(ctx)
 }
 
 // downstreamKeyKey is the context key of the downstream key.

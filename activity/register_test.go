@@ -20,10 +20,10 @@ import (
 
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/onceflowtest"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -103,8 +103,22 @@ func TestRegisterNamesTheActivityAsTheSDKDoes(t *testing.T) {
 	}
 }
 
+// registerErr is Register's panic as an error (nil when it registered).
+func registerErr(r onceactivity.Registry, w *onceactivity.Wrapper, a any, opts ...onceactivity.Option) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			if err, _ = p.(error); err == nil {
+				err = fmt.Errorf("%v", p)
+			}
+		}
+	}()
+	onceactivity.Register(r, w, a, opts...)
+	return nil
+}
+
 // TestRegisterChecksItsOptions: what would fail at the first execution
-// fails at registration, saying what to fix.
+// fails at registration, saying what to fix, and Register panics, as the
+// SDK's RegisterActivity does.
 func TestRegisterChecksItsOptions(t *testing.T) {
 	t.Parallel()
 	once := onceflowtest.New(t)
@@ -115,16 +129,16 @@ func TestRegisterChecksItsOptions(t *testing.T) {
 		want string
 	}{
 		{"bad code", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, onceactivity.Code("Withdraw Money"))
+			return registerErr(r, once.Activities, b.Withdraw, onceactivity.Code("Withdraw Money"))
 		}, "OperationCode"},
 		{"key of another type", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, onceactivity.BusinessKey(func(s string) string { return s }))
+			return registerErr(r, once.Activities, b.Withdraw, onceactivity.BusinessKey(func(s string) string { return s }))
 		}, "BusinessKey's function is func(string) string, but the activity needs func(activity_test.Transfer) string"},
 		{"short heartbeat", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, b.Withdraw, onceactivity.Heartbeat(time.Millisecond))
+			return registerErr(r, once.Activities, b.Withdraw, onceactivity.Heartbeat(time.Millisecond))
 		}, "under a second"},
 		{"function literal", func(r onceactivity.Registry) error {
-			return onceactivity.RegisterSafely(r, once.Activities, func(context.Context, Transfer) (string, error) { return "", nil })
+			return registerErr(r, once.Activities, func(context.Context, Transfer) (string, error) { return "", nil })
 		}, "give it one with Name"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -136,7 +150,7 @@ func TestRegisterChecksItsOptions(t *testing.T) {
 	}
 	env := quietSuite()
 	onceactivity.Register(env, once.Activities, b.Withdraw)
-	if err := onceactivity.RegisterSafely(env, once.Activities, b.Withdraw); err == nil || !strings.Contains(err.Error(), "registered already") {
+	if err := registerErr(env, once.Activities, b.Withdraw); err == nil || !strings.Contains(err.Error(), "registered already") {
 		t.Fatalf("a second Withdraw: %v", err)
 	}
 	defer func() {

@@ -8,10 +8,11 @@ import (
 
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/internal/handshake"
 )
 
 // TestResolveRecordClassifiesItsErrors: ResolveRecord's errors are
@@ -45,7 +46,7 @@ func TestResolveRecordClassifiesItsErrors(t *testing.T) {
 		ref := onceflow.Ref{Code: "charge-payment", Digest: dig.Digest(storetest.RandomHex(8))}
 		req := idemstore.Request{Ref: ref, Operation: dig.Operation("op"), Fingerprint: onceflow.FingerprintOf([]byte("in"))}
 		_, err := exec.Execute(t.Context(), req, func(context.Context) ([]byte, error) { return nil, errors.New("read timeout") })
-		var eu *idemstore.EffectUnknownError
+		var eu *onceflow.Error
 		if !errors.As(err, &eu) || !eu.Recorded {
 			t.Fatalf("err = %v, want a recorded unknown effect", err)
 		}
@@ -62,9 +63,9 @@ func TestResolveRecordClassifiesItsErrors(t *testing.T) {
 	}{
 		{name: "applied"},
 		{name: "gone", missing: true},
-		{name: "refused", stale: true, typ: onceflow.TypeResolveRefused},
-		{name: "corrupt reply", fault: storetest.CorruptReplyAfterApply, typ: onceflow.TypeCorruptRecord},
-		{name: "no reply", fault: storetest.ErrorBeforeApply, typ: onceflow.TypeStoreUnavailable, retryable: true},
+		{name: "refused", stale: true, typ: onceflow.OutcomeResolveRefused.TemporalType()},
+		{name: "corrupt reply", fault: storetest.CorruptReplyAfterApply, typ: onceflow.OutcomeCorrupt.TemporalType()},
+		{name: "no reply", fault: storetest.ErrorBeforeApply, typ: onceflow.OutcomeStoreUnavailable.TemporalType(), retryable: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := abandoned(t)
@@ -77,7 +78,7 @@ func TestResolveRecordClassifiesItsErrors(t *testing.T) {
 			if tc.fault != 0 {
 				faulty.Inject(storetest.MethodResolve, tc.fault)
 			}
-			err := w.ResolveRecord(t.Context(), onceflow.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: "no charge"})
+			err := w.ResolveRecord(t.Context(), handshake.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: "no charge"})
 			if tc.typ == "" {
 				if err != nil {
 					t.Fatalf("err = %v, want none", err)

@@ -201,7 +201,7 @@ func (bd *bound) result(r ran) (reflect.Value, error) {
 	}
 	if err := bd.b.codec.Unmarshal(r.res.Response, out.Interface()); err != nil {
 		return out.Elem(), temporal.NewNonRetryableApplicationError(
-			"onceflow: the stored result does not decode into "+bd.sh.out.String()+": "+err.Error(), onceflow.TypeCodecMismatch, err)
+			"onceflow: the stored result does not decode into "+bd.sh.out.String()+": "+err.Error(), onceflow.OutcomeCodecMismatch.TemporalType(), err)
 	}
 	return out.Elem(), nil
 }

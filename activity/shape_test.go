@@ -13,6 +13,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/internal/handshake"
 	"github.com/onceflow/onceflow/onceflowtest"
 )
 
@@ -75,7 +76,7 @@ func TestRegisterTakesEveryShapeTheSDKAccepts(t *testing.T) {
 	if len(out) != 3 || out[0] != float64(3) || out[1] != float64(5) || out[2] != "label-x" || s.effects.Load() != 5 {
 		t.Fatalf("results %v after %d effects; want [3 5 label-x] after 5", out, s.effects.Load())
 	}
-	for name, want := range map[string]onceflow.WrappedActivity{
+	for name, want := range map[string]handshake.Activity{
 		"ShopPing":   {Code: "shop-ping", NoResult: true},
 		"ShopNotify": {Code: "shop-notify", NoResult: true},
 		"ShopCount":  {Code: "shop-count", ResultType: "int"},
@@ -106,7 +107,7 @@ func TestRegisterRefusesWhatTheSDKWouldNot(t *testing.T) {
 		"a name with no code in it":   {activity: (&shop{}).Ping, opts: []onceactivity.Option{onceactivity.Name("日本")}},
 		"a reconcile of another type": {activity: (&shop{}).Label, opts: []onceactivity.Option{onceactivity.Reconcile(func(context.Context, int, onceflow.Record) (string, bool, error) { return "", false, nil })}},
 	} {
-		if err := onceactivity.RegisterSafely(quietSuite(), once.Activities, a.activity, a.opts...); err == nil {
+		if err := registerErr(quietSuite(), once.Activities, a.activity, a.opts...); err == nil {
 			t.Errorf("%s: registered", name)
 		}
 	}
@@ -137,8 +138,8 @@ func TestALocalActivityIsRefused(t *testing.T) {
 		env.RegisterWorkflow(localWorkflow)
 		env.ExecuteWorkflow(localWorkflow)
 		var ae *temporal.ApplicationError
-		if err := env.GetWorkflowError(); !errors.As(err, &ae) || ae.Type() != onceflow.TypeLocalActivity || s.effects.Load() != 0 {
-			t.Fatalf("interceptors %v: err %v after %d effects; want %s, nothing done", interceptors, err, s.effects.Load(), onceflow.TypeLocalActivity)
+		if err := env.GetWorkflowError(); !errors.As(err, &ae) || ae.Type() != onceflow.OutcomeMisconfigured.TemporalType() || s.effects.Load() != 0 {
+			t.Fatalf("interceptors %v: err %v after %d effects; want %s, nothing done", interceptors, err, s.effects.Load(), onceflow.OutcomeMisconfigured.TemporalType())
 		}
 	}
 }

@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/alicebob/miniredis/v2 v2.35.0
 	github.com/onceflow/onceflow v0.0.0-00010101000000-000000000000
+	github.com/onceflow/onceflow/harness v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.21.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.46.0

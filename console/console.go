@@ -55,14 +55,11 @@ func styleHash(page string) string {
 // cookieName holds the console token in the browser.
 const cookieName = "onceflow_console"
 
-// Defaults of Config.
+// Defaults of Config, which withDefaults applies.
 const (
-	// DefaultPath is where the console is mounted.
-	DefaultPath = "/console"
-	// DefaultRecent is how many recent workflows the index lists.
-	DefaultRecent = 20
-	// DefaultNamespace is the Temporal namespace.
-	DefaultNamespace = "default"
+	defaultPath      = "/console"
+	defaultRecent    = 20
+	defaultNamespace = "default"
 )
 
 // Config configures the console. Client is required; every other field
@@ -71,7 +68,7 @@ type Config struct {
 	// Client talks to Temporal. Required.
 	Client client.Client
 	// Namespace is the Temporal namespace of the workflows (the one Client
-	// was dialled with). Default: DefaultNamespace.
+	// was dialled with). Default: "default".
 	Namespace string
 	// TaskQueue is whose workflows the index lists: those that wait on a
 	// decision and the recent ones. Default (empty): every task queue of
@@ -79,12 +76,12 @@ type Config struct {
 	TaskQueue string
 	// Path is where the console is mounted: its pages are Path and
 	// Path/workflows/{id}, and its forms post to Path/resolve. It starts
-	// with "/" and does not end with one. Default: DefaultPath.
+	// with "/" and does not end with one. Default: "/console".
 	Path string
 	// Token guards the console. Empty: the console is off, unless Dev.
 	// Otherwise it must pass CheckToken (at least 32 bytes' worth:
 	// `openssl rand -hex 32`). Failed attempts are limited per client
-	// address (FailedTokenBurst, FailedTokenInterval).
+	// address: 10 at once, then one every 6s.
 	Token string
 	// Dev opens the console without a token (a development worker on
 	// loopback), to requests for a loopback host name only.
@@ -100,8 +97,7 @@ type Config struct {
 	// from an authenticating proxy's header). Default (nil, or an empty
 	// answer): "console".
 	Principal func(*http.Request) string
-	// Recent is how many recent workflows the index lists. Default:
-	// DefaultRecent.
+	// Recent is how many recent workflows the index lists. Default: 20.
 	Recent int
 }
 
@@ -116,16 +112,16 @@ func (cfg Config) withDefaults() (Config, error) {
 		}
 	}
 	if cfg.Namespace == "" {
-		cfg.Namespace = DefaultNamespace
+		cfg.Namespace = defaultNamespace
 	}
 	if cfg.Path == "" {
-		cfg.Path = DefaultPath
+		cfg.Path = defaultPath
 	}
 	if !strings.HasPrefix(cfg.Path, "/") || strings.HasSuffix(cfg.Path, "/") || strings.ContainsAny(cfg.Path, "{}?# ") {
 		return cfg, fmt.Errorf("console: Config.Path %q must start with / and not end with one, such as /console", cfg.Path)
 	}
 	if cfg.Recent <= 0 {
-		cfg.Recent = DefaultRecent
+		cfg.Recent = defaultRecent
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -236,7 +232,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		failed := func() {
 			if c.failures.fail(client, now) {
 				c.cfg.Logger.Warn("onceflow console: wrong tokens from one address; its next attempts are refused for a while", "client", client,
-					"burst", FailedTokenBurst, "interval", FailedTokenInterval)
+					"burst", failedTokenBurst, "interval", failedTokenInterval)
 			}
 			http.Error(w, "wrong console token", http.StatusUnauthorized)
 		}

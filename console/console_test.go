@@ -326,11 +326,11 @@ func TestConsoleRefusesAShortToken(t *testing.T) {
 	}
 }
 
-// Wrong tokens are limited per client address: FailedTokenBurst of them
+// Wrong tokens are limited per client address: failedTokenBurst of them
 // at once (as ?token=, a cookie or a bearer token), then 429 with
 // Retry-After, for the right token too (else the limit would not slow a
 // guesser down); another address is not limited, and one attempt comes
-// back every FailedTokenInterval.
+// back every failedTokenInterval.
 func TestConsoleLimitsFailedTokens(t *testing.T) {
 	t.Parallel()
 	c, err := New(Config{Client: noWorkflows{}, Namespace: "default", TaskQueue: "onceflow", Token: testToken})
@@ -359,7 +359,7 @@ func TestConsoleLimitsFailedTokens(t *testing.T) {
 		func(addr string) answer { return from(addr, "/console", "Cookie", cookieName+"="+wrong) },
 		func(addr string) answer { return from(addr, "/console", "Authorization", "Bearer "+wrong) },
 	}
-	for i := range FailedTokenBurst {
+	for i := range failedTokenBurst {
 		if a := attempts[i%len(attempts)]("192.0.2.1:1234"); a.status != http.StatusUnauthorized {
 			t.Fatalf("wrong token %d: %d %s", i+1, a.status, a.body)
 		}
@@ -378,7 +378,7 @@ func TestConsoleLimitsFailedTokens(t *testing.T) {
 	if a := from("192.0.2.1:1", "/console"); a.status != http.StatusTooManyRequests {
 		t.Fatalf("over the limit, no token: %d", a.status)
 	}
-	now = now.Add(FailedTokenInterval)
+	now = now.Add(failedTokenInterval)
 	// A request with no token is no attempt: it uses up nothing.
 	if a := from("192.0.2.1:1", "/console"); a.status != http.StatusUnauthorized || !strings.Contains(a.body, "open /console?token=") {
 		t.Fatalf("one interval later, no token: %d %s", a.status, a.body)
@@ -393,7 +393,7 @@ func TestConsoleLimitsFailedTokens(t *testing.T) {
 		t.Fatalf("a second wrong token within the interval: %d %s", a.status, a.body)
 	}
 	// An IPv6 client's /64 is one client.
-	for range FailedTokenBurst {
+	for range failedTokenBurst {
 		attempts[2]("[2001:db8:1:2::a]:1")
 	}
 	if a := attempts[2]("[2001:db8:1:2::b]:1"); a.status != http.StatusTooManyRequests {

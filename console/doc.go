@@ -21,9 +21,8 @@
 // workflow's answer. The console asks for a token (Config.Token, 32
 // bytes' worth at least: CheckToken) unless Config.Dev: open
 // /console?token=… once, and an HttpOnly, SameSite=Strict cookie keeps
-// it. Wrong tokens are limited per client address (FailedTokenBurst at
-// once, then one every FailedTokenInterval; beyond, 429 with
-// Retry-After). Form posts are refused cross-origin
+// it. Wrong tokens are limited per client address (10 at once, then one
+// every 6s; beyond, 429 with Retry-After). Form posts are refused cross-origin
 // (http.CrossOriginProtection). Under Dev it answers only requests for a
 // loopback host name (localhost, 127.0.0.1, [::1]): a page whose own name
 // was rebound to 127.0.0.1 (DNS rebinding) is same-origin to the browser,

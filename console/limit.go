@@ -11,13 +11,13 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// MinTokenBytes is the entropy a console token must be able to carry, in
+// minTokenBytes is the entropy a console token must be able to carry, in
 // bytes: CheckToken's rule.
-const MinTokenBytes = 32
+const minTokenBytes = 32
 
-// CheckToken refuses a console token that cannot carry MinTokenBytes (32)
-// bytes of entropy. A token is made of the characters hex, base64 and
-// base64url encoders write (A–Z, a–z, 0–9 and - . _ ~ + / =), so that it
+// CheckToken refuses a console token that cannot carry 32 bytes of
+// entropy. A token is made of the characters hex, base64 and base64url
+// encoders write (A–Z, a–z, 0–9 and - . _ ~ + / =), so that it
 // travels unchanged in a cookie, a URL and a header, and is at least 64
 // characters long when it is hex digits only (4 bits each), else at least
 // 43 (6 bits each). `openssl rand -hex 32` (64 hex digits) and
@@ -33,24 +33,24 @@ func CheckToken(token string) error {
 			return fmt.Errorf("console: the console token has a character other than A-Z, a-z, 0-9 and - . _ ~ + / =: make one with `openssl rand -hex 32`")
 		}
 	}
-	need := (MinTokenBytes*8 + 5) / 6 // 43
+	need := (minTokenBytes*8 + 5) / 6 // 43
 	if hex {
-		need = MinTokenBytes * 2 // 64
+		need = minTokenBytes * 2 // 64
 	}
 	if len(token) < need {
 		return fmt.Errorf("console: the console token is %d characters, too short to hold %d random bytes (at least 64 hex digits, or 43 base64 characters): "+
-			"make one with `openssl rand -hex 32`", len(token), MinTokenBytes)
+			"make one with `openssl rand -hex 32`", len(token), minTokenBytes)
 	}
 	return nil
 }
 
 // The limit on failed token attempts: a client address gets
-// FailedTokenBurst wrong tokens at once, then one every
-// FailedTokenInterval; beyond that, 429 with Retry-After, and its tokens
+// failedTokenBurst wrong tokens at once, then one every
+// failedTokenInterval; beyond that, 429 with Retry-After, and its tokens
 // are not even compared.
 const (
-	FailedTokenBurst    = 10
-	FailedTokenInterval = 6 * time.Second
+	failedTokenBurst    = 10
+	failedTokenInterval = 6 * time.Second
 )
 
 // maxTrackedClients bounds the addresses the limit keeps a bucket for;
@@ -69,7 +69,7 @@ func newFailures() *failures {
 }
 
 func newBucket() *rate.Limiter {
-	return rate.NewLimiter(rate.Every(FailedTokenInterval), FailedTokenBurst)
+	return rate.NewLimiter(rate.Every(failedTokenInterval), failedTokenBurst)
 }
 
 // bucket is client's bucket; f.mu is held.
@@ -79,7 +79,7 @@ func (f *failures) bucket(client string, now time.Time) *rate.Limiter {
 	}
 	if len(f.byClient) >= maxTrackedClients {
 		for c, b := range f.byClient { // forget the addresses whose buckets are full again
-			if b.TokensAt(now) >= FailedTokenBurst {
+			if b.TokensAt(now) >= failedTokenBurst {
 				delete(f.byClient, c)
 			}
 		}
@@ -101,7 +101,7 @@ func (f *failures) wait(client string, now time.Time) time.Duration {
 	if tokens >= 1 {
 		return 0
 	}
-	return time.Duration((1 - tokens) * float64(FailedTokenInterval))
+	return time.Duration((1 - tokens) * float64(failedTokenInterval))
 }
 
 // fail counts a failed attempt of client; true when it used the last one

@@ -48,7 +48,7 @@
 //     and replayed byte for byte, with Content-Type, Location and
 //     Config.ReplayHeaders (never Set-Cookie) and Idempotency-Replayed: true;
 //     a response to be stored over Config.MaxResponseBytes (1 MiB, the
-//     store's limit; the handler learns it from ScopeFrom) is not sent:
+//     store's limit; the handler learns it from InfoFrom) is not sent:
 //     the request is answered 500 response-too-large, and that answer is
 //     stored and replayed, so a retry never finds the key stuck;
 //     anything else, a 5xx and a panic leave the key retryable, or, with

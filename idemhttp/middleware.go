@@ -17,22 +17,23 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
+	"github.com/onceflow/onceflow/internal/scope"
 )
 
-// Defaults.
+// The defaults of Config's fields, which New applies.
 const (
-	DefaultCode            onceflow.OperationCode = "http"
-	DefaultMaxBodyBytes                           = 1 << 20
-	DefaultMaxWait                                = 10 * time.Second
-	DefaultStoreRetryAfter                        = time.Second
-	// DefaultMaxResponseBytes is the default Config.MaxResponseBytes: the
+	defaultCode            onceflow.OperationCode = "http"
+	defaultMaxBodyBytes                           = 1 << 20
+	defaultMaxWait                                = 10 * time.Second
+	defaultStoreRetryAfter                        = time.Second
+	// defaultMaxResponseBytes is the default Config.MaxResponseBytes: the
 	// idempotency store's own default limit on a stored response.
-	DefaultMaxResponseBytes = 1 << 20
-	// Codec is the codec ID of stored responses: the status and the
-	// replayed headers as a JSON object, a newline, then the body's bytes
-	// as they are.
-	Codec = "http-v2"
+	defaultMaxResponseBytes = 1 << 20
 )
+
+// Codec is the codec ID of stored responses: the status and the replayed
+// headers as a JSON object, a newline, then the body's bytes as they are.
+const Codec = "http-v2"
 
 // Config configures a Middleware. Empty fields take their defaults.
 type Config struct {
@@ -125,7 +126,7 @@ type Config struct {
 	// was processed, is answered 500 response-too-large, and that answer
 	// is kept and replayed to every retry of the key, so a retry never
 	// runs the handler again nor finds the key stuck. A handler that may
-	// answer large bodies learns the limit from ScopeFrom and answers a
+	// answer large bodies learns the limit from InfoFrom and answers a
 	// reference instead (a Location to fetch). Default 1 MiB; it must not
 	// exceed the store's own limit (redisstore.Config.MaxResponseBytes).
 	MaxResponseBytes int
@@ -258,7 +259,7 @@ func New(cfg Config) (*Middleware, error) {
 			"set UnknownOn5xx for a handler that must not run twice, IdempotentHandler for one that may")
 	}
 	if cfg.Code == "" {
-		cfg.Code = DefaultCode
+		cfg.Code = defaultCode
 	}
 	if _, err := onceflow.ParseOperationCode(string(cfg.Code)); err != nil {
 		return nil, fmt.Errorf("idemhttp: Config.Code: %w", err)
@@ -278,25 +279,25 @@ func New(cfg Config) (*Middleware, error) {
 		cfg.Require = requirePostPatch
 	}
 	if cfg.MaxBodyBytes == 0 {
-		cfg.MaxBodyBytes = DefaultMaxBodyBytes
+		cfg.MaxBodyBytes = defaultMaxBodyBytes
 	}
 	if cfg.MaxBodyBytes < 0 {
 		return nil, errors.New("idemhttp: Config.MaxBodyBytes must not be negative")
 	}
 	if cfg.MaxResponseBytes == 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+		cfg.MaxResponseBytes = defaultMaxResponseBytes
 	}
 	if cfg.MaxResponseBytes < 0 {
 		return nil, errors.New("idemhttp: Config.MaxResponseBytes must not be negative")
 	}
 	if cfg.MaxWait == 0 {
-		cfg.MaxWait = DefaultMaxWait
+		cfg.MaxWait = defaultMaxWait
 	}
 	if cfg.Store == nil {
 		cfg.Store = StoreStatus
 	}
 	if cfg.StoreRetryAfter <= 0 {
-		cfg.StoreRetryAfter = DefaultStoreRetryAfter
+		cfg.StoreRetryAfter = defaultStoreRetryAfter
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -312,15 +313,15 @@ func New(cfg Config) (*Middleware, error) {
 	return m, nil
 }
 
-type scopeKey struct{}
+type infoKey struct{}
 
-// Scope is what a handler behind the middleware learns of its request's
-// idempotency scope.
-type Scope struct {
-	// Ref names the record: the operation code and the scope's digest
-	// (HMAC of principal, method, route and key, and of the request's
-	// target under Config.KeyPerTarget). Its Digest.Hex is a
-	// stable, opaque name for the request, fit for a workflow ID.
+// Info is what a handler behind the middleware learns of the record its
+// request runs under.
+type Info struct {
+	// Ref names the record: the operation code and its digest (HMAC of
+	// principal, method, route and key, and of the request's target under
+	// Config.KeyPerTarget). Its Digest.Hex is a stable, opaque name for
+	// the request, fit for a workflow ID.
 	Ref onceflow.Ref
 	// MaxResponseBytes is Config.MaxResponseBytes: a response to be
 	// stored must fit in it, body, status and replayed headers together,
@@ -328,9 +329,10 @@ type Scope struct {
 	MaxResponseBytes int
 }
 
-// ScopeFrom returns the scope of a request the middleware passed on.
-func ScopeFrom(ctx context.Context) (Scope, bool) {
-	s, ok := ctx.Value(scopeKey{}).(Scope)
+// InfoFrom returns the Info of a request the middleware passed on to its
+// handler.
+func InfoFrom(ctx context.Context) (Info, bool) {
+	s, ok := ctx.Value(infoKey{}).(Info)
 	return s, ok
 }
 
@@ -428,16 +430,16 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// The key is bound to the request's target: in its fingerprint (a
 	// request to another target under the key is a 422), or, with
 	// KeyPerTarget, in its scope (another operation).
-	scope := onceflow.HTTPScope(principal, r.Method, route, key)
+	raw := scope.HTTP(principal, r.Method, route, key)
 	fingerprint := [][]byte{[]byte(r.Method), []byte(route)}
 	if target := requestTarget(r, route); target != "" {
 		if m.cfg.KeyPerTarget {
-			scope = append(scope, "target", target)
+			raw = append(raw, "target", target)
 		} else {
 			fingerprint = append(fingerprint, []byte("target:"+target))
 		}
 	}
-	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(scope...)}
+	ref := onceflow.Ref{Code: m.cfg.Code, Digest: m.cfg.Digester.Digest(raw...)}
 	req := idemstore.Request{
 		Ref:                  ref,
 		Operation:            m.cfg.Digester.Operation("http/" + ref.String()),
@@ -454,7 +456,7 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if wait := m.preferWait(r); wait > 0 {
 		res, waited, err = m.cfg.Executor.ExecuteWaiting(r.Context(), req, action, idemstore.Waiting{
 			Deadline: time.Now().Add(wait), MinDelay: 20 * time.Millisecond, MaxDelay: 250 * time.Millisecond,
-			OnWait: func(*idemstore.InProgressError) {
+			OnWait: func(*onceflow.Error) {
 				m.log.DebugContext(r.Context(), "idemhttp: in progress; waiting (Prefer: wait)", "ref", ref.String(), "wait", wait)
 			},
 		})
@@ -488,7 +490,7 @@ func (m *Middleware) handlerAction(next http.Handler, r *http.Request, ref oncef
 	return func(actx context.Context) ([]byte, error) {
 		rec := newRecorder()
 		*ran = rec
-		hr := r.Clone(context.WithValue(actx, scopeKey{}, Scope{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
+		hr := r.Clone(context.WithValue(actx, infoKey{}, Info{Ref: ref, MaxResponseBytes: m.cfg.MaxResponseBytes}))
 		hr.Body = io.NopCloser(bytes.NewReader(body))
 		hr.ContentLength = int64(len(body))
 		if p := m.run(next, rec, hr); p != nil {
@@ -654,10 +656,7 @@ func (m *Middleware) run(next http.Handler, w http.ResponseWriter, r *http.Reque
 	return nil
 }
 
-func isRetryable(err error) bool {
-	var re *idemstore.RetryableError
-	return errors.As(err, &re)
-}
+func isRetryable(err error) bool { return errors.Is(err, onceflow.OutcomeRetryable) }
 
 // problemSpec is how one outcome is answered.
 type problemSpec struct {
@@ -667,7 +666,7 @@ type problemSpec struct {
 	detail func(ref onceflow.Ref, err error) string
 }
 
-// problems maps every error outcome of idemstore.OutcomeOf to its answer.
+// problems maps every failure outcome to its answer.
 var problems = map[onceflow.Outcome]problemSpec{
 	onceflow.OutcomeInProgress: {ProblemInProgress, "Request in progress", http.StatusConflict, func(onceflow.Ref, error) string {
 		return "a request with this key is being processed: retry after the Retry-After seconds, or send Prefer: wait=N to wait for its response"
@@ -680,7 +679,7 @@ var problems = map[onceflow.Outcome]problemSpec{
 	onceflow.OutcomeEffectUnknown:    {ProblemEffectUnknown, "Effect unknown", http.StatusConflict, effectUnknownDetail},
 	onceflow.OutcomeAwaitingDecision: {ProblemEffectUnknown, "Effect unknown", http.StatusConflict, effectUnknownDetail},
 	onceflow.OutcomeFailed: {ProblemOperationFailed, "Operation failed", http.StatusConflict, func(_ onceflow.Ref, err error) string {
-		var of *idemstore.OperationFailedError
+		var of *onceflow.Error
 		errors.As(err, &of)
 		return "an operator marked the request with this key as failed (" + of.Reason + "): send a new key"
 	}},
@@ -688,7 +687,7 @@ var problems = map[onceflow.Outcome]problemSpec{
 		return "the record of this key does not decode; an operator must delete record " + ref.String()
 	}},
 	onceflow.OutcomeInvalid: {ProblemInvalidRequest, "Request cannot be checked", http.StatusBadRequest, func(_ onceflow.Ref, err error) string {
-		var ve *onceflow.ValidationError
+		var ve *onceflow.Error
 		errors.As(err, &ve)
 		return "the request's idempotency identity is invalid (" + ve.Field + " " + ve.Reason + "): it was not processed"
 	}},
@@ -710,19 +709,29 @@ var problems = map[onceflow.Outcome]problemSpec{
 	onceflow.OutcomeStoreUnavailable: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
 		return "the idempotency store is unavailable, so the request's key could not be checked and the request was not processed; retry it with the same key after Retry-After seconds"
 	}},
-	// The middleware never resolves a record: a refused resolution here is a bug.
-	onceflow.OutcomeResolveRefused: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
-		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
+	// problem answers OutcomeIndeterminate as OutcomeStoreUnavailable: the
+	// request was not processed either way.
+	onceflow.OutcomeIndeterminate: {ProblemStoreUnavailable, "Idempotency store unavailable", http.StatusServiceUnavailable, func(onceflow.Ref, error) string {
+		return "the idempotency store did not answer, so the request was not processed; retry it with the same key after Retry-After seconds"
 	}},
-	onceflow.OutcomeError: {ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
-		return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
-	}},
+	// The middleware never resolves a record, checks a business reference
+	// or runs an activity: these here are a bug.
+	onceflow.OutcomeResolveRefused:  internalProblem,
+	onceflow.OutcomeNoRecord:        internalProblem,
+	onceflow.OutcomeReferenceReused: internalProblem,
+	onceflow.OutcomeMisconfigured:   internalProblem,
+	onceflow.OutcomeError:           internalProblem,
 }
 
+// internalProblem answers an outcome the middleware does not classify.
+var internalProblem = problemSpec{ProblemInternal, "Internal error", http.StatusInternalServerError, func(onceflow.Ref, error) string {
+	return "the idempotency layer failed in a way it does not classify (a bug: the server's log has the error); retry it with the same key"
+}}
+
 func conflictDetail(_ onceflow.Ref, err error) string {
-	var ce *idemstore.ConflictError
+	var ce *onceflow.Error
 	errors.As(err, &ce)
-	return "the response stored for this key was written by another version of the service (" + ce.Detail + "); send a new key"
+	return "the response stored for this key was written by another version of the service (" + ce.Reason + "); send a new key"
 }
 
 func effectUnknownDetail(ref onceflow.Ref, _ error) string {
@@ -730,11 +739,18 @@ func effectUnknownDetail(ref onceflow.Ref, _ error) string {
 		"an operator must resolve record " + ref.String() + " (worker reopen -record " + ref.String() + " once it is known to have had no effect) before the key can be used again"
 }
 
-// problem maps an Execute error to the answer, through idemstore.OutcomeOf
-// and problems. A store that did not answer because the client went away
+// problem maps an Execute error to the answer, through its outcome and
+// problems. A store that did not answer because the client went away
 // is the client's cancellation, not an unavailable store.
 func (m *Middleware) problem(ctx context.Context, ref onceflow.Ref, err error) *Problem {
-	o := idemstore.OutcomeOf(idemstore.Result{}, err)
+	o := onceflow.OutcomeError
+	var oe *onceflow.Error
+	if errors.As(err, &oe) {
+		o = oe.Outcome
+	}
+	if o == onceflow.OutcomeIndeterminate {
+		o = onceflow.OutcomeStoreUnavailable // the request was not processed either way: its key is still held
+	}
 	if o == onceflow.OutcomeStoreUnavailable && ctx.Err() != nil {
 		o = onceflow.OutcomeCanceled
 	}
@@ -742,7 +758,7 @@ func (m *Middleware) problem(ctx context.Context, ref onceflow.Ref, err error) *
 	p := &Problem{Type: spec.typ, Title: spec.title, Status: spec.status, Detail: spec.detail(ref, err)}
 	switch o {
 	case onceflow.OutcomeInProgress:
-		var ip *idemstore.InProgressError
+		var ip *onceflow.Error
 		errors.As(err, &ip)
 		p.RetryAfter = max(ip.RetryAfter, time.Second)
 	case onceflow.OutcomeStoreUnavailable, onceflow.OutcomeCanceled, onceflow.OutcomeRetryable, onceflow.OutcomeNotStored:

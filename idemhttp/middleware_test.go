@@ -19,12 +19,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
 	"github.com/onceflow/onceflow/internal/logtest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(redistest.MainM(m)) }

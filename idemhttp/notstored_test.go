@@ -11,10 +11,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestA202IsCountedAsNotStored: a handler that answers 202 Accepted (the
@@ -75,15 +75,15 @@ func TestA202IsCountedAsNotStored(t *testing.T) {
 	}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
-			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == idemstore.MetricExecutions {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "onceflow.executions" {
 				for _, p := range sum.DataPoints {
-					v, _ := p.Attributes.Value(idemstore.LabelOutcome)
+					v, _ := p.Attributes.Value("outcome")
 					counts[v.AsString()] += p.Value
 				}
 			}
 		}
 	}
 	if counts[string(onceflow.OutcomeNotStored)] != 2 || counts[string(onceflow.OutcomeRetryable)] != 1 {
-		t.Fatalf("%s by outcome = %v, want not_stored 2 (the 202s) and retryable 1 (the 503)", idemstore.MetricExecutions, counts)
+		t.Fatalf("onceflow.executions by outcome = %v, want not_stored 2 (the 202s) and retryable 1 (the 503)", counts)
 	}
 }

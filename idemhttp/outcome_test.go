@@ -26,7 +26,7 @@ func TestEveryOutcomeHasAProblem(t *testing.T) {
 	}
 	gone, cancel := context.WithCancel(context.Background())
 	cancel()
-	storeErr := &onceflow.StoreError{Op: "claim", Err: context.Canceled}
+	storeErr := &onceflow.Error{Outcome: onceflow.OutcomeIndeterminate, Op: "claim", Err: context.Canceled}
 	if p := m.problem(gone, onceflow.Ref{}, storeErr); p.Title != "Request not processed" {
 		t.Errorf("client gone: %+v", p)
 	}

@@ -10,10 +10,10 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // testDeps is an executor on the test Redis and a digester.

@@ -19,7 +19,7 @@ func TestLargeResponseIsKeptOrRefusedNeverLeftAbandoned(t *testing.T) {
 	var limit atomic.Int64 // what the handler learnt
 	answer := func(n int) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
-			s, _ := idemhttp.ScopeFrom(r.Context())
+			s, _ := idemhttp.InfoFrom(r.Context())
 			limit.Store(int64(s.MaxResponseBytes))
 			w.Header().Set("Content-Type", "application/octet-stream")
 			_, _ = w.Write(bytes.Repeat([]byte{0xff}, n))
@@ -34,12 +34,13 @@ func TestLargeResponseIsKeptOrRefusedNeverLeftAbandoned(t *testing.T) {
 		again.header.Get("Idempotency-Replayed") != "true" {
 		t.Fatalf("900 KiB: %d (%d bytes), then %d (%d bytes) replayed %q", first.status, len(first.body), again.status, len(again.body), again.header.Get("Idempotency-Replayed"))
 	}
-	if limit.Load() != idemhttp.DefaultMaxResponseBytes {
-		t.Fatalf("the handler learnt the limit %d; want %d", limit.Load(), idemhttp.DefaultMaxResponseBytes)
+	const defaultLimit = 1 << 20 // Config.MaxResponseBytes' documented default, 1 MiB
+	if limit.Load() != defaultLimit {
+		t.Fatalf("the handler learnt the limit %d; want %d", limit.Load(), defaultLimit)
 	}
 
 	// Over the limit: the first client and every retry get one answer.
-	a.handler.Store(answer(idemhttp.DefaultMaxResponseBytes))
+	a.handler.Store(answer(defaultLimit))
 	over := a.do("POST", "/things", "k-over", `{}`)
 	p := problem(t, over, http.StatusInternalServerError, idemhttp.ProblemResponseTooLarge)
 	for range 2 {

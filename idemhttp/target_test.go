@@ -46,7 +46,7 @@ func newCharges(t *testing.T, opts ...option) *charges {
 		id := r.PathValue("id")
 		n, _ := c.runs.LoadOrStore(id, new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
-		if s, ok := idemhttp.ScopeFrom(r.Context()); ok {
+		if s, ok := idemhttp.InfoFrom(r.Context()); ok {
 			c.ref.Store(s.Ref)
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -54,7 +54,7 @@ func newCharges(t *testing.T, opts ...option) *charges {
 		fmt.Fprintf(w, `{"account":%q,"dry_run":%q}`, id, r.URL.Query().Get("dry_run"))
 	})))
 	mux.Handle("POST /things", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s, ok := idemhttp.ScopeFrom(r.Context()); ok {
+		if s, ok := idemhttp.InfoFrom(r.Context()); ok {
 			c.ref.Store(s.Ref)
 		}
 		w.WriteHeader(http.StatusCreated)

@@ -5,10 +5,11 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // The executor on a real redis-server, one goroutine: go test -bench
@@ -55,7 +56,7 @@ func BenchmarkExecuteReplay(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		res, err := e.Execute(b.Context(), req, benchAction)
-		if err != nil || res.Disposition != idemstore.Replayed {
+		if err != nil || res.Outcome != onceflow.OutcomeReplayed {
 			b.Fatal(res, err)
 		}
 	}

@@ -15,13 +15,14 @@ import (
 // tracerName names the executor's tracer.
 const tracerName = "github.com/onceflow/onceflow/idemstore"
 
-// Executor defaults, from the seed design.
+// Executor defaults, from the seed design; setDefaults applies them and
+// Executor.Config reports them.
 const (
-	DefaultLease            = 30 * time.Second
-	DefaultReplayTTL        = 24 * time.Hour
-	DefaultFailureRetention = 24 * time.Hour
-	DefaultCodec            = "json-v2"
-	DefaultPolicyRevision   = 2
+	defaultLease            = 30 * time.Second
+	defaultReplayTTL        = 24 * time.Hour
+	defaultFailureRetention = 24 * time.Hour
+	defaultCodec            = "json-v2"
+	defaultPolicyRevision   = 2
 )
 
 // ExecutorConfig configures an Executor. The zero value of every field but
@@ -43,7 +44,7 @@ type ExecutorConfig struct {
 	// Lease.
 	FailureRetention time.Duration
 	// Codec names the encoding of stored responses. A completed record
-	// stored under another codec is not replayed (ErrCodecMismatch).
+	// stored under another codec is not replayed (onceflow.OutcomeCodecMismatch).
 	// Default "json-v2".
 	Codec string
 	// PolicyRevision is the revision of the idempotency policy; like Codec,
@@ -79,9 +80,9 @@ type ExecutorConfig struct {
 	// start, complete, fail, renew, release, inspect, resolve; the action
 	// and reconcile) is a child span of it.
 	TracerProvider trace.TracerProvider
-	// MeterProvider, when set, receives the executor's metrics (see
-	// MetricExecutions and the other Metric* names): executions by
-	// outcome, takeovers, renewals, lost leases and phase latencies.
+	// MeterProvider, when set, receives the executor's metrics: executions by
+	// outcome, takeovers, renewals, lost leases and phase latencies (their
+	// names, kinds and labels: docs/operations.md#metrics-get-metrics).
 	// Default: none, and nothing is measured.
 	MeterProvider metric.MeterProvider
 }
@@ -91,19 +92,19 @@ func (c *ExecutorConfig) setDefaults() error {
 		return errors.New("idemstore: ExecutorConfig.Store is required")
 	}
 	if c.Lease == 0 {
-		c.Lease = DefaultLease
+		c.Lease = defaultLease
 	}
 	if c.ReplayTTL == 0 {
-		c.ReplayTTL = DefaultReplayTTL
+		c.ReplayTTL = defaultReplayTTL
 	}
 	if c.FailureRetention == 0 {
-		c.FailureRetention = DefaultFailureRetention
+		c.FailureRetention = defaultFailureRetention
 	}
 	if c.Codec == "" {
-		c.Codec = DefaultCodec
+		c.Codec = defaultCodec
 	}
 	if c.PolicyRevision == 0 {
-		c.PolicyRevision = DefaultPolicyRevision
+		c.PolicyRevision = defaultPolicyRevision
 	}
 	var storeTimeout time.Duration
 	if tb, ok := c.Store.(driver.TimeBounded); ok {

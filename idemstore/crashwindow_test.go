@@ -80,18 +80,18 @@ func TestCrashWindowMatrix(t *testing.T) {
 				}
 				switch c.want {
 				case ran:
-					if err != nil || res.Disposition != idemstore.Ran || string(res.Response) != "resp" {
+					if err != nil || res.Outcome != onceflow.OutcomeRan || string(res.Response) != "resp" {
 						t.Fatalf("%+v, %v; want a recorded success", res, err)
 					}
 				case retryable:
-					var re *idemstore.RetryableError
+					var re *onceflow.Error
 					if !errors.As(err, &re) || !re.Recorded {
-						t.Fatalf("err = %v, want a recorded RetryableError", err)
+						t.Fatalf("err = %v, want a recorded onceflow.Error", err)
 					}
 				case effectUnknown:
-					var eu *idemstore.EffectUnknownError
+					var eu *onceflow.Error
 					if !errors.As(err, &eu) || !eu.Recorded {
-						t.Fatalf("err = %v, want a recorded EffectUnknownError", err)
+						t.Fatalf("err = %v, want a recorded onceflow.Error", err)
 					}
 				}
 				e.wantState(t, f.Ref, c.state)
@@ -103,6 +103,13 @@ func TestCrashWindowMatrix(t *testing.T) {
 	}
 
 	// When the store stays silent, Execute must still not lie.
+	testSilentStore(t, e)
+}
+
+// testSilentStore runs TestCrashWindowMatrix's cells in which the store
+// stays silent (a call fails and so does the Inspect after it, or a call
+// fails every time it is sent): Execute must still not lie.
+func testSilentStore(t *testing.T, e env) {
 	t.Run("claim+start and inspect both fail: nothing runs", func(t *testing.T) {
 		t.Parallel()
 		f := storetest.NewFixture()
@@ -111,7 +118,7 @@ func TestCrashWindowMatrix(t *testing.T) {
 		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		if !errors.Is(err, onceflow.ErrIndeterminate) || !errors.Is(err, onceflow.ErrUnavailable) || runs.Load() != 0 {
+		if !errors.Is(err, onceflow.OutcomeIndeterminate) || !errors.Is(err, onceflow.OutcomeStoreUnavailable) || runs.Load() != 0 {
 			t.Fatalf("err = %v, runs %d; want the store errors and no run", err, runs.Load())
 		}
 	})
@@ -123,8 +130,8 @@ func TestCrashWindowMatrix(t *testing.T) {
 		local.Inject(storetest.MethodInspect, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		if !errors.Is(err, idemstore.ErrAwaitingDecision) || runs.Load() != 1 {
-			t.Fatalf("err = %v; want ErrAwaitingDecision", err)
+		if !errors.Is(err, onceflow.OutcomeAwaitingDecision) || runs.Load() != 1 {
+			t.Fatalf("err = %v; want onceflow.OutcomeAwaitingDecision", err)
 		}
 		e.wantState(t, f.Ref, onceflow.StateExecuting)
 	})
@@ -135,8 +142,8 @@ func TestCrashWindowMatrix(t *testing.T) {
 		local.InjectAlways(storetest.MethodComplete, storetest.ErrorBeforeApply)
 		var runs atomic.Int32
 		_, err := exec.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		if !errors.Is(err, idemstore.ErrAwaitingDecision) || local.Calls(storetest.MethodComplete) != 2 {
-			t.Fatalf("err = %v after %d completes; want ErrAwaitingDecision after 2", err, local.Calls(storetest.MethodComplete))
+		if !errors.Is(err, onceflow.OutcomeAwaitingDecision) || local.Calls(storetest.MethodComplete) != 2 {
+			t.Fatalf("err = %v after %d completes; want onceflow.OutcomeAwaitingDecision after 2", err, local.Calls(storetest.MethodComplete))
 		}
 	})
 }

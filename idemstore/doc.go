@@ -1,9 +1,10 @@
 // Package idemstore runs an action at most once whenever the system can
 // know, and says exactly what it knows when it cannot: the Executor, its
-// Request and Result, the errors that classify every outcome
-// (OutcomeOf). It is the one door to the store: Execute runs an action,
-// and Inspect, Resolve and Reopen read and settle a record for operators
-// and workflows, their errors classified by the same OutcomeOf.
+// Request and Result, and the markers an action classifies its error with
+// (RetryableNoEffect, NotStored, EffectUnknown). It is the one door to
+// the store: Execute runs an action, and Inspect, Resolve and Reopen read
+// and settle a record for operators and workflows. Every failure they
+// return is an *onceflow.Error whose Outcome says what happened.
 //
 // The store behind it is a driver.Store (package idemstore/driver, the
 // interface a store implements, with its requests and replies); the Redis

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // A record lost by Redis (FLUSHALL, a restart without AOF) after an
@@ -29,9 +29,9 @@ func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 		req.ReachedAction = doubt
 		var runs atomic.Int32
 		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
-		var eu *idemstore.EffectUnknownError
+		var eu *onceflow.Error
 		if !errors.As(err, &eu) || !eu.Recorded || runs.Load() != 0 {
-			t.Fatalf("err = %v, %d runs; want a recorded EffectUnknownError and no run", err, runs.Load())
+			t.Fatalf("err = %v, %d runs; want a recorded onceflow.Error and no run", err, runs.Load())
 		}
 		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if eu.Reason == "" || r.Reason == "" {
@@ -46,7 +46,7 @@ func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return []byte("ch_1"), true, nil }
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
-		if err != nil || res.Disposition != idemstore.Reconciled || string(res.Response) != "ch_1" || runs.Load() != 0 {
+		if err != nil || res.Outcome != onceflow.OutcomeReconciled || string(res.Response) != "ch_1" || runs.Load() != 0 {
 			t.Fatalf("%+v, %v, %d runs; want the reconciled effect", res, err, runs.Load())
 		}
 		e.wantState(t, f.Ref, onceflow.StateCompleted)
@@ -63,7 +63,7 @@ func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 			seen = x.EffectUnknown
 			return []byte("ch_2"), nil
 		})
-		if err != nil || res.Disposition != idemstore.Ran || seen == "" {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || seen == "" {
 			t.Fatalf("%+v, %v, doubt %q", res, err, seen)
 		}
 	})
@@ -77,7 +77,7 @@ func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 		}
 		var runs atomic.Int32
 		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "ch_2", nil))
-		if !errors.Is(err, idemstore.ErrEffectUnknown) || runs.Load() != 0 {
+		if !errors.Is(err, onceflow.OutcomeEffectUnknown) || runs.Load() != 0 {
 			t.Fatalf("err = %v, %d runs", err, runs.Load())
 		}
 	})
@@ -89,7 +89,7 @@ func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 		req.IdempotentDownstream = true
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || runs.Load() != 1 {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || runs.Load() != 1 {
 			t.Fatalf("%+v, %v, %d runs", res, err, runs.Load())
 		}
 	})
@@ -102,7 +102,7 @@ func TestReachedActionMakesAFreshClaimEffectUnknown(t *testing.T) {
 			seen = &x
 			return []byte("ok"), nil
 		})
-		if err != nil || res.Disposition != idemstore.Ran || seen == nil || seen.EffectUnknown != "" {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || seen == nil || seen.EffectUnknown != "" {
 			t.Fatalf("%+v, %v, %+v", res, err, seen)
 		}
 	})
@@ -120,7 +120,7 @@ func TestReachedActionIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 		first, _ = idemstore.ExecutionFrom(ctx)
 		return nil, idemstore.RetryableNoEffect(errors.New("declined before charging"))
 	})
-	if !errors.Is(err, idemstore.ErrRetryable) || first.Fence.Epoch == 0 {
+	if !errors.Is(err, onceflow.OutcomeRetryable) || first.Fence.Epoch == 0 {
 		t.Fatalf("err = %v, fence %v; want a recorded no-effect with an epoch", err, first.Fence)
 	}
 	req := request(f)
@@ -144,7 +144,7 @@ func TestReachedActionIsSettledOnlyByTheSameRecordsNoEffect(t *testing.T) {
 	req.ReachedAction = &idemstore.ReachedAction{Reason: "attempt 1 reached the action", Fence: onceflow.Fence{Epoch: 1, Attempt: 1, Rev: 2}}
 	runs.Store(0)
 	_, err = e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
-	if !errors.Is(err, idemstore.ErrEffectUnknown) || runs.Load() != 0 {
+	if !errors.Is(err, onceflow.OutcomeEffectUnknown) || runs.Load() != 0 {
 		t.Fatalf("err = %v, %d runs; want effect unknown", err, runs.Load())
 	}
 }
@@ -160,7 +160,7 @@ func TestFenceGrowsAcrossALostRecord(t *testing.T) {
 			x, _ = idemstore.ExecutionFrom(ctx)
 			return nil, idemstore.RetryableNoEffect(errors.New("again"))
 		})
-		if !errors.Is(err, idemstore.ErrRetryable) {
+		if !errors.Is(err, onceflow.OutcomeRetryable) {
 			t.Fatal(err)
 		}
 		return x.Fence

@@ -8,9 +8,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // The executor's contract: the action runs once, a retry replays its
@@ -40,9 +40,10 @@ func ExampleExecutor() {
 		Fingerprint: onceflow.FingerprintOf([]byte(`{"amount":1000}`)),
 	}
 	charge := func(ctx context.Context) ([]byte, error) {
-		// Pass idemstore.OperationKey(ctx) to the provider as its own
-		// idempotency key. Wrap a decline in idemstore.RetryableNoEffect.
-		fmt.Println("charging, provider key", idemstore.OperationKey(ctx) != "")
+		// Pass the operation key to the provider as its own idempotency
+		// key. Wrap a decline in idemstore.RetryableNoEffect.
+		x, _ := idemstore.ExecutionFrom(ctx)
+		fmt.Println("charging, provider key", x.Key() != "")
 		return []byte(`{"charge":"ch_1"}`), nil
 	}
 
@@ -51,15 +52,15 @@ func ExampleExecutor() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Println(res.Disposition, string(res.Response))
+		fmt.Println(res.Outcome, string(res.Response))
 	}
 
 	req.Fingerprint = onceflow.FingerprintOf([]byte(`{"amount":999999}`))
 	_, err = exec.Execute(ctx, req, charge)
-	fmt.Println(errors.Is(err, idemstore.ErrFingerprintMismatch))
+	fmt.Println(errors.Is(err, onceflow.OutcomeFingerprintMismatch))
 	// Output:
 	// charging, provider key true
-	// RAN {"charge":"ch_1"}
-	// REPLAYED {"charge":"ch_1"}
+	// ran {"charge":"ch_1"}
+	// replayed {"charge":"ch_1"}
 	// true
 }

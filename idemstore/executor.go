@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/onceflow/onceflow"
@@ -79,19 +78,25 @@ func (e *Executor) Config() ExecutorConfig { return e.cfg }
 // Execute claims the operation, runs action if and only if this invocation
 // confirmed the start, and records the outcome:
 //
-//   - a completed operation is replayed (Disposition Replayed);
-//   - an operation running elsewhere gives an *InProgressError;
-//   - a fingerprint, owner/operation or codec conflict a *ConflictError;
+//   - a completed operation is replayed (onceflow.OutcomeReplayed);
+//   - an operation running elsewhere fails with OutcomeInProgress;
+//   - a fingerprint, owner/operation or codec conflict with
+//     OutcomeFingerprintMismatch, OutcomeOwnerConflict or
+//     OutcomeCodecMismatch;
 //   - a takeover of an expired EXECUTING record, and any claim that
-//     req.ReachedAction leaves the effect unknown of (a record created or safely taken over
-//     although an earlier attempt may have reached the action), consults
-//     req.Reconcile, runs only if req.IdempotentDownstream, and otherwise
-//     abandons the record and returns an *EffectUnknownError without
-//     running;
-//   - the action's success is completed (Disposition Ran); a
-//     RetryableNoEffect error gives a *RetryableError; any other error or
-//     a panic an *EffectUnknownError;
-//   - a store that cannot be reached gives its *StoreError.
+//     req.ReachedAction leaves the effect unknown of (a record created or
+//     safely taken over although an earlier attempt may have reached the
+//     action), consults req.Reconcile, runs only if
+//     req.IdempotentDownstream, and otherwise abandons the record and
+//     fails with OutcomeEffectUnknown without running;
+//   - the action's success is completed (onceflow.OutcomeRan); a
+//     RetryableNoEffect error fails with OutcomeRetryable; any other error
+//     or a panic with OutcomeEffectUnknown;
+//   - a store that cannot be reached fails with OutcomeIndeterminate or
+//     OutcomeStoreUnavailable.
+//
+// Every failure is an *onceflow.Error: match it with errors.Is on its
+// onceflow.Outcome, read its details with errors.As.
 //
 // Every write whose reply is lost, or does not decode, is verified with
 // Inspect; a success that could not be recorded is never reported as one.
@@ -106,7 +111,10 @@ func (e *Executor) Execute(ctx context.Context, req Request, action Action) (res
 		nonce = e.ids.nonce()
 	}
 	ctx, tel := e.startExecute(ctx, req.Ref)
-	defer func() { tel.end(res, err) }()
+	defer func() {
+		err = failure(err)
+		tel.end(res, err)
+	}()
 	inv := invocation{e: e, req: req, nonce: nonce}
 	return inv.execute(ctx, action)
 }
@@ -180,7 +188,7 @@ func (v *invocation) claim(ctx context.Context) (driver.ClaimOutcome, error) {
 
 func (v *invocation) execute(ctx context.Context, action Action) (Result, error) {
 	out, err := v.claim(ctx)
-	if errors.Is(err, onceflow.ErrIndeterminate) {
+	if errors.Is(err, onceflow.OutcomeIndeterminate) {
 		out, err = v.reclaim(ctx, err)
 	}
 	if err != nil {
@@ -238,34 +246,34 @@ func (v *invocation) onClaim(ctx context.Context, out driver.ClaimOutcome, actio
 			}
 			// The same attempt is running in another invocation: evidence
 			// of work in flight, not permission to run (seed flaw 1).
-			return Result{}, &InProgressError{Ref: ref, RetryAfter: r.LeaseRemaining(), SameOwner: true}
+			return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeInProgress, Ref: ref, RetryAfter: r.LeaseRemaining(), SameOwner: true}
 		case onceflow.StateClaimed:
 			return v.acquired(ctx, o.Ownership, r, "", action)
 		case onceflow.StateFailedRetryable:
-			return Result{}, &RetryableError{Ref: ref, Recorded: true, Err: fmt.Errorf("this attempt already failed with no effect: %s", r.Reason)}
+			return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeRetryable, Ref: ref, Recorded: true, Err: fmt.Errorf("this attempt already failed with no effect: %s", r.Reason)}
 		}
-		return Result{}, fmt.Errorf("%w: replayed acquire in state %s", onceflow.ErrUnexpectedReply, r.State)
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Op: "claim", Ref: ref, Reason: fmt.Sprintf("replayed acquire in state %s", r.State)}
 	case driver.CompletedReplay:
 		v.log(ctx, slog.LevelDebug, "onceflow: replayed")
-		return Result{Disposition: Replayed, Response: o.Record.Response, Fence: o.Record.Fence()}, nil
+		return Result{Outcome: onceflow.OutcomeReplayed, Response: o.Record.Response, Fence: o.Record.Fence()}, nil
 	case driver.InProgress:
-		return Result{}, &InProgressError{Ref: ref, RetryAfter: o.Record.LeaseRemaining()}
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeInProgress, Ref: ref, RetryAfter: o.Record.LeaseRemaining()}
 	case driver.FingerprintMismatch:
-		return Result{}, &ConflictError{Ref: ref, Kind: ErrFingerprintMismatch, Detail: "the key was used for another request; use a new key for a new request"}
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeFingerprintMismatch, Ref: ref, Reason: "the key was used for another request; use a new key for a new request"}
 	case driver.OwnerOperationConflict:
-		return Result{}, &ConflictError{Ref: ref, Kind: ErrOwnerOperationConflict, Detail: fmt.Sprintf("the owner holds it for operation %q", o.Record.Operation)}
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeOwnerConflict, Ref: ref, Reason: fmt.Sprintf("the owner holds it for operation %q", o.Record.Operation)}
 	case driver.CodecMismatch:
-		return Result{}, &ConflictError{Ref: ref, Kind: ErrCodecMismatch, Detail: fmt.Sprintf(
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeCodecMismatch, Ref: ref, Reason: fmt.Sprintf(
 			"stored with codec %q policy %d, this caller uses %q policy %d; deploy a reader for it or wait for the record to expire",
 			o.Record.Codec, o.Record.Policy, v.claimRequest().Codec, v.e.cfg.PolicyRevision)}
 	case driver.OperationFailed:
-		return Result{}, &OperationFailedError{Ref: ref, Reason: o.Record.Reason}
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeFailed, Ref: ref, Reason: o.Record.Reason}
 	case driver.AwaitingDecision:
 		r := o.Record
-		return Result{}, &EffectUnknownError{Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
-			Recorded: true, AwaitingDecision: true, Reason: "the record is ABANDONED: " + r.Reason, Since: v.reachedSince(r)}
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeAwaitingDecision, Ref: ref, Operation: r.Operation, Attempt: r.Attempt, Rev: r.Rev, State: r.State,
+			Recorded: true, Reason: "the record is ABANDONED: " + r.Reason, Since: v.reachedSince(r)}
 	}
-	return Result{}, fmt.Errorf("%w: claim outcome %T", onceflow.ErrUnexpectedReply, out)
+	return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Op: "claim", Ref: ref, Reason: fmt.Sprintf("claim outcome %T", out)}
 }
 
 // acquired holds a claim (CLAIMED, or EXECUTING after the fused path) and
@@ -297,7 +305,7 @@ func (v *invocation) start(ctx context.Context, own driver.Ownership) (driver.Ow
 		v.sent = time.Now()
 		out, err := v.store().Start(ctx, req)
 		if err != nil {
-			if !errors.Is(err, onceflow.ErrIndeterminate) || try > 0 {
+			if !errors.Is(err, onceflow.OutcomeIndeterminate) || try > 0 {
 				return driver.Ownership{}, onceflow.Record{}, err
 			}
 			obs, ierr := v.e.Inspect(ctx, v.req.Ref)
@@ -312,7 +320,7 @@ func (v *invocation) start(ctx context.Context, own driver.Ownership) (driver.Ow
 			case mine && r.State == onceflow.StateClaimed:
 				continue // the start did not apply: send it again
 			case obs.Found:
-				return driver.Ownership{}, onceflow.Record{}, &InProgressError{Ref: own.Ref, RetryAfter: r.LeaseRemaining(), SameOwner: r.Owner == own.Owner}
+				return driver.Ownership{}, onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeInProgress, Ref: own.Ref, RetryAfter: r.LeaseRemaining(), SameOwner: r.Owner == own.Owner}
 			}
 			return driver.Ownership{}, onceflow.Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry: %w", own.Ref, err)
 		}
@@ -323,13 +331,13 @@ func (v *invocation) start(ctx context.Context, own driver.Ownership) (driver.Ow
 			if o.Record.Nonce == v.nonce {
 				return ownership(own.Ref, o.Record), o.Record, nil
 			}
-			return driver.Ownership{}, onceflow.Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: true}
+			return driver.Ownership{}, onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeInProgress, Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: true}
 		case driver.Refused:
-			return driver.Ownership{}, onceflow.Record{}, &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
+			return driver.Ownership{}, onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeInProgress, Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
 		case driver.Missing:
 			return driver.Ownership{}, onceflow.Record{}, fmt.Errorf("idemstore: %s vanished before it started; retry", own.Ref)
 		}
-		return driver.Ownership{}, onceflow.Record{}, fmt.Errorf("%w: start outcome %T", onceflow.ErrUnexpectedReply, out)
+		return driver.Ownership{}, onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Op: "start", Ref: own.Ref, Reason: fmt.Sprintf("start outcome %T", out)}
 	}
 }
 
@@ -379,7 +387,7 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 			rctx, ph := v.e.phase(xctx, own.Ref.Code, "reconcile")
 			resp, found, err := v.reconcile(rctx, r)
 			if ph != nil {
-				ph.end(err, attribute.Bool("onceflow.found", found), AttrAttempt.Int64(r.Attempt))
+				ph.end(err, attrFound.Bool(found), attrAttempt.Int64(r.Attempt))
 			}
 			if err != nil {
 				return v.abandon(ctx, own, "reconcile failed ("+unknown+")", err)
@@ -390,7 +398,7 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 				if err != nil {
 					return Result{}, err
 				}
-				res.Disposition, res.TookOver = Reconciled, from
+				res.Outcome, res.TookOver = onceflow.OutcomeReconciled, from
 				return res, nil
 			}
 			v.log(ctx, slog.LevelInfo, "onceflow: reconcile found no effect; running", "attempt", r.Attempt)
@@ -423,9 +431,9 @@ func (v *invocation) started(ctx context.Context, own driver.Ownership, r oncefl
 	var noEffect *noEffectError
 	if errors.As(err, &noEffect) {
 		res, err := v.failRetryable(ctx, own, noEffect.err)
-		var re *RetryableError
-		if errors.As(err, &re) {
-			re.NotStored = noEffect.notStored
+		var re *onceflow.Error
+		if noEffect.notStored && errors.As(err, &re) && re.Outcome == onceflow.OutcomeRetryable {
+			re.Outcome = onceflow.OutcomeNotStored
 		}
 		return res, err
 	}
@@ -475,7 +483,7 @@ func (v *invocation) confirmLease(ctx context.Context, own driver.Ownership) err
 		v.sent, v.leaseEnd = sent, sent.Add(o.Record.LeaseRemaining())
 		return nil
 	case driver.Refused:
-		return &InProgressError{Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
+		return &onceflow.Error{Outcome: onceflow.OutcomeInProgress, Ref: own.Ref, RetryAfter: o.Record.LeaseRemaining(), SameOwner: o.Record.Owner == own.Owner}
 	}
 	return fmt.Errorf("idemstore: %s vanished before it ran; retry", own.Ref)
 }
@@ -495,7 +503,7 @@ func (v *invocation) reconcile(ctx context.Context, r onceflow.Record) (resp []b
 func (v *invocation) run(ctx context.Context, own driver.Ownership, action Action) (resp []byte, err error) {
 	ctx, ph := v.e.phase(ctx, own.Ref.Code, "action")
 	if ph != nil {
-		defer func() { ph.end(err, AttrAttempt.Int64(own.Attempt), AttrRev.Int64(own.Rev)) }()
+		defer func() { ph.end(err, attrAttempt.Int64(own.Attempt), attrRev.Int64(own.Rev)) }()
 	}
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

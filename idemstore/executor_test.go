@@ -14,10 +14,10 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestMain runs the tests with the shared Redis up, then checks that no
@@ -120,11 +120,11 @@ func TestExecuteRunsOnceThenReplays(t *testing.T) {
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
 	var runs atomic.Int32
 	res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ch_1", nil))
-	if err != nil || res.Disposition != idemstore.Ran || string(res.Response) != "ch_1" {
+	if err != nil || res.Outcome != onceflow.OutcomeRan || string(res.Response) != "ch_1" {
 		t.Fatalf("first: %+v, %v", res, err)
 	}
 	res, err = e.exec.Execute(t.Context(), request(f), counted(&runs, "ch_2", nil))
-	if err != nil || res.Disposition != idemstore.Replayed || string(res.Response) != "ch_1" {
+	if err != nil || res.Outcome != onceflow.OutcomeReplayed || string(res.Response) != "ch_1" {
 		t.Fatalf("second: %+v, %v", res, err)
 	}
 	if runs.Load() != 1 {
@@ -136,8 +136,8 @@ func TestExecuteRunsOnceThenReplays(t *testing.T) {
 	}
 	other := request(f)
 	other.Fingerprint = onceflow.FingerprintOf([]byte("another payload"))
-	if _, err := e.exec.Execute(t.Context(), other, counted(&runs, "x", nil)); !errors.Is(err, idemstore.ErrFingerprintMismatch) {
-		t.Fatalf("other payload: %v, want ErrFingerprintMismatch", err)
+	if _, err := e.exec.Execute(t.Context(), other, counted(&runs, "x", nil)); !errors.Is(err, onceflow.OutcomeFingerprintMismatch) {
+		t.Fatalf("other payload: %v, want onceflow.OutcomeFingerprintMismatch", err)
 	}
 }
 
@@ -146,9 +146,9 @@ func TestRetryableNoEffectLetsTheNextAttemptTakeOverAtOnce(t *testing.T) {
 	e, f := newEnv(t, idemstore.ExecutorConfig{}), storetest.NewFixture()
 	var runs atomic.Int32
 	_, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "", idemstore.RetryableNoEffect(errors.New("card declined"))))
-	var re *idemstore.RetryableError
-	if !errors.As(err, &re) || !re.Recorded || !errors.Is(err, idemstore.ErrRetryable) {
-		t.Fatalf("err = %v, want a recorded RetryableError", err)
+	var re *onceflow.Error
+	if !errors.As(err, &re) || !re.Recorded || !errors.Is(err, onceflow.OutcomeRetryable) {
+		t.Fatalf("err = %v, want a recorded onceflow.Error", err)
 	}
 	e.wantState(t, f.Ref, onceflow.StateFailedRetryable)
 	res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
@@ -168,9 +168,9 @@ func TestUnclassifiedErrorsAndPanicsAbandon(t *testing.T) {
 	for name, action := range actions {
 		f := storetest.NewFixture()
 		_, err := e.exec.Execute(t.Context(), request(f), action)
-		var eu *idemstore.EffectUnknownError
-		if !errors.As(err, &eu) || !eu.Recorded || errors.Is(err, idemstore.ErrAwaitingDecision) {
-			t.Fatalf("%s: err = %v, want a recorded EffectUnknownError", name, err)
+		var eu *onceflow.Error
+		if !errors.As(err, &eu) || !eu.Recorded || errors.Is(err, onceflow.OutcomeAwaitingDecision) {
+			t.Fatalf("%s: err = %v, want a recorded onceflow.Error", name, err)
 		}
 		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if eu.Attempt != r.Attempt || eu.Rev != r.Rev {
@@ -181,8 +181,8 @@ func TestUnclassifiedErrorsAndPanicsAbandon(t *testing.T) {
 			t.Fatal("ran after abandonment")
 			return nil, nil
 		})
-		if !errors.Is(err, idemstore.ErrAwaitingDecision) {
-			t.Fatalf("%s: later attempt: %v, want ErrAwaitingDecision", name, err)
+		if !errors.Is(err, onceflow.OutcomeAwaitingDecision) {
+			t.Fatalf("%s: later attempt: %v, want onceflow.OutcomeAwaitingDecision", name, err)
 		}
 	}
 }
@@ -214,9 +214,9 @@ func TestSeedFlaw1SameAttemptTwiceRunsTheActionOnce(t *testing.T) {
 			r.BeforeStart = func(context.Context, driver.Ownership) error { return nil }
 		}
 		_, err := e.exec.Execute(t.Context(), r, counted(&runs, "twice", nil))
-		var ip *idemstore.InProgressError
+		var ip *onceflow.Error
 		if !errors.As(err, &ip) || !ip.SameOwner || ip.RetryAfter <= 0 {
-			t.Fatalf("second invocation (split %v): %v, want InProgressError from the same owner", split, err)
+			t.Fatalf("second invocation (split %v): %v, want onceflow.Error from the same owner", split, err)
 		}
 	}
 	close(release)
@@ -252,21 +252,21 @@ func TestSeedFlaw2RenewalKeepsALongActionsRecord(t *testing.T) {
 				return nil, fmt.Errorf("cancelled after %v: %w", time.Since(start), context.Cause(ctx))
 			case <-poll.C:
 			}
-			if err := competitor(); !errors.Is(err, idemstore.ErrInProgress) {
+			if err := competitor(); !errors.Is(err, onceflow.OutcomeInProgress) {
 				return nil, fmt.Errorf("competitor after %v: %v, want in progress", time.Since(start), err)
 			}
 			checks++
 		}
 		return []byte(fmt.Sprint(checks)), nil
 	})
-	if err != nil || res.Disposition != idemstore.Ran {
+	if err != nil || res.Outcome != onceflow.OutcomeRan {
 		t.Fatalf("long action: %+v, %v", res, err)
 	}
 	if n := e.faulty.Calls(storetest.MethodRenew); n < 6 {
 		t.Fatalf("%d renewals over 3 leases, want at least 6", n)
 	}
 	res, err = e.exec.Execute(t.Context(), request(f), counted(&competitorRuns, "stolen", nil))
-	if err != nil || res.Disposition != idemstore.Replayed || competitorRuns.Load() != 0 || runs.Load() != 1 {
+	if err != nil || res.Outcome != onceflow.OutcomeReplayed || competitorRuns.Load() != 0 || runs.Load() != 1 {
 		t.Fatalf("after: %+v, %v; competitor ran %d times", res, err, competitorRuns.Load())
 	}
 }
@@ -291,7 +291,7 @@ func TestSeedFlaw3InspectShowingExecutingIsNotPermissionToRun(t *testing.T) {
 		req.Owner = owner
 		var runs atomic.Int32
 		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "dup", nil))
-		var ip *idemstore.InProgressError
+		var ip *onceflow.Error
 		if !errors.As(err, &ip) || !ip.SameOwner || runs.Load() != 0 {
 			t.Fatalf("err = %v, action ran %d times; want in progress and no run", err, runs.Load())
 		}
@@ -301,7 +301,7 @@ func TestSeedFlaw3InspectShowingExecutingIsNotPermissionToRun(t *testing.T) {
 		e.faulty.Inject(storetest.MethodClaimStart, storetest.LoseReplyAfterApply)
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || runs.Load() != 1 {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || runs.Load() != 1 {
 			t.Fatalf("%+v, %v, %d runs", res, err, runs.Load())
 		}
 	})
@@ -320,9 +320,9 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		f := storetest.NewFixture()
 		e.expiredExecuting(t, f)
 		_, err := e.exec.Execute(t.Context(), request(f), never(t))
-		var eu *idemstore.EffectUnknownError
+		var eu *onceflow.Error
 		if !errors.As(err, &eu) || !eu.Recorded {
-			t.Fatalf("err = %v, want a recorded EffectUnknownError", err)
+			t.Fatalf("err = %v, want a recorded onceflow.Error", err)
 		}
 		e.wantState(t, f.Ref, onceflow.StateAbandoned)
 	})
@@ -331,17 +331,17 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		prev := e.expiredExecuting(t, f)
 		req := request(f)
 		req.Reconcile = func(ctx context.Context, r onceflow.Record) ([]byte, bool, error) {
-			if r.Attempt != prev.Attempt+1 || idemstore.OperationKey(ctx) != f.Ref.String() {
-				t.Errorf("reconcile saw attempt %d key %q", r.Attempt, idemstore.OperationKey(ctx))
+			if x, _ := idemstore.ExecutionFrom(ctx); r.Attempt != prev.Attempt+1 || x.Key() != f.Ref.String() {
+				t.Errorf("reconcile saw attempt %d key %q", r.Attempt, x.Key())
 			}
 			return []byte("ch_found"), true, nil
 		}
 		res, err := e.exec.Execute(t.Context(), req, never(t))
-		if err != nil || res.Disposition != idemstore.Reconciled || string(res.Response) != "ch_found" || res.TookOver != onceflow.StateExecuting {
+		if err != nil || res.Outcome != onceflow.OutcomeReconciled || string(res.Response) != "ch_found" || res.TookOver != onceflow.StateExecuting {
 			t.Fatalf("%+v, %v", res, err)
 		}
 		res, err = e.exec.Execute(t.Context(), request(f), never(t))
-		if err != nil || res.Disposition != idemstore.Replayed || string(res.Response) != "ch_found" {
+		if err != nil || res.Outcome != onceflow.OutcomeReplayed || string(res.Response) != "ch_found" {
 			t.Fatalf("replay after reconcile: %+v, %v", res, err)
 		}
 	})
@@ -352,7 +352,7 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return nil, false, nil }
 		var runs atomic.Int32
 		res, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || runs.Load() != 1 {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || runs.Load() != 1 {
 			t.Fatalf("%+v, %v", res, err)
 		}
 	})
@@ -363,7 +363,7 @@ func TestSeedFlaw4TakeoverOfExpiredExecutingNeverRerunsBlindly(t *testing.T) {
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) {
 			return nil, false, errors.New("provider down")
 		}
-		if _, err := e.exec.Execute(t.Context(), req, never(t)); !errors.Is(err, idemstore.ErrEffectUnknown) {
+		if _, err := e.exec.Execute(t.Context(), req, never(t)); !errors.Is(err, onceflow.OutcomeEffectUnknown) {
 			t.Fatalf("err = %v", err)
 		}
 		e.wantState(t, f.Ref, onceflow.StateAbandoned)
@@ -397,7 +397,7 @@ func TestSlowReconcileDoesNotRunAfterLosingTheLease(t *testing.T) {
 	}
 	var runs atomic.Int32
 	_, err := e.exec.Execute(t.Context(), req, counted(&runs, "late", nil))
-	if !errors.Is(err, idemstore.ErrInProgress) || runs.Load() != 0 {
+	if !errors.Is(err, onceflow.OutcomeInProgress) || runs.Load() != 0 {
 		t.Fatalf("err = %v, %d runs; want in progress and no run", err, runs.Load())
 	}
 }
@@ -434,8 +434,8 @@ func TestSeedFlaw5IndeterminateFailureWritesAreVerified(t *testing.T) {
 				t.Fatal("the indeterminate write was not verified with INSPECT")
 			}
 			var recorded bool
-			var eu *idemstore.EffectUnknownError
-			var re *idemstore.RetryableError
+			var eu *onceflow.Error
+			var re *onceflow.Error
 			switch {
 			case errors.As(err, &eu):
 				recorded = eu.Recorded
@@ -468,9 +468,9 @@ func TestSeedFlaw6ReplayWithAnotherCodecIsAnError(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = other.Execute(t.Context(), request(f), counted(&runs, "x", nil))
-		var ce *idemstore.ConflictError
-		if !errors.Is(err, idemstore.ErrCodecMismatch) || !errors.As(err, &ce) {
-			t.Fatalf("err = %v, want ErrCodecMismatch", err)
+		var ce *onceflow.Error
+		if !errors.Is(err, onceflow.OutcomeCodecMismatch) || !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want onceflow.OutcomeCodecMismatch", err)
 		}
 	}
 	if runs.Load() != 1 {
@@ -526,9 +526,9 @@ func TestSeedFlaw7LostOwnershipCancelsTheAction(t *testing.T) {
 		t.Fatalf("the loss took %d renewals to notice, want at most 2", sent)
 	}
 	err := <-done
-	var eu *idemstore.EffectUnknownError
+	var eu *onceflow.Error
 	if !errors.As(err, &eu) || eu.Recorded || !errors.Is(err, idemstore.ErrLeaseLost) {
-		t.Fatalf("err = %v, want an unrecorded EffectUnknownError caused by the lost lease", err)
+		t.Fatalf("err = %v, want an unrecorded onceflow.Error caused by the lost lease", err)
 	}
 }
 
@@ -565,7 +565,7 @@ func TestCancellingTheCallerCancelsTheAction(t *testing.T) {
 		<-actx.Done()
 		return nil, idemstore.RetryableNoEffect(actx.Err())
 	})
-	if !errors.Is(err, idemstore.ErrRetryable) || !errors.Is(err, context.Canceled) {
+	if !errors.Is(err, onceflow.OutcomeRetryable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
 	// The outcome is recorded even though the caller gave up.

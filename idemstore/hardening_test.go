@@ -16,10 +16,10 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // renewing says what a misbehaving store's Renew does.
@@ -71,7 +71,7 @@ func (s *misbehavingStore) Renew(ctx context.Context, req driver.RenewRequest) (
 	s.deadlines = append(s.deadlines, dl)
 	leaseEnd := s.leaseEnd
 	s.mu.Unlock()
-	indeterminate := &onceflow.StoreError{Op: "renew", Ref: req.Ref, Certainty: onceflow.Indeterminate, Err: errors.New("no answer")}
+	indeterminate := &onceflow.Error{Outcome: onceflow.OutcomeIndeterminate, Op: "renew", Ref: req.Ref, Err: errors.New("no answer")}
 	switch s.mode {
 	case renewHangs:
 		<-s.released
@@ -241,7 +241,7 @@ func blackholeRun(t *testing.T, addr string, lease time.Duration, documented boo
 			secondRan.Store(true)
 			return []byte("second"), nil
 		})
-		var ip *idemstore.InProgressError
+		var ip *onceflow.Error
 		switch {
 		case err == nil:
 		case errors.As(err, &ip):
@@ -283,15 +283,15 @@ func TestCrashedAttemptsRecordOutlivesItsLease(t *testing.T) {
 		}
 		return []byte("charged"), nil
 	})
-	if !errors.Is(err, idemstore.ErrEffectUnknown) {
+	if !errors.Is(err, onceflow.OutcomeEffectUnknown) {
 		t.Fatalf("the dying attempt: %v", err)
 	}
 	storetest.WaitLeaseExpired(t, e.store, f.Ref)
 	var runs atomic.Int32
 	_, err = e.exec.Execute(t.Context(), request(f), counted(&runs, "again", nil))
-	var eu *idemstore.EffectUnknownError
+	var eu *onceflow.Error
 	if !errors.As(err, &eu) || !eu.Recorded || runs.Load() != 0 {
-		t.Fatalf("next attempt after the lease: err = %v, %d runs; want a recorded EffectUnknownError and no run", err, runs.Load())
+		t.Fatalf("next attempt after the lease: err = %v, %d runs; want a recorded onceflow.Error and no run", err, runs.Load())
 	}
 }
 
@@ -326,9 +326,9 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		req.Owner = owner
 		var runs atomic.Int32
 		_, err := e.exec.Execute(t.Context(), req, counted(&runs, "x", nil))
-		var eu *idemstore.EffectUnknownError
+		var eu *onceflow.Error
 		if !errors.As(err, &eu) || !eu.Recorded || runs.Load() != 0 {
-			t.Fatalf("err = %v, %d runs; want a recorded EffectUnknownError", err, runs.Load())
+			t.Fatalf("err = %v, %d runs; want a recorded onceflow.Error", err, runs.Load())
 		}
 		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if r.Owner != owner || r.Attempt != own.Attempt || r.Rev <= own.Rev {
@@ -345,7 +345,7 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		req := request(f)
 		req.Owner, req.IdempotentDownstream = owner, true
 		res, err := e.exec.Execute(t.Context(), req, counted(new(atomic.Int32), "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != onceflow.StateExecuting || !own.Fence().Less(res.Fence) {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || res.TookOver != onceflow.StateExecuting || !own.Fence().Less(res.Fence) {
 			t.Fatalf("%+v, %v", res, err)
 		}
 		out, err := e.store.Renew(t.Context(), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: owner, Nonce: nonce, Lease: time.Minute, Retention: time.Hour})
@@ -358,7 +358,7 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		req := request(f)
 		req.Owner = owner
 		res, err := e.exec.Execute(t.Context(), req, counted(new(atomic.Int32), "ok", nil))
-		if err != nil || res.Disposition != idemstore.Ran || res.TookOver != onceflow.StateClaimed {
+		if err != nil || res.Outcome != onceflow.OutcomeRan || res.TookOver != onceflow.StateClaimed {
 			t.Fatalf("%+v, %v", res, err)
 		}
 	})
@@ -371,7 +371,7 @@ func TestSameOwnerAfterItsLeaseExpired(t *testing.T) {
 		req := request(f)
 		req.Owner = owner
 		_, err := e.exec.Execute(t.Context(), req, counted(new(atomic.Int32), "x", nil))
-		var ip *idemstore.InProgressError
+		var ip *onceflow.Error
 		if !errors.As(err, &ip) || !ip.SameOwner || ip.RetryAfter < f.Lease/2 {
 			t.Fatalf("err = %v, want in progress by the same owner with about %v left", err, f.Lease)
 		}
@@ -393,9 +393,9 @@ func TestOversizedResponseIsAbandonedAtOnce(t *testing.T) {
 	}
 	f := storetest.NewFixture()
 	_, err = exec.Execute(t.Context(), request(f), counted(new(atomic.Int32), strings.Repeat("x", 17), nil))
-	var eu *idemstore.EffectUnknownError
-	if !errors.As(err, &eu) || !eu.Recorded || !errors.Is(err, onceflow.ErrInvalidInput) {
-		t.Fatalf("err = %v, want a recorded EffectUnknownError caused by the size limit", err)
+	var eu *onceflow.Error
+	if !errors.As(err, &eu) || !eu.Recorded || !errors.Is(err, onceflow.OutcomeInvalid) {
+		t.Fatalf("err = %v, want a recorded onceflow.Error caused by the size limit", err)
 	}
 	obs, err := rs.Inspect(t.Context(), f.Ref)
 	if err != nil || obs.Record.State != onceflow.StateAbandoned || !strings.Contains(obs.Record.Reason, "cannot be stored") {

@@ -14,10 +14,10 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore"
 
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // slowRenewStore's Renew signals that it was entered, blocks until its
@@ -37,7 +37,7 @@ func (s *slowRenewStore) Renew(ctx context.Context, req driver.RenewRequest) (dr
 	<-ctx.Done()
 	time.Sleep(30 * time.Millisecond) // the cancelled command's reply is still on its way
 	defer s.returned.Store(true)
-	return nil, &onceflow.StoreError{Op: "renew", Ref: req.Ref, Certainty: onceflow.Indeterminate, Err: ctx.Err()}
+	return nil, &onceflow.Error{Outcome: onceflow.OutcomeIndeterminate, Op: "renew", Ref: req.Ref, Err: ctx.Err()}
 }
 
 // TestExecuteJoinsTheRenewalInFlight: when the action returns while a

@@ -9,10 +9,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestNULInTheOperationIDIsRefusedBeforeAnythingIsWritten: a NUL byte in
@@ -27,9 +27,9 @@ func TestNULInTheOperationIDIsRefusedBeforeAnythingIsWritten(t *testing.T) {
 	req.Operation = "order-42/charge\x00"
 	var runs atomic.Int32
 	_, err := e.exec.Execute(t.Context(), req, counted(&runs, "ok", nil))
-	var ve *onceflow.ValidationError
-	if !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) || ve.Field != "OperationID" {
-		t.Fatalf("err = %v, want a *ValidationError for the OperationID", err)
+	var ve *onceflow.Error
+	if !errors.Is(err, onceflow.OutcomeInvalid) || !errors.As(err, &ve) || ve.Field != "OperationID" {
+		t.Fatalf("err = %v, want an OutcomeInvalid error for the OperationID", err)
 	}
 	if runs.Load() != 0 || e.faulty.Calls(storetest.MethodClaimStart) != 0 {
 		t.Fatalf("ran %d times, %d claims sent; want none", runs.Load(), e.faulty.Calls(storetest.MethodClaimStart))
@@ -71,10 +71,10 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := storetest.NewFixture()
 			_, err := e.exec.Execute(t.Context(), request(f), c.action)
-			var re *idemstore.RetryableError
-			var eu *idemstore.EffectUnknownError
+			var re *onceflow.Error
+			var eu *onceflow.Error
 			switch {
-			case errors.As(err, &re):
+			case errors.As(err, &re) && re.Outcome == onceflow.OutcomeRetryable:
 				if !re.Recorded {
 					t.Fatalf("err = %v: not recorded", err)
 				}
@@ -83,7 +83,7 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 					t.Fatalf("err = %v: not recorded", err)
 				}
 			default:
-				t.Fatalf("err = %v, want a recorded RetryableError or EffectUnknownError", err)
+				t.Fatalf("err = %v, want a recorded onceflow.Error or onceflow.Error", err)
 			}
 			r := e.wantState(t, f.Ref, c.state)
 			if !strings.Contains(r.Reason, c.want) || len(r.Reason) > onceflow.MaxReasonLen || !utf8.ValidString(r.Reason) || strings.ContainsRune(r.Reason, 0) {
@@ -97,12 +97,12 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 			res, err := e.exec.Execute(t.Context(), request(f), counted(&runs, "ok", nil))
 			switch c.state {
 			case onceflow.StateFailedRetryable:
-				if err != nil || res.Disposition != idemstore.Ran || res.TookOver != onceflow.StateFailedRetryable {
+				if err != nil || res.Outcome != onceflow.OutcomeRan || res.TookOver != onceflow.StateFailedRetryable {
 					t.Fatalf("next attempt: %+v, %v; want it to take over and run", res, err)
 				}
 			default:
-				if !errors.Is(err, idemstore.ErrAwaitingDecision) || runs.Load() != 0 {
-					t.Fatalf("next attempt: %v after %d runs; want ErrAwaitingDecision without running", err, runs.Load())
+				if !errors.Is(err, onceflow.OutcomeAwaitingDecision) || runs.Load() != 0 {
+					t.Fatalf("next attempt: %v after %d runs; want onceflow.OutcomeAwaitingDecision without running", err, runs.Load())
 				}
 			}
 		})
@@ -110,7 +110,7 @@ func TestActionErrorTextIsSanitisedBeforeItIsRecorded(t *testing.T) {
 }
 
 // TestUndecodableWriteRepliesAreVerified: a write whose reply does not
-// decode (a *CorruptRecordError, or ErrUnexpectedReply) may have applied,
+// decode (an OutcomeCorrupt error, or OutcomeCorrupt) may have applied,
 // as one whose reply was lost may have. The executor used to report such
 // a failure write "not recorded", and such a complete as a success it
 // could not record, without looking; it now checks with INSPECT, as for a
@@ -137,18 +137,18 @@ func TestUndecodableWriteRepliesAreVerified(t *testing.T) {
 			if local.Calls(storetest.MethodInspect) == 0 {
 				t.Fatal("the write whose reply did not decode was not verified with INSPECT")
 			}
-			var eu *idemstore.EffectUnknownError
-			var re *idemstore.RetryableError
+			var eu *onceflow.Error
+			var re *onceflow.Error
 			switch {
 			case c.state == onceflow.StateCompleted:
-				if err != nil || res.Disposition != idemstore.Ran || string(res.Response) != "ch_1" {
+				if err != nil || res.Outcome != onceflow.OutcomeRan || string(res.Response) != "ch_1" {
 					t.Fatalf("complete applied, its reply undecodable: %+v, %v; want Ran", res, err)
 				}
-			case errors.As(err, &eu):
+			case errors.As(err, &eu) && eu.Outcome == onceflow.OutcomeEffectUnknown:
 				if !eu.Recorded || eu.State != c.state {
 					t.Fatalf("err = %v (recorded %v, state %s), want recorded %s", err, eu.Recorded, eu.State, c.state)
 				}
-			case errors.As(err, &re):
+			case errors.As(err, &re) && re.Outcome == onceflow.OutcomeRetryable:
 				if !re.Recorded {
 					t.Fatalf("err = %v: want recorded", err)
 				}
@@ -187,14 +187,14 @@ func TestAStrayChunkNeverBecomesPartOfAResponse(t *testing.T) {
 		}
 		return []byte(resp), nil
 	})
-	var ce *onceflow.CorruptRecordError
-	if !errors.Is(err, idemstore.ErrAwaitingDecision) || !errors.As(err, &ce) || ce.Field != "resp3" {
-		t.Fatalf("err = %v, want ErrAwaitingDecision caused by the corrupt resp3", err)
+	var ad, ce *onceflow.Error
+	if !errors.Is(err, onceflow.OutcomeAwaitingDecision) || !errors.As(err, &ad) || !errors.As(ad.Err, &ce) || ce.Field != "resp3" {
+		t.Fatalf("err = %v, want onceflow.OutcomeAwaitingDecision caused by the corrupt resp3", err)
 	}
 	var runs atomic.Int32
 	res, err := exec.Execute(t.Context(), request(f), counted(&runs, "again", nil))
-	if !errors.As(err, &ce) || runs.Load() != 0 {
-		t.Fatalf("next attempt: %+v, %v after %d runs; want a CorruptRecordError without running", res, err, runs.Load())
+	if !errors.Is(err, onceflow.OutcomeCorrupt) || runs.Load() != 0 {
+		t.Fatalf("next attempt: %+v, %v after %d runs; want an OutcomeCorrupt error without running", res, err, runs.Load())
 	}
 }
 
@@ -226,8 +226,8 @@ func FuzzActionErrorTextNeverCorruptsTheRecord(f *testing.F) {
 			}
 			return nil, errors.New(text)
 		})
-		var re *idemstore.RetryableError
-		var eu *idemstore.EffectUnknownError
+		var re *onceflow.Error
+		var eu *onceflow.Error
 		if !(errors.As(err, &re) && re.Recorded) && !(errors.As(err, &eu) && eu.Recorded) {
 			t.Fatalf("err = %v, want the failure recorded", err)
 		}

@@ -5,19 +5,20 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestCheckReferenceFlagsAndRefuses: a business reference's first
 // operation key holds it; the same key again is no reuse; a second key is
 // flagged (metric action=flagged, an entry in the store's trail of reuses)
-// or, with Refuse, refused with a *ReferenceReusedError naming both keys.
+// or, with Refuse, refused with a *onceflow.Error naming both keys.
 // A reference in another operation code is another reference.
 func TestCheckReferenceFlagsAndRefuses(t *testing.T) {
 	t.Parallel()
@@ -46,8 +47,8 @@ func TestCheckReferenceFlagsAndRefuses(t *testing.T) {
 		t.Fatalf("a second key, flag only: %v", err)
 	}
 	_, err = check("charge:d1:cccc", true)
-	var reused *idemstore.ReferenceReusedError
-	if !errors.As(err, &reused) || !errors.Is(err, idemstore.ErrReferenceReused) || reused.Holder != "charge:d1:aaaa" || reused.Key != "charge:d1:cccc" {
+	var reused *onceflow.Error
+	if !errors.As(err, &reused) || !errors.Is(err, onceflow.OutcomeReferenceReused) || reused.Holder != "charge:d1:aaaa" || reused.Key != "charge:d1:cccc" {
 		t.Fatalf("a third key, refused: %v", err)
 	}
 	other := ref
@@ -55,10 +56,10 @@ func TestCheckReferenceFlagsAndRefuses(t *testing.T) {
 	if _, err := exec.CheckReference(t.Context(), idemstore.ReferenceCheck{Reference: other, Key: "refund:d1:dddd", Window: time.Hour, Refuse: true}); err != nil {
 		t.Fatalf("another operation code: %v, want another reference", err)
 	}
-	if n := te.counter(t, idemstore.MetricReferenceReuses, idemstore.LabelAction.String("flagged")); n != 1 {
+	if n := te.counter(t, "onceflow.reference_reuses", attribute.String("action", "flagged")); n != 1 {
 		t.Errorf("flagged = %d, want 1", n)
 	}
-	if n := te.counter(t, idemstore.MetricReferenceReuses, idemstore.LabelAction.String("refused")); n != 1 {
+	if n := te.counter(t, "onceflow.reference_reuses", attribute.String("action", "refused")); n != 1 {
 		t.Errorf("refused = %d, want 1", n)
 	}
 	entries, err := rdb.XRange(t.Context(), store.ReusesKey(), "-", "+").Result()

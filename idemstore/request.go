@@ -2,7 +2,6 @@ package idemstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/onceflow/onceflow"
@@ -37,10 +36,10 @@ type Request struct {
 	// Reconcile is consulted when this attempt takes over a record whose
 	// previous owner's lease expired in EXECUTING. Without it (and without
 	// IdempotentDownstream) that takeover ends in ABANDONED and
-	// ErrEffectUnknown, without running the action.
+	// onceflow.OutcomeEffectUnknown, without running the action.
 	Reconcile ReconcileFunc
 	// IdempotentDownstream declares that the action's effect is itself
-	// idempotent (it passes OperationKey to a provider that deduplicates),
+	// idempotent (it passes Execution.Key to a provider that deduplicates),
 	// so re-running after an uncertain takeover is safe.
 	IdempotentDownstream bool
 	// ReachedAction, when set, is evidence kept outside the store that an earlier
@@ -50,7 +49,7 @@ type Request struct {
 	// the store calls safe (FAILED_RETRYABLE, an expired CLAIMED), leaves
 	// the effect as unknown as a takeover of an expired EXECUTING record: Reconcile
 	// first, a re-run only if IdempotentDownstream, and otherwise ABANDONED
-	// and an *EffectUnknownError without running. See ReachedAction.
+	// and an *onceflow.Error without running. See ReachedAction.
 	ReachedAction *ReachedAction
 	// BeforeStart, when set, selects the two-step path: CLAIM, then
 	// BeforeStart, then START. If it fails the claim is released (nothing
@@ -61,7 +60,7 @@ type Request struct {
 	RenewTicks <-chan time.Time
 	// Codec names the encoding of this operation's response when it is
 	// not ExecutorConfig.Codec. A completed record stored under another
-	// codec is not replayed (ErrCodecMismatch).
+	// codec is not replayed (onceflow.OutcomeCodecMismatch).
 	Codec string
 	// DownstreamRetention is how long the downstream remembers the key
 	// it deduplicates by (a payment provider keeps an idempotency key 24
@@ -69,8 +68,8 @@ type Request struct {
 	// Reconcile that found nothing, IdempotentDownstream) may reach a
 	// downstream that has forgotten the first attempt and acts again, so
 	// it is refused: the record is abandoned with
-	// EffectUnknownError.RetentionPassed, for a decision. Measured from
-	// EffectUnknownError.Since, by the store's clock (see
+	// onceflow.Error.RetentionPassed, for a decision. Measured from
+	// onceflow.Error.Since, by the store's clock (see
 	// docs/guards.md#the-downstreams-retention). Zero: no limit.
 	DownstreamRetention time.Duration
 }
@@ -82,7 +81,7 @@ type Request struct {
 // action again. Request.ReachedAction makes the effect of such a claim unknown.
 type ReachedAction struct {
 	// Reason says what the evidence is; it is logged and becomes part of
-	// the EffectUnknownError's reason.
+	// the onceflow.Error's reason.
 	Reason string
 	// Fence is the fence the earlier attempt held when it reached the
 	// action, when known. A record of the same incarnation (equal
@@ -98,24 +97,16 @@ func (d *ReachedAction) settledBy(r onceflow.Record, from onceflow.State) bool {
 	return from == onceflow.StateFailedRetryable && d.Fence.Epoch != 0 && r.Fence().Epoch == d.Fence.Epoch && r.Attempt-1 >= d.Fence.Attempt
 }
 
-// Disposition says how Execute produced its response.
-type Disposition string
-
-const (
-	// Ran: this invocation ran the action and recorded its response.
-	Ran Disposition = "RAN"
-	// Replayed: the operation had completed; the stored response is
-	// returned and nothing ran.
-	Replayed Disposition = "REPLAYED"
-	// Reconciled: a previous attempt's effect was found by Reconcile; its
-	// response was recorded and the action did not run.
-	Reconciled Disposition = "RECONCILED"
-)
-
 // Result is a successful Execute.
 type Result struct {
-	Disposition Disposition
-	Response    []byte
+	// Outcome says how Execute produced the response:
+	// onceflow.OutcomeRan (this invocation ran the action and recorded its
+	// response), onceflow.OutcomeReplayed (the operation had completed;
+	// the stored response is returned and nothing ran) or
+	// onceflow.OutcomeReconciled (an earlier attempt's effect was found by
+	// Reconcile; its response was recorded and the action did not run).
+	Outcome  onceflow.Outcome
+	Response []byte
 	// Fence is the fencing token of the attempt that produced the response.
 	Fence onceflow.Fence
 	// TookOver is the state this invocation took the record over from, if
@@ -136,7 +127,7 @@ type Execution struct {
 	// one runs although it might have: Reconcile found nothing, or the
 	// downstream is idempotent. "" when the record proved that nothing
 	// ran. An action that calls a downstream which does not deduplicate
-	// asks it first when EffectUnknown is set (see AskFirst).
+	// asks it first when EffectUnknown is set (activity.AskFirst does).
 	EffectUnknown string
 }
 
@@ -160,17 +151,10 @@ func ExecutionFrom(ctx context.Context) (Execution, bool) {
 
 // WithExecution returns ctx carrying x, as an action's context carries
 // it: for code that calls an activity's Reconcile outside an attempt (the
-// activity package's Wrapper.Reconcile), so that OperationKey and the
-// fence answer there as they do inside one.
+// activity package's Wrapper.Reconcile), so that the operation key and
+// the fence answer there as they do inside one.
 func WithExecution(ctx context.Context, x Execution) context.Context {
 	return context.WithValue(ctx, executionKey{}, x)
-}
-
-// OperationKey returns the stable operation key of the running action, or
-// "" outside one.
-func OperationKey(ctx context.Context) string {
-	x, _ := ExecutionFrom(ctx)
-	return x.Key()
 }
 
 // Validate checks the request's identity.
@@ -187,35 +171,4 @@ func (r Request) Validate() error {
 		return r.Owner.Validate()
 	}
 	return nil
-}
-
-// AskFirst is the pattern for a downstream call that does not deduplicate
-// by the operation key but can be asked by it (a payment provider's
-// "retrieve by idempotency key"): inside an action, when the running
-// attempt is in doubt (Execution.EffectUnknown), lookup is asked first and its
-// effect, if found, is the action's result; otherwise, and always when
-// nothing may have run before, call makes the call. Both get the operation
-// key. A lookup that fails is a RetryableNoEffect error: nothing was
-// called.
-//
-// Reconcile, which the executor runs before the action whenever there is
-// doubt, is the first place for such a lookup; AskFirst is for actions
-// whose lookup needs what only the action knows, or as a second check.
-func AskFirst[T any](ctx context.Context,
-	lookup func(ctx context.Context, key string) (T, bool, error),
-	call func(ctx context.Context, key string) (T, error),
-) (T, error) {
-	x, _ := ExecutionFrom(ctx)
-	key := x.Key()
-	if x.EffectUnknown != "" {
-		v, found, err := lookup(ctx, key)
-		if err != nil {
-			var zero T
-			return zero, RetryableNoEffect(fmt.Errorf("ask the downstream before calling it again (%s): %w", x.EffectUnknown, err))
-		}
-		if found {
-			return v, nil
-		}
-	}
-	return call(ctx, key)
 }

@@ -2,7 +2,6 @@ package idemstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -10,59 +9,18 @@ import (
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
-// Errors Resolve and Reopen return, besides the store's own. Match them
-// with errors.Is.
-var (
-	// ErrResolveRefused: the record refused a resolution and nothing
-	// changed: it moved on since the decision was taken (another resolver,
-	// a new attempt), it is in a state the resolution does not apply to,
-	// or it is gone.
-	ErrResolveRefused = errors.New("idemstore: resolution refused")
-	// ErrNoRecord: there is no record (never claimed, expired, released,
-	// or under another key namespace).
-	ErrNoRecord = errors.New("idemstore: no such record")
-	// ErrNotReopenable: Reopen found a record that is neither FAILED nor
-	// ABANDONED.
-	ErrNotReopenable = errors.New("idemstore: only a FAILED or ABANDONED record is reopened")
-)
-
-// DefaultReopenReason is the reason Reopen records when none is given.
-const DefaultReopenReason = "reopened by an operator"
-
-// ResolveRefusedError is a resolution that changed nothing. It matches
-// ErrResolveRefused, and ErrNoRecord when the record is gone; OutcomeOf
-// classifies it as onceflow.OutcomeResolveRefused.
-type ResolveRefusedError struct {
-	Ref onceflow.Ref
-	// Missing is true when there is no record.
-	Missing bool
-	// Reason is the store's refusal when the record exists.
-	Reason driver.Refusal
-	// Record is the record as it is now, when it exists.
-	Record onceflow.Record
-}
-
-func (e *ResolveRefusedError) Error() string {
-	if e.Missing {
-		return fmt.Sprintf("idemstore: resolving %s refused: there is no record (expired, released or never created)", e.Ref)
-	}
-	r := e.Record
-	return fmt.Sprintf("idemstore: resolving %s refused (%s): the record is now attempt %d rev %d in %s", e.Ref, e.Reason, r.Attempt, r.Rev, r.State)
-}
-
-// Is matches ErrResolveRefused, and ErrNoRecord when the record is gone.
-func (e *ResolveRefusedError) Is(target error) bool {
-	return target == ErrResolveRefused || target == ErrNoRecord && e.Missing
-}
+// defaultReopenReason is the reason Reopen records when none is given.
+const defaultReopenReason = "reopened by an operator"
 
 // Inspect reads the record ref names, changing nothing. Its errors are
-// the store's (a *onceflow.StoreError matching onceflow.ErrUnavailable, a
-// *onceflow.CorruptRecordError), classified by OutcomeOf like Execute's.
+// the store's: an *onceflow.Error of OutcomeStoreUnavailable or
+// OutcomeCorrupt.
 func (e *Executor) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observation, error) {
 	if err := ref.Validate(); err != nil {
 		return driver.Observation{}, err
 	}
-	return e.store.Inspect(ctx, ref)
+	obs, err := e.store.Inspect(ctx, ref)
+	return obs, failure(err)
 }
 
 // Resolve settles an ABANDONED record, or reopens a FAILED one, as
@@ -74,9 +32,9 @@ func (e *Executor) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observ
 // the executor's codec and policy revision. It returns the record as
 // resolved; a re-sent resolution that had applied returns it too.
 //
-// A record that refuses the resolution, or is gone, is a
-// *ResolveRefusedError; every other error is the store's. OutcomeOf
-// classifies them all, as it does Execute's.
+// A record that refuses the resolution fails with
+// onceflow.OutcomeResolveRefused, one that is gone with
+// onceflow.OutcomeNoRecord; every other failure is the store's.
 func (e *Executor) Resolve(ctx context.Context, req driver.ResolveRequest) (onceflow.Record, error) {
 	c := e.cfg
 	if req.Target == onceflow.StateCompleted && req.Codec == "" {
@@ -90,7 +48,7 @@ func (e *Executor) Resolve(ctx context.Context, req driver.ResolveRequest) (once
 	}
 	out, err := e.store.Resolve(ctx, req)
 	if err != nil {
-		return onceflow.Record{}, err
+		return onceflow.Record{}, failure(err)
 	}
 	switch o := out.(type) {
 	case driver.Transitioned:
@@ -98,36 +56,36 @@ func (e *Executor) Resolve(ctx context.Context, req driver.ResolveRequest) (once
 	case driver.AlreadyTransitioned:
 		return o.Record, nil
 	case driver.Refused:
-		return onceflow.Record{}, &ResolveRefusedError{Ref: req.Ref, Reason: o.Reason, Record: o.Record}
+		return onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeResolveRefused, Ref: req.Ref, Reason: string(o.Reason), Record: &o.Record}
 	case driver.Missing:
-		return onceflow.Record{}, &ResolveRefusedError{Ref: req.Ref, Missing: true}
+		return onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeNoRecord, Ref: req.Ref}
 	}
-	return onceflow.Record{}, fmt.Errorf("%w: resolve outcome %T", onceflow.ErrUnexpectedReply, out)
+	return onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Op: "resolve", Ref: req.Ref, Reason: fmt.Sprintf("resolve outcome %T", out)}
 }
 
 // Reopen moves the record ref names from FAILED (a fail decision), or
 // from ABANDONED when no workflow waits on it (an idemhttp key whose
 // outcome an operator has found to be "no effect"), to FAILED_RETRYABLE,
-// so the next attempt or request runs; reason ("" is
-// DefaultReopenReason) says why. It returns the record as it was.
+// so the next attempt or request runs; reason ("" is "reopened by an
+// operator") says why. It returns the record as it was.
 //
-// A missing record is an error matching ErrNoRecord, one in another state
-// ErrNotReopenable, one that moved on meanwhile a *ResolveRefusedError
-// (run it again).
+// A missing record fails with onceflow.OutcomeNoRecord; one in another
+// state, or one that moved on meanwhile (run it again), with
+// onceflow.OutcomeResolveRefused.
 func (e *Executor) Reopen(ctx context.Context, ref onceflow.Ref, reason string) (onceflow.Record, error) {
 	obs, err := e.Inspect(ctx, ref)
 	if err != nil {
 		return onceflow.Record{}, fmt.Errorf("idemstore: reopen: read %s: %w", ref, err)
 	}
 	if !obs.Found {
-		return onceflow.Record{}, &ResolveRefusedError{Ref: ref, Missing: true}
+		return onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeNoRecord, Ref: ref, Reason: "reopen"}
 	}
 	r := obs.Record
 	if r.State != onceflow.StateFailed && r.State != onceflow.StateAbandoned {
-		return r, fmt.Errorf("%w: %s is %s: %w", ErrNotReopenable, ref, r.State, &ResolveRefusedError{Ref: ref, Reason: driver.RefusedState, Record: r})
+		return r, &onceflow.Error{Outcome: onceflow.OutcomeResolveRefused, Ref: ref, Reason: fmt.Sprintf("only a FAILED or ABANDONED record is reopened, and it is %s", r.State), Record: &r}
 	}
 	if reason == "" {
-		reason = DefaultReopenReason
+		reason = defaultReopenReason
 	}
 	_, err = e.Resolve(ctx, driver.ResolveRequest{Ref: ref, Attempt: r.Attempt, Rev: r.Rev, Target: onceflow.StateFailedRetryable,
 		Reason: reason, TTL: max(r.TTL, time.Minute)})

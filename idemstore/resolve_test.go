@@ -7,15 +7,15 @@ import (
 	"time"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestReopenAnAbandonedRecord: an ABANDONED record no workflow waits on
 // (an HTTP key whose handler's outcome was unknown) is refused until an
 // operator reopens it (Executor.Reopen); then the next request runs. A COMPLETED record is
-// not reopened, a missing one is ErrNoRecord.
+// not reopened, a missing one is onceflow.OutcomeNoRecord.
 func TestReopenAnAbandonedRecord(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -42,7 +42,7 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 	if _, err := exec.Execute(t.Context(), req, unknown); err == nil {
 		t.Fatal("an unknown effect was not reported")
 	}
-	if _, err := exec.Execute(t.Context(), req, ok); !errors.Is(err, idemstore.ErrEffectUnknown) || runs != 1 {
+	if _, err := exec.Execute(t.Context(), req, ok); !errors.Is(err, onceflow.OutcomeEffectUnknown) || runs != 1 {
 		t.Fatalf("before reopen: err %v, %d runs", err, runs)
 	}
 	was, err := exec.Reopen(t.Context(), ref, "no charge at the provider")
@@ -52,11 +52,11 @@ func TestReopenAnAbandonedRecord(t *testing.T) {
 	if res, err := exec.Execute(t.Context(), req, ok); err != nil || string(res.Response) != "done" || runs != 2 {
 		t.Fatalf("after reopen: %+v, %v, %d runs", res, err, runs)
 	}
-	if _, err := exec.Reopen(t.Context(), ref, ""); !errors.Is(err, idemstore.ErrNotReopenable) {
+	if _, err := exec.Reopen(t.Context(), ref, ""); !errors.Is(err, onceflow.OutcomeResolveRefused) {
 		t.Fatalf("reopening a COMPLETED record: %v", err)
 	}
 	missing := onceflow.Ref{Code: "http", Digest: dig.Digest("never used")}
-	if _, err := exec.Reopen(t.Context(), missing, ""); !errors.Is(err, idemstore.ErrNoRecord) {
+	if _, err := exec.Reopen(t.Context(), missing, ""); !errors.Is(err, onceflow.OutcomeNoRecord) {
 		t.Fatalf("reopening a missing record: %v", err)
 	}
 }

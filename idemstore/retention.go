@@ -58,7 +58,7 @@ func (v *invocation) refuseRerun(ctx context.Context, own driver.Ownership, unkn
 		m.retentionRefusals.Add(ctx, 1, codeOption(own.Ref.Code))
 	}
 	res, err := v.abandon(ctx, own, unknown+"; re-run refused: "+why, nil)
-	if eu, ok := err.(*EffectUnknownError); ok {
+	if eu, ok := err.(*onceflow.Error); ok {
 		eu.RetentionPassed = true
 	}
 	return res, err

@@ -30,9 +30,9 @@ func TestRerunPastTheDownstreamsRetentionIsRefused(t *testing.T) {
 	}
 	refused := func(t *testing.T, f storetest.Fixture, err error) {
 		t.Helper()
-		var eu *idemstore.EffectUnknownError
+		var eu *onceflow.Error
 		if !errors.As(err, &eu) || !eu.Recorded || !eu.RetentionPassed || eu.Since.IsZero() || !strings.Contains(eu.Reason, "retention") {
-			t.Fatalf("err = %#v, want a recorded EffectUnknownError with RetentionPassed, Since and the reason", err)
+			t.Fatalf("err = %#v, want a recorded onceflow.Error with RetentionPassed, Since and the reason", err)
 		}
 		r := e.wantState(t, f.Ref, onceflow.StateAbandoned)
 		if !strings.Contains(r.Reason, "retention") {
@@ -67,7 +67,7 @@ func TestRerunPastTheDownstreamsRetentionIsRefused(t *testing.T) {
 		req := request(f)
 		req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return []byte("ch_1"), true, nil }
 		req.DownstreamRetention = time.Millisecond
-		if res, err := e.exec.Execute(t.Context(), req, never(t)); err != nil || res.Disposition != idemstore.Reconciled {
+		if res, err := e.exec.Execute(t.Context(), req, never(t)); err != nil || res.Outcome != onceflow.OutcomeReconciled {
 			t.Fatalf("%+v, %v: a found effect is proof, whatever the retention", res, err)
 		}
 	})
@@ -110,8 +110,8 @@ func TestRerunPastTheDownstreamsRetentionIsRefused(t *testing.T) {
 		if t.Failed() {
 			return
 		}
-		if n := te.counter(t, idemstore.MetricRetentionRefusals); n != 3 {
-			t.Errorf("%s = %d, want 3", idemstore.MetricRetentionRefusals, n)
+		if n := te.counter(t, "onceflow.retention_refusals"); n != 3 {
+			t.Errorf("onceflow.retention_refusals = %d, want 3", n)
 		}
 	})
 }

@@ -21,11 +21,11 @@ func writeCtx(ctx context.Context) context.Context { return context.WithoutCance
 func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []byte) (Result, error) {
 	ctx = writeCtx(ctx)
 	req := driver.CompleteRequest{Ownership: own, Nonce: v.nonce, Response: resp, TTL: v.e.cfg.ReplayTTL, Started: v.rec}
-	ok := Result{Disposition: Ran, Response: resp, Fence: v.fence(own)}
+	ok := Result{Outcome: onceflow.OutcomeRan, Response: resp, Fence: v.fence(own)}
 	recovery := func(reason string, err error) (Result, error) {
 		v.log(ctx, slog.LevelError, "onceflow: the action succeeded but its result could not be recorded", "reason", reason, "err", err)
-		return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
-			State: onceflow.StateExecuting, AwaitingDecision: true, Reason: "the action succeeded but " + reason, Err: err}
+		return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeAwaitingDecision, Ref: own.Ref, Operation: own.Operation, Attempt: own.Attempt, Rev: own.Rev,
+			State: onceflow.StateExecuting, Reason: "the action succeeded but " + reason, Err: err}
 	}
 	for try := 0; try < 2; try++ {
 		out, err := v.store().Complete(ctx, req)
@@ -45,20 +45,19 @@ func (v *invocation) complete(ctx context.Context, own driver.Ownership, resp []
 			case driver.Missing:
 				return recovery("the record is gone", nil)
 			}
-			return recovery("the store answered unexpectedly", fmt.Errorf("%w: %T", onceflow.ErrUnexpectedReply, out))
+			return recovery("the store answered unexpectedly", &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Op: "complete", Ref: own.Ref, Reason: fmt.Sprintf("complete outcome %T", out)})
 		}
-		if errors.Is(err, onceflow.ErrInvalidInput) {
+		if errors.Is(err, onceflow.OutcomeInvalid) {
 			// The effect happened, but the store refuses its response (too
 			// large): it will never be recorded, so say so now rather
 			// than leave the record EXECUTING until its lease runs out.
 			return v.abandon(ctx, own, "the action succeeded but its response cannot be stored", err)
 		}
 		// Only a refused request proves nothing was sent. A lost reply,
-		// and a reply that does not decode (a *CorruptRecordError or
-		// ErrUnexpectedReply), may follow a write that applied: INSPECT
+		// and a reply that does not decode (OutcomeCorrupt), may follow a write that applied: INSPECT
 		// tells.
 		what := "complete was indeterminate"
-		if !errors.Is(err, onceflow.ErrIndeterminate) {
+		if !errors.Is(err, onceflow.OutcomeIndeterminate) {
 			what = "complete's reply could not be read (" + err.Error() + ")"
 		}
 		obs, ierr := v.e.Inspect(ctx, own.Ref)
@@ -100,7 +99,7 @@ func (v *invocation) fail(ctx context.Context, own driver.Ownership, target once
 			}
 			return false, onceflow.Record{}
 		}
-		if errors.Is(err, onceflow.ErrInvalidInput) {
+		if errors.Is(err, onceflow.OutcomeInvalid) {
 			v.log(ctx, slog.LevelError, "onceflow: the store refused to record the failure", "target", target, "err", err)
 			return false, onceflow.Record{}
 		}
@@ -126,7 +125,7 @@ func (v *invocation) fail(ctx context.Context, own driver.Ownership, target once
 
 func (v *invocation) failRetryable(ctx context.Context, own driver.Ownership, cause error) (Result, error) {
 	recorded, _ := v.fail(ctx, own, onceflow.StateFailedRetryable, cause.Error())
-	return Result{}, &RetryableError{Ref: own.Ref, Recorded: recorded, Err: cause}
+	return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeRetryable, Ref: own.Ref, Recorded: recorded, Err: cause}
 }
 
 func (v *invocation) abandon(ctx context.Context, own driver.Ownership, reason string, cause error) (Result, error) {
@@ -140,6 +139,6 @@ func (v *invocation) abandon(ctx context.Context, own driver.Ownership, reason s
 	if recorded {
 		attempt, rev, state = r.Attempt, r.Rev, r.State
 	}
-	return Result{}, &EffectUnknownError{Ref: own.Ref, Operation: own.Operation, Attempt: attempt, Rev: rev, State: state,
+	return Result{}, &onceflow.Error{Outcome: onceflow.OutcomeEffectUnknown, Ref: own.Ref, Operation: own.Operation, Attempt: attempt, Rev: rev, State: state,
 		Recorded: recorded, Reason: reason, Err: cause, Since: v.since}
 }

@@ -15,71 +15,47 @@ import (
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
-// Metric names of an Executor (OpenTelemetry; the Prometheus exporter
-// writes them with underscores, e.g. onceflow_executions_total).
+// The names of an Executor's metrics, span attributes and metric labels.
+// docs/operations.md lists them with their kinds, units and labels (the
+// table internal/doclink's TestOperationsListsEveryMetric and
+// TestTelemetrySpansAndMetrics check them against); none is API.
 const (
-	// MetricExecutions counts Execute calls by operation code and outcome
-	// (see Outcome).
-	MetricExecutions = "onceflow.executions"
-	// MetricTakeovers counts claims that took a record over, by the
-	// state taken over from (EXECUTING: an expired lease whose effect may
-	// have happened; CLAIMED, FAILED_RETRYABLE: nothing ran).
-	MetricTakeovers = "onceflow.takeovers"
-	// MetricRenewals counts lease renewals by result: renewed, failed (the
-	// store did not answer; retried until the lease runs out) or refused.
-	MetricRenewals = "onceflow.renewals"
-	// MetricLostLeases counts actions cancelled because their lease was
-	// lost (cause "lost": another attempt holds the record) or could not be
-	// confirmed in time (cause "unconfirmed").
-	MetricLostLeases = "onceflow.lost_leases"
-	// MetricPhaseDuration is the latency of each executor phase, in
-	// seconds: every store call (claim, start, complete, fail, renew,
-	// release, inspect, resolve), the action and reconcile.
-	MetricPhaseDuration = "onceflow.phase.duration"
-	// MetricRetentionRefusals counts re-runs after an unknown effect that
-	// were refused because the first attempt may have reached the
-	// downstream longer ago than Request.DownstreamRetention.
-	MetricRetentionRefusals = "onceflow.retention_refusals"
-	// MetricReferenceReuses counts business references
-	// (Executor.ClaimReference) that arrived under a second operation key
-	// within their retention, by action: flagged, refused.
-	MetricReferenceReuses = "onceflow.reference_reuses"
+	metricExecutions        = "onceflow.executions"         // by outcome (onceflow.Outcome)
+	metricTakeovers         = "onceflow.takeovers"          // by the state taken over from
+	metricRenewals          = "onceflow.renewals"           // by result: renewed, failed, refused
+	metricLostLeases        = "onceflow.lost_leases"        // by cause: lost, unconfirmed
+	metricPhaseDuration     = "onceflow.phase.duration"     // seconds, by phase
+	metricRetentionRefusals = "onceflow.retention_refusals" // see retention.go
+	metricReferenceReuses   = "onceflow.reference_reuses"   // by action: flagged, refused (reference.go)
 )
 
 // Span attribute keys. None carries a raw key, principal, workflow ID or
 // payload: a record is named by its operation code and HMAC digest.
 const (
-	AttrOperationCode = attribute.Key("onceflow.operation_code")
-	AttrScopeDigest   = attribute.Key("onceflow.scope_digest")
-	AttrOutcome       = attribute.Key("onceflow.outcome")
-	AttrDisposition   = attribute.Key("onceflow.disposition")
-	AttrAttempt       = attribute.Key("onceflow.attempt")
-	AttrRev           = attribute.Key("onceflow.rev")
-	AttrState         = attribute.Key("onceflow.state")
-	AttrPhase         = attribute.Key("onceflow.phase")
-	AttrTakeoverFrom  = attribute.Key("onceflow.takeover_from")
+	attrOperationCode = attribute.Key("onceflow.operation_code")
+	attrScopeDigest   = attribute.Key("onceflow.scope_digest")
+	attrOutcome       = attribute.Key("onceflow.outcome")
+	attrAttempt       = attribute.Key("onceflow.attempt")
+	attrRev           = attribute.Key("onceflow.rev")
+	attrState         = attribute.Key("onceflow.state")
+	attrTakeoverFrom  = attribute.Key("onceflow.takeover_from")
+	attrFound         = attribute.Key("onceflow.found")
+	attrTarget        = attribute.Key("onceflow.target")
 )
 
 // Metric label keys: the Temporal SDK's vocabulary (snake case, no
 // prefix: namespace, task_queue, workflow_type, activity_type), so one
 // dashboard joins the executor's series with the SDK's. The spans keep
-// the namespaced Attr* keys, as OpenTelemetry's conventions have span
+// the namespaced attr* keys, as OpenTelemetry's conventions have span
 // attributes.
 const (
-	// LabelOperationCode is every executor metric's operation code.
-	LabelOperationCode = attribute.Key("operation_code")
-	// LabelOutcome is MetricExecutions' Outcome.
-	LabelOutcome = attribute.Key("outcome")
-	// LabelPhase is MetricPhaseDuration's phase.
-	LabelPhase = attribute.Key("phase")
-	// LabelTakeoverFrom is MetricTakeovers' state taken over from.
-	LabelTakeoverFrom = attribute.Key("takeover_from")
-	// LabelResult is MetricRenewals' result: renewed, failed, refused.
-	LabelResult = attribute.Key("result")
-	// LabelCause is MetricLostLeases' cause: lost, unconfirmed.
-	LabelCause = attribute.Key("cause")
-	// LabelAction is MetricReferenceReuses' action: flagged, refused.
-	LabelAction = attribute.Key("action")
+	labelOperationCode = attribute.Key("operation_code") // every metric's
+	labelOutcome       = attribute.Key("outcome")        // metricExecutions'
+	labelPhase         = attribute.Key("phase")          // metricPhaseDuration's
+	labelTakeoverFrom  = attribute.Key("takeover_from")  // metricTakeovers'
+	labelResult        = attribute.Key("result")         // metricRenewals'
+	labelCause         = attribute.Key("cause")          // metricLostLeases'
+	labelAction        = attribute.Key("action")         // metricReferenceReuses'
 )
 
 // telemetry is an Executor's metric instruments; nil without a
@@ -103,84 +79,21 @@ func newTelemetry(mp metric.MeterProvider) (*telemetry, error) {
 	m := mp.Meter(tracerName)
 	var t telemetry
 	var errs [7]error
-	t.executions, errs[0] = m.Int64Counter(MetricExecutions, metric.WithDescription("Execute calls by operation code and outcome."))
-	t.takeovers, errs[1] = m.Int64Counter(MetricTakeovers, metric.WithDescription("Claims that took a record over, by the state taken over from."))
-	t.renewals, errs[2] = m.Int64Counter(MetricRenewals, metric.WithDescription("Lease renewals by result: renewed, failed, refused."))
-	t.lostLeases, errs[3] = m.Int64Counter(MetricLostLeases, metric.WithDescription("Actions cancelled because their lease was lost or not confirmed in time."))
-	t.phase, errs[4] = m.Float64Histogram(MetricPhaseDuration, metric.WithUnit("s"),
+	t.executions, errs[0] = m.Int64Counter(metricExecutions, metric.WithDescription("Execute calls by operation code and outcome."))
+	t.takeovers, errs[1] = m.Int64Counter(metricTakeovers, metric.WithDescription("Claims that took a record over, by the state taken over from."))
+	t.renewals, errs[2] = m.Int64Counter(metricRenewals, metric.WithDescription("Lease renewals by result: renewed, failed, refused."))
+	t.lostLeases, errs[3] = m.Int64Counter(metricLostLeases, metric.WithDescription("Actions cancelled because their lease was lost or not confirmed in time."))
+	t.phase, errs[4] = m.Float64Histogram(metricPhaseDuration, metric.WithUnit("s"),
 		metric.WithDescription("Latency of each executor phase."),
 		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-	t.retentionRefusals, errs[5] = m.Int64Counter(MetricRetentionRefusals,
+	t.retentionRefusals, errs[5] = m.Int64Counter(metricRetentionRefusals,
 		metric.WithDescription("Re-runs after an unknown effect refused past the downstream's retention."))
-	t.referenceReuses, errs[6] = m.Int64Counter(MetricReferenceReuses,
+	t.referenceReuses, errs[6] = m.Int64Counter(metricReferenceReuses,
 		metric.WithDescription("Business references that arrived under a second operation key within their retention, by action."))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, err
 	}
 	return &t, nil
-}
-
-// OutcomeOf classifies an Execute's result: the one classification of
-// the executor's results, which every adapter maps through a table of its
-// own. The executor's verdicts come first (an action's error may wrap
-// anything; the verdict on the record is what counts), then a corrupt
-// record or reply, the caller's cancellation, and a store that did not
-// answer. Anything else is OutcomeError: a bug, never silently "store
-// unavailable".
-func OutcomeOf(res Result, err error) onceflow.Outcome {
-	if err == nil {
-		switch res.Disposition {
-		case Replayed:
-			return onceflow.OutcomeReplayed
-		case Reconciled:
-			return onceflow.OutcomeReconciled
-		}
-		return onceflow.OutcomeRan
-	}
-	var (
-		ip  *InProgressError
-		ce  *ConflictError
-		re  *RetryableError
-		eu  *EffectUnknownError
-		of  *OperationFailedError
-		ve  *onceflow.ValidationError
-		se  *onceflow.StoreError
-		cor *onceflow.CorruptRecordError
-		rr  *ResolveRefusedError
-	)
-	switch {
-	case errors.As(err, &eu) && eu.AwaitingDecision:
-		return onceflow.OutcomeAwaitingDecision
-	case errors.As(err, &eu):
-		return onceflow.OutcomeEffectUnknown
-	case errors.As(err, &re) && re.NotStored:
-		return onceflow.OutcomeNotStored
-	case errors.As(err, &re):
-		return onceflow.OutcomeRetryable
-	case errors.As(err, &of):
-		return onceflow.OutcomeFailed
-	case errors.As(err, &ip):
-		return onceflow.OutcomeInProgress
-	case errors.As(err, &ce):
-		switch {
-		case errors.Is(err, ErrOwnerOperationConflict):
-			return onceflow.OutcomeOwnerConflict
-		case errors.Is(err, ErrCodecMismatch):
-			return onceflow.OutcomeCodecMismatch
-		}
-		return onceflow.OutcomeFingerprintMismatch
-	case errors.As(err, &rr):
-		return onceflow.OutcomeResolveRefused
-	case errors.As(err, &cor), errors.Is(err, onceflow.ErrUnexpectedReply):
-		return onceflow.OutcomeCorrupt
-	case errors.As(err, &ve):
-		return onceflow.OutcomeInvalid
-	case errors.As(err, &se), errors.Is(err, onceflow.ErrIndeterminate):
-		return onceflow.OutcomeStoreUnavailable
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return onceflow.OutcomeCanceled
-	}
-	return onceflow.OutcomeError
 }
 
 // phaseSpan is one executor phase being traced or measured.
@@ -206,7 +119,7 @@ func (e *Executor) phase(ctx context.Context, code onceflow.OperationCode, name 
 	p := &phaseSpan{e: e, code: code, name: name, start: time.Now()}
 	if recording {
 		ctx, p.span = parent.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow."+name,
-			trace.WithAttributes(AttrOperationCode.String(string(code))))
+			trace.WithAttributes(attrOperationCode.String(string(code))))
 	}
 	p.ctx = ctx
 	return ctx, p
@@ -217,7 +130,7 @@ func (e *Executor) phase(ctx context.Context, code onceflow.OperationCode, name 
 func (p *phaseSpan) end(err error, attrs ...attribute.KeyValue) {
 	if p.e.metrics != nil {
 		p.e.metrics.phase.Record(context.WithoutCancel(p.ctx), time.Since(p.start).Seconds(), metric.WithAttributes(
-			LabelOperationCode.String(string(p.code)), LabelPhase.String(p.name)))
+			labelOperationCode.String(string(p.code)), labelPhase.String(p.name)))
 	}
 	if p.span == nil {
 		return
@@ -238,7 +151,7 @@ func (e *Executor) countLostLease(ctx context.Context, code onceflow.OperationCo
 	if errors.Is(cause, ErrLeaseUnconfirmed) {
 		kind = "unconfirmed"
 	}
-	e.metrics.lostLeases.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelCause.String(kind)))
+	e.metrics.lostLeases.Add(ctx, 1, metric.WithAttributes(labelOperationCode.String(string(code)), labelCause.String(kind)))
 }
 
 // executeSpan is the telemetry of one Execute: its span, when it
@@ -261,7 +174,7 @@ func (e *Executor) startExecute(ctx context.Context, ref onceflow.Ref) (context.
 		ctx, span = span.TracerProvider().Tracer(tracerName).Start(ctx, "onceflow.execute")
 	}
 	if span.IsRecording() {
-		span.SetAttributes(AttrOperationCode.String(string(ref.Code)), AttrScopeDigest.String(ref.Digest.String()))
+		span.SetAttributes(attrOperationCode.String(string(ref.Code)), attrScopeDigest.String(ref.Digest.String()))
 	}
 	return ctx, executeSpan{e: e, ctx: ctx, code: ref.Code, span: span}
 }
@@ -272,17 +185,17 @@ func (x executeSpan) end(res Result, err error) {
 	if !recording && x.e.metrics == nil {
 		return
 	}
-	outcome := string(OutcomeOf(res, err))
+	outcome := string(outcome(res, err))
 	if x.e.metrics != nil {
 		x.e.metrics.executions.Add(context.WithoutCancel(x.ctx), 1, metric.WithAttributes(
-			LabelOperationCode.String(string(x.code)), LabelOutcome.String(outcome)))
+			labelOperationCode.String(string(x.code)), labelOutcome.String(outcome)))
 	}
 	if !recording {
 		return
 	}
-	x.span.SetAttributes(AttrOutcome.String(outcome))
+	x.span.SetAttributes(attrOutcome.String(outcome))
 	if err == nil {
-		x.span.SetAttributes(AttrDisposition.String(string(res.Disposition)), AttrAttempt.Int64(res.Fence.Attempt), AttrRev.Int64(res.Fence.Rev))
+		x.span.SetAttributes(attrAttempt.Int64(res.Fence.Attempt), attrRev.Int64(res.Fence.Rev))
 	} else {
 		x.span.RecordError(err)
 		x.span.SetStatus(codes.Error, err.Error())
@@ -322,7 +235,7 @@ func (s observed) claimed(ctx context.Context, ph *phaseSpan, code onceflow.Oper
 		ph.end(err, outcomeAttrs(out)...)
 	}
 	if o, ok := out.(driver.TakenOver); ok && s.e.metrics != nil {
-		s.e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(LabelOperationCode.String(string(code)), LabelTakeoverFrom.String(string(o.From))))
+		s.e.metrics.takeovers.Add(ctx, 1, metric.WithAttributes(labelOperationCode.String(string(code)), labelTakeoverFrom.String(string(o.From))))
 	}
 }
 
@@ -351,7 +264,7 @@ func (s observed) Fail(ctx context.Context, req driver.FailRequest) (driver.Tran
 	ctx, ph := s.e.phase(ctx, req.Ownership.Ref.Code, "fail")
 	out, err := s.Store.Fail(ctx, req)
 	if ph != nil {
-		ph.end(err, append(outcomeAttrs(out), attribute.String("onceflow.target", string(req.Target)))...)
+		ph.end(err, append(outcomeAttrs(out), attrTarget.String(string(req.Target)))...)
 	}
 	return out, err
 }
@@ -364,7 +277,7 @@ func (s observed) Renew(ctx context.Context, req driver.RenewRequest) (driver.Re
 		ph.end(err, outcomeAttrs(out)...)
 	}
 	if s.e.metrics != nil {
-		s.e.metrics.renewals.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(LabelOperationCode.String(string(req.Ref.Code)), LabelResult.String(renewalResult(out, err))))
+		s.e.metrics.renewals.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(labelOperationCode.String(string(req.Ref.Code)), labelResult.String(renewalResult(out, err))))
 	}
 	return out, err
 }
@@ -384,7 +297,7 @@ func (s observed) Inspect(ctx context.Context, ref onceflow.Ref) (driver.Observa
 	ctx, ph := s.e.phase(ctx, ref.Code, "inspect")
 	obs, err := s.Store.Inspect(ctx, ref)
 	if ph != nil {
-		attrs := []attribute.KeyValue{attribute.Bool("onceflow.found", obs.Found)}
+		attrs := []attribute.KeyValue{attrFound.Bool(obs.Found)}
 		if obs.Found {
 			attrs = append(attrs, recordAttrs(obs.Record)...)
 		}
@@ -411,7 +324,7 @@ func outcomeAttrs(out any) []attribute.KeyValue {
 	case driver.Acquired:
 		r = o.Record
 	case driver.TakenOver:
-		return append(recordAttrs(o.Record), AttrTakeoverFrom.String(string(o.From)))
+		return append(recordAttrs(o.Record), attrTakeoverFrom.String(string(o.From)))
 	case driver.ReplayedAcquire:
 		r = o.Record
 	case driver.CompletedReplay:
@@ -443,10 +356,10 @@ func outcomeAttrs(out any) []attribute.KeyValue {
 }
 
 func recordAttrs(r onceflow.Record) []attribute.KeyValue {
-	return []attribute.KeyValue{AttrState.String(string(r.State)), AttrAttempt.Int64(r.Attempt), AttrRev.Int64(r.Rev)}
+	return []attribute.KeyValue{attrState.String(string(r.State)), attrAttempt.Int64(r.Attempt), attrRev.Int64(r.Rev)}
 }
 
-// renewalResult is the LabelResult of a renewal.
+// renewalResult is the labelResult of a renewal.
 func renewalResult(out driver.RenewOutcome, err error) string {
 	switch {
 	case err != nil:
@@ -462,5 +375,5 @@ func renewalResult(out driver.RenewOutcome, err error) string {
 
 // codeOption is the label set of a metric counted per operation code.
 func codeOption(code onceflow.OperationCode) metric.AddOption {
-	return metric.WithAttributes(LabelOperationCode.String(string(code)))
+	return metric.WithAttributes(labelOperationCode.String(string(code)))
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,9 +19,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/internal/doclink"
 )
 
 // telemetryEnv is an executor traced into memory and measured by a manual
@@ -120,7 +123,7 @@ func hasAll(set attribute.Set, want []attribute.KeyValue) bool {
 	return true
 }
 
-func outcome(o string) attribute.KeyValue { return idemstore.LabelOutcome.String(o) }
+func outcome(o string) attribute.KeyValue { return attribute.String("outcome", o) }
 
 // TestTelemetrySpansAndMetrics: a fresh run, a replay, a takeover with
 // reconcile, a fingerprint mismatch and an abandonment each give their
@@ -164,7 +167,7 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 
 	other := request(f)
 	other.Fingerprint = onceflow.FingerprintOf([]byte("another request"))
-	if _, err := te.exec.Execute(t.Context(), other, slow); !errors.Is(err, idemstore.ErrFingerprintMismatch) {
+	if _, err := te.exec.Execute(t.Context(), other, slow); !errors.Is(err, onceflow.OutcomeFingerprintMismatch) {
 		t.Fatalf("mismatch: %v", err)
 	}
 	te.tree(t)
@@ -173,26 +176,26 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	te.expiredExecuting(t, g)
 	req := request(g)
 	req.Reconcile = func(context.Context, onceflow.Record) ([]byte, bool, error) { return []byte("ch_found"), true, nil }
-	if res, err := te.exec.Execute(t.Context(), req, slow); err != nil || res.Disposition != idemstore.Reconciled {
+	if res, err := te.exec.Execute(t.Context(), req, slow); err != nil || res.Outcome != onceflow.OutcomeReconciled {
 		t.Fatalf("takeover: %+v, %v", res, err)
 	}
 	check([]string{"onceflow.execute>onceflow.claim", "onceflow.execute>onceflow.reconcile", "onceflow.execute>onceflow.complete"})
 
 	h := storetest.NewFixture()
 	te.expiredExecuting(t, h)
-	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, idemstore.ErrEffectUnknown) {
+	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, onceflow.OutcomeEffectUnknown) {
 		t.Fatalf("abandon: %v", err)
 	}
 	check([]string{"onceflow.execute>onceflow.fail"})
 
-	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, idemstore.ErrAwaitingDecision) {
+	if _, err := te.exec.Execute(t.Context(), request(h), slow); !errors.Is(err, onceflow.OutcomeAwaitingDecision) {
 		t.Fatalf("after the abandonment: %v", err)
 	}
 	busy := storetest.NewFixture()
 	if _, err := te.store.ClaimStart(t.Context(), busy.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce())); err != nil {
 		t.Fatal(err)
 	}
-	var ip *idemstore.InProgressError
+	var ip *onceflow.Error
 	if _, err := te.exec.Execute(t.Context(), request(busy), slow); !errors.As(err, &ip) {
 		t.Fatalf("in progress: %v", err)
 	}
@@ -204,14 +207,14 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 	}{{onceflow.OutcomeRan, 1}, {onceflow.OutcomeReplayed, 1}, {onceflow.OutcomeFingerprintMismatch, 1},
 		{onceflow.OutcomeReconciled, 1}, {onceflow.OutcomeEffectUnknown, 1}, {onceflow.OutcomeAwaitingDecision, 1},
 		{onceflow.OutcomeInProgress, 1}} {
-		if n := te.counter(t, idemstore.MetricExecutions, outcome(string(c.outcome))); n != c.want {
-			t.Errorf("%s %s = %d, want %d", idemstore.MetricExecutions, c.outcome, n, c.want)
+		if n := te.counter(t, "onceflow.executions", outcome(string(c.outcome))); n != c.want {
+			t.Errorf("onceflow.executions %s = %d, want %d", c.outcome, n, c.want)
 		}
 	}
-	if n := te.counter(t, idemstore.MetricTakeovers, idemstore.LabelTakeoverFrom.String("EXECUTING")); n != 2 {
+	if n := te.counter(t, "onceflow.takeovers", attribute.String("takeover_from", "EXECUTING")); n != 2 {
 		t.Errorf("takeovers from EXECUTING = %d, want 2", n)
 	}
-	if n := te.counter(t, idemstore.MetricRenewals, idemstore.LabelResult.String("renewed")); n < 1 {
+	if n := te.counter(t, "onceflow.renewals", attribute.String("result", "renewed")); n < 1 {
 		t.Errorf("renewals = %d, want some", n)
 	}
 	if runs.Load() != 1 {
@@ -225,6 +228,92 @@ func TestTelemetrySpansAndMetrics(t *testing.T) {
 			if strings.Contains(v, s) {
 				t.Errorf("attribute %s = %q carries %q", kv.Key, v, s)
 			}
+		}
+	}
+	te.checkDocumented(t, all)
+}
+
+// checkDocumented checks what the executor emitted so far against
+// docs/operations.md's tables, the one list of the names (the package
+// exports none): every metric is a row from idemstore with the kind, unit
+// and labels it was emitted with, every span attribute a row of the
+// attribute table.
+func (te telemetryEnv) checkDocumented(t *testing.T, spanAttrs []attribute.KeyValue) {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct{ kind, unit, from, labels string }
+	metrics, attrs := map[string]row{}, map[string]bool{}
+	for _, tb := range doclink.Tables(string(doc)) {
+		switch {
+		case tb.Column("metric") == 0 && tb.Column("Prometheus") >= 0:
+			k, u, f, l := tb.Column("kind"), tb.Column("unit"), tb.Column("from"), tb.Column("labels")
+			for _, r := range tb.Rows {
+				if len(r) != len(tb.Header) {
+					t.Fatalf("docs/operations.md:%d: a row of %d cells: %q", tb.Line, len(r), r)
+				}
+				metrics[strings.Trim(r[0], "`")] = row{kind: r[k], unit: strings.Trim(strings.TrimPrefix(r[u], "—"), "`"),
+					from: strings.Trim(r[f], "`"), labels: strings.ReplaceAll(strings.TrimPrefix(r[l], "—"), "`", "")}
+			}
+		case tb.Column("attribute") == 0:
+			for _, r := range tb.Rows {
+				attrs[strings.Trim(r[0], "`")] = true
+			}
+		}
+	}
+	var rm metricdata.ResourceMetrics
+	if err := te.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			seen++
+			want, ok := metrics[m.Name]
+			if !ok || want.from != "idemstore" {
+				t.Errorf("%s is not in docs/operations.md's metrics table as idemstore's", m.Name)
+				continue
+			}
+			var kind string
+			var sets []attribute.Set
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				kind = "counter"
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			case metricdata.Histogram[float64]:
+				kind = "histogram"
+				for _, p := range d.DataPoints {
+					sets = append(sets, p.Attributes)
+				}
+			default:
+				kind = fmt.Sprintf("%T", m.Data)
+			}
+			if kind != want.kind || m.Unit != want.unit {
+				t.Errorf("%s is a %s in %q; docs/operations.md says a %s in %q", m.Name, kind, m.Unit, want.kind, want.unit)
+			}
+			for _, set := range sets {
+				var keys []string
+				for _, kv := range set.ToSlice() {
+					keys = append(keys, string(kv.Key))
+				}
+				documented := strings.Split(want.labels, ", ")
+				slices.Sort(documented) // as an attribute.Set is
+				if got := strings.Join(keys, ", "); got != strings.Join(documented, ", ") {
+					t.Errorf("%s is labelled %q; docs/operations.md says %q", m.Name, got, want.labels)
+				}
+			}
+		}
+	}
+	if seen < 4 {
+		t.Errorf("only %d metrics emitted", seen)
+	}
+	for _, kv := range spanAttrs {
+		if !attrs[string(kv.Key)] {
+			t.Errorf("span attribute %s is not in docs/operations.md's attribute table", kv.Key)
 		}
 	}
 }
@@ -248,45 +337,8 @@ func TestTelemetryLostLease(t *testing.T) {
 	if !errors.Is(err, idemstore.ErrLeaseLost) {
 		t.Fatalf("err = %v, want it to carry ErrLeaseLost", err)
 	}
-	if n := te.counter(t, idemstore.MetricLostLeases, idemstore.LabelCause.String("lost")); n != 1 {
+	if n := te.counter(t, "onceflow.lost_leases", attribute.String("cause", "lost")); n != 1 {
 		t.Fatalf("lost leases = %d, want 1", n)
-	}
-}
-
-// TestOutcomeOf classifies every result and error of Execute.
-func TestOutcomeOf(t *testing.T) {
-	t.Parallel()
-	ref := storetest.NewFixture().Ref
-	for _, c := range []struct {
-		res  idemstore.Result
-		err  error
-		want onceflow.Outcome
-	}{
-		{idemstore.Result{Disposition: idemstore.Ran}, nil, onceflow.OutcomeRan},
-		{idemstore.Result{Disposition: idemstore.Replayed}, nil, onceflow.OutcomeReplayed},
-		{idemstore.Result{Disposition: idemstore.Reconciled}, nil, onceflow.OutcomeReconciled},
-		{err: &idemstore.InProgressError{Ref: ref}, want: onceflow.OutcomeInProgress},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrFingerprintMismatch}, want: onceflow.OutcomeFingerprintMismatch},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrCodecMismatch}, want: onceflow.OutcomeCodecMismatch},
-		{err: &idemstore.ConflictError{Ref: ref, Kind: idemstore.ErrOwnerOperationConflict}, want: onceflow.OutcomeOwnerConflict},
-		{err: fmt.Errorf("claim: %w", onceflow.ErrUnexpectedReply), want: onceflow.OutcomeCorrupt},
-		{err: &onceflow.ValidationError{Field: "Ref"}, want: onceflow.OutcomeInvalid},
-		{err: &onceflow.StoreError{Op: "claim", Ref: ref, Err: context.DeadlineExceeded}, want: onceflow.OutcomeStoreUnavailable},
-		{err: fmt.Errorf("waiting: %w", context.Canceled), want: onceflow.OutcomeCanceled},
-		// The verdict on the record counts, whatever the action's error wraps.
-		{err: &idemstore.RetryableError{Ref: ref, Err: &onceflow.StoreError{Op: "downstream"}}, want: onceflow.OutcomeRetryable},
-		{err: &idemstore.RetryableError{Ref: ref, Err: errors.New("x")}, want: onceflow.OutcomeRetryable},
-		{err: &idemstore.RetryableError{Ref: ref, NotStored: true, Err: errors.New("status 202 is not stored")}, want: onceflow.OutcomeNotStored},
-		{err: &idemstore.EffectUnknownError{Ref: ref}, want: onceflow.OutcomeEffectUnknown},
-		{err: &idemstore.EffectUnknownError{Ref: ref, AwaitingDecision: true}, want: onceflow.OutcomeAwaitingDecision},
-		{err: &idemstore.OperationFailedError{Ref: ref}, want: onceflow.OutcomeFailed},
-		{err: &onceflow.CorruptRecordError{Ref: ref, Field: "state"}, want: onceflow.OutcomeCorrupt},
-		{err: &onceflow.StoreError{Op: "claim", Ref: ref, Err: errors.New("refused")}, want: onceflow.OutcomeStoreUnavailable},
-		{err: errors.New("anything else"), want: onceflow.OutcomeError},
-	} {
-		if got := idemstore.OutcomeOf(c.res, c.err); got != c.want {
-			t.Errorf("OutcomeOf(%+v, %v) = %s, want %s", c.res, c.err, got, c.want)
-		}
 	}
 }
 
@@ -305,21 +357,18 @@ func TestNotStoredIsCountedAsSuch(t *testing.T) {
 	}
 	for range 2 {
 		_, err := te.exec.Execute(t.Context(), request(f), accepted)
-		var re *idemstore.RetryableError
-		if !errors.As(err, &re) || !re.NotStored || !errors.Is(err, idemstore.ErrRetryable) {
-			t.Fatalf("err = %v, want a *RetryableError with NotStored", err)
-		}
-		if o := idemstore.OutcomeOf(idemstore.Result{}, err); o != onceflow.OutcomeNotStored {
-			t.Fatalf("OutcomeOf = %s, want %s", o, onceflow.OutcomeNotStored)
+		var re *onceflow.Error
+		if !errors.As(err, &re) || re.Outcome != onceflow.OutcomeNotStored || !errors.Is(err, onceflow.OutcomeRetryable) {
+			t.Fatalf("err = %v, want a *onceflow.Error of OutcomeNotStored, matching OutcomeRetryable", err)
 		}
 	}
 	if runs.Load() != 2 {
 		t.Fatalf("%d runs, want 2: a response not stored leaves the key to the next request", runs.Load())
 	}
-	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(onceflow.OutcomeNotStored))); n != 2 {
-		t.Errorf("%s not_stored = %d, want 2", idemstore.MetricExecutions, n)
+	if n := te.counter(t, "onceflow.executions", outcome(string(onceflow.OutcomeNotStored))); n != 2 {
+		t.Errorf("onceflow.executions not_stored = %d, want 2", n)
 	}
-	if n := te.counter(t, idemstore.MetricExecutions, outcome(string(onceflow.OutcomeRetryable))); n != 0 {
-		t.Errorf("%s retryable = %d, want 0", idemstore.MetricExecutions, n)
+	if n := te.counter(t, "onceflow.executions", outcome(string(onceflow.OutcomeRetryable))); n != 0 {
+		t.Errorf("onceflow.executions retryable = %d, want 0", n)
 	}
 }

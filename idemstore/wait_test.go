@@ -13,7 +13,7 @@ import (
 
 // ExecuteWaiting waits while another attempt holds the operation, and
 // replays its result once it completes; a deadline or a cancelled context
-// ends the wait with an error that is still an *InProgressError.
+// ends the wait with an error that is still an *onceflow.Error.
 func TestExecuteWaiting(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, idemstore.ExecutorConfig{})
@@ -34,15 +34,15 @@ func TestExecuteWaiting(t *testing.T) {
 
 	// The deadline passes while the first runs.
 	_, waited, err := e.exec.ExecuteWaiting(context.Background(), other, nil, idemstore.Waiting{Deadline: time.Now().Add(60 * time.Millisecond), MinDelay: 10 * time.Millisecond})
-	var ip *idemstore.InProgressError
+	var ip *onceflow.Error
 	if !waited || !errors.As(err, &ip) {
-		t.Fatalf("after the deadline: waited %v, %v; want an *InProgressError", waited, err)
+		t.Fatalf("after the deadline: waited %v, %v; want an *onceflow.Error", waited, err)
 	}
 	// The context ends the wait.
 	ctx, cancel := context.WithCancel(context.Background())
 	calls := 0
-	_, waited, err = e.exec.ExecuteWaiting(ctx, other, nil, idemstore.Waiting{MinDelay: 10 * time.Millisecond, OnWait: func(*idemstore.InProgressError) { calls++; cancel() }})
-	if !waited || calls != 1 || !errors.As(err, &ip) || !errors.Is(err, context.Canceled) || idemstore.OutcomeOf(idemstore.Result{}, err) != onceflow.OutcomeInProgress {
+	_, waited, err = e.exec.ExecuteWaiting(ctx, other, nil, idemstore.Waiting{MinDelay: 10 * time.Millisecond, OnWait: func(*onceflow.Error) { calls++; cancel() }})
+	if !waited || calls != 1 || !errors.As(err, &ip) || !errors.Is(err, context.Canceled) || ip.Outcome != onceflow.OutcomeInProgress {
 		t.Fatalf("cancelled: waited %v, OnWait %d times, %v", waited, calls, err)
 	}
 	// Waiting until the first completes replays its result.
@@ -52,10 +52,10 @@ func TestExecuteWaiting(t *testing.T) {
 		defer close(done)
 		res, waited, err = e.exec.ExecuteWaiting(context.Background(), other, func(context.Context) ([]byte, error) {
 			return nil, errors.New("the waiting attempt must not run the action")
-		}, idemstore.Waiting{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, OnWait: func(*idemstore.InProgressError) { close(finish) }})
+		}, idemstore.Waiting{MinDelay: 10 * time.Millisecond, MaxDelay: 20 * time.Millisecond, OnWait: func(*onceflow.Error) { close(finish) }})
 	}()
 	<-done
-	if err != nil || !waited || string(res.Response) != "first" || res.Disposition != idemstore.Replayed {
+	if err != nil || !waited || string(res.Response) != "first" || res.Outcome != onceflow.OutcomeReplayed {
 		t.Fatalf("after the first completed: %+v, waited %v, %v", res, waited, err)
 	}
 	if err := <-first; err != nil {

@@ -59,7 +59,7 @@ func Decide(env *testsuite.TestWorkflowEnvironment, decide Decider) {
 }
 
 // Fail decides every incident failed, with reason: the workflow's call
-// then fails with the activity's own error (workflow.EffectUnknown tells
+// then fails with the activity's own error (workflow.MayHaveActed tells
 // that it may have acted).
 func Fail(reason string) Decider {
 	return func(workflow.PendingRecovery) (workflow.Resolution, bool) {

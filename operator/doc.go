@@ -18,7 +18,8 @@
 //   - Reopen moves a FAILED record, or an ABANDONED one no workflow waits
 //     on, to FAILED_RETRYABLE, so the next attempt or request runs.
 //   - Inspect reads one Redis record, read-only; BusinessRef names the
-//     record of an activity keyed by a business key.
+//     record of an activity keyed by a business key, HTTPRef the record
+//     of an HTTP request's Idempotency-Key.
 //
 // Every function takes the context first and the clients it talks to
 // explicitly (a Temporal client.Client, an driver.Store): it opens no

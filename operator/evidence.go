@@ -13,7 +13,7 @@ import (
 
 // Step is the incident an EvidenceSource is asked about: the workflow
 // that waits, and what it waits on (the activity, and the record key,
-// which for a BusinessScoped activity is the operation key the downstream
+// which for an activity with a BusinessKey is the operation key the downstream
 // was called with: onceactivity.OperationKey).
 type Step struct {
 	WorkflowID string

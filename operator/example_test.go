@@ -11,7 +11,7 @@ import (
 )
 
 // An EvidenceSource for a step of your own: ask the downstream by the
-// step's operation key (for a BusinessScoped activity, the incident's
+// step's operation key (for an activity with a BusinessKey, the incident's
 // record key) and say what it implies. Assess puts the evidence beside
 // each pending incident; the console and worker trace show it, and a
 // decision sent with it that contradicts it needs a confirmation.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
+	"github.com/onceflow/onceflow/internal/scope"
 )
 
 // RecordReport is what Inspect reads of one Redis record.
@@ -41,15 +42,15 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // Inspect; a tool without an executor may pass its driver.Store). A
 // missing record is a report with Found false and no error. A corrupt
 // record is reported (Corrupt) and is also an error matching
-// onceflow.ErrCorruptRecord; any other error reading it is returned as it
+// onceflow.OutcomeCorrupt; any other error reading it is returned as it
 // is.
 func Inspect(ctx context.Context, from interface {
 	Inspect(context.Context, onceflow.Ref) (driver.Observation, error)
 }, ref onceflow.Ref) (RecordReport, error) {
 	rep := RecordReport{Key: ref.String()}
 	obs, err := from.Inspect(ctx, ref)
-	var corrupt *onceflow.CorruptRecordError
-	if errors.As(err, &corrupt) {
+	var corrupt *onceflow.Error
+	if errors.As(err, &corrupt) && corrupt.Outcome == onceflow.OutcomeCorrupt {
 		rep.Found, rep.Corrupt = true, corrupt.Error()
 		return rep, err
 	}
@@ -68,9 +69,19 @@ func Inspect(ctx context.Context, from interface {
 }
 
 // BusinessRef is the record of an activity whose operation key is a
-// business key (activity.Wrapper.BusinessOperationKey, an
-// activity.BusinessScoped activity): key digested by dig with the Temporal
-// namespace the workflow runs in.
+// business key (activity.BusinessKey; activity.Wrapper.BusinessOperationKey
+// is its String): key digested by dig with the Temporal namespace the
+// workflow runs in.
 func BusinessRef(dig *onceflow.Digester, namespace string, code onceflow.OperationCode, key string) onceflow.Ref {
-	return onceflow.Ref{Code: code, Digest: dig.Digest(onceflow.BusinessScope(namespace, key)...)}
+	return onceflow.Ref{Code: code, Digest: dig.Digest(scope.Business(namespace, key)...)}
+}
+
+// HTTPRef is the record of a request an idemhttp.Middleware with this
+// code (Config.Code) and dig passed on (idemhttp.InfoFrom's Ref): the
+// principal that sent it, its method, the route pattern it matched
+// ("POST /orders") and its Idempotency-Key. A middleware with
+// Config.KeyPerTarget names its records by the request's target too: they
+// are not found here.
+func HTTPRef(dig *onceflow.Digester, code onceflow.OperationCode, principal, method, route, key string) onceflow.Ref {
+	return onceflow.Ref{Code: code, Digest: dig.Digest(scope.HTTP(principal, method, route, key)...)}
 }

@@ -6,15 +6,15 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/operator"
 )
 
 // TestInspectReportsARecordAndACorruptOne: Inspect reads a business key's
 // record (BusinessRef), a missing one without an error, and reports a
-// corrupt one with an error matching onceflow.ErrCorruptRecord.
+// corrupt one with an error matching onceflow.OutcomeCorrupt.
 func TestInspectReportsARecordAndACorruptOne(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -47,7 +47,7 @@ func TestInspectReportsARecordAndACorruptOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err = operator.Inspect(t.Context(), store, ref)
-	if !errors.Is(err, onceflow.ErrCorruptRecord) || rep.Corrupt == "" || !rep.Found {
+	if !errors.Is(err, onceflow.OutcomeCorrupt) || rep.Corrupt == "" || !rep.Found {
 		t.Fatalf("a corrupt record: %+v, %v", rep, err)
 	}
 }

@@ -27,10 +27,10 @@ type AttachConfig struct {
 	Secret []byte
 	// SecretVersion numbers Secret. Default 1.
 	SecretVersion int
-	// KeyNamespace prefixes the Redis keys. Default DefaultKeyNamespace.
+	// KeyNamespace prefixes the Redis keys. Default "onceflow".
 	KeyNamespace string
-	// RedisCommandTimeout bounds each Redis call. Default
-	// redisstore.DefaultCommandTimeout.
+	// RedisCommandTimeout bounds each Redis call. Default 200ms
+	// (redisstore.DefaultCommandTimeout).
 	RedisCommandTimeout time.Duration
 	// RedisOmitShebang: see Config.RedisOmitShebang.
 	RedisOmitShebang bool
@@ -54,7 +54,7 @@ type AttachConfig struct {
 	// (operator.Pending).
 	NoPendingSearchAttribute bool
 	// OutcomeTimeout bounds Close's wait for the wrapped activities that
-	// are still recording their outcome. Default DefaultOutcomeTimeout.
+	// are still recording their outcome. Default 10s.
 	OutcomeTimeout time.Duration
 	// Logger receives onceflow's lines. Default: discard.
 	Logger *slog.Logger
@@ -165,13 +165,13 @@ func (c AttachConfig) withDefaults() AttachConfig {
 		c.SecretVersion = 1
 	}
 	if c.KeyNamespace == "" {
-		c.KeyNamespace = DefaultKeyNamespace
+		c.KeyNamespace = defaultKeyNamespace
 	}
 	if c.RedisCommandTimeout == 0 {
 		c.RedisCommandTimeout = redisstore.DefaultCommandTimeout
 	}
 	if c.OutcomeTimeout == 0 {
-		c.OutcomeTimeout = DefaultOutcomeTimeout
+		c.OutcomeTimeout = defaultOutcomeTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

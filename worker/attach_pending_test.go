@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"

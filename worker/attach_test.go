@@ -9,7 +9,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	onceactivity "github.com/onceflow/onceflow/activity"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,46 +21,50 @@ import (
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 )
 
-// Defaults.
+// The defaults of Config's fields, which withDefaults applies and
+// DefaultConfig returns.
 const (
-	DefaultTemporalAddress = "localhost:7233"
-	DefaultNamespace       = "default"
-	DefaultTaskQueue       = "onceflow"
-	DefaultRedisURL        = "redis://localhost:6379/0"
-	DefaultHTTPAddr        = "127.0.0.1:8080"
-	DefaultKeyNamespace    = "onceflow"
-	DefaultStopTimeout     = 30 * time.Second
-	DefaultOutcomeTimeout  = 10 * time.Second
+	defaultTemporalAddress = "localhost:7233"
+	defaultNamespace       = "default"
+	defaultTaskQueue       = "onceflow"
+	defaultRedisURL        = "redis://localhost:6379/0"
+	defaultHTTPAddr        = "127.0.0.1:8080"
+	defaultKeyNamespace    = "onceflow"
+	defaultStopTimeout     = 30 * time.Second
+	defaultOutcomeTimeout  = 10 * time.Second
 
 	// The HTTP server's bounds (Config.HTTP*).
-	DefaultHTTPReadHeaderTimeout       = 5 * time.Second
-	DefaultHTTPReadTimeout             = 30 * time.Second
-	DefaultHTTPIdleTimeout             = 60 * time.Second
-	DefaultHTTPMaxConns                = 512
-	DefaultHTTPMaxIdleConns            = 256
-	DefaultHTTPMaxHeaderBytes          = 64 << 10
-	DefaultHTTPMaxBodyBytes      int64 = 1 << 20 // idemhttp's default MaxBodyBytes
-	DefaultHTTPBodyStartTimeout        = 2 * time.Second
-	DefaultHTTPMinBodyRate       int64 = 1 << 10 // bytes a second
-	// DefaultHTTPMaxActiveRequests and DefaultHTTPMaxActiveRequestsPerClient
+	defaultHTTPReadHeaderTimeout       = 5 * time.Second
+	defaultHTTPReadTimeout             = 30 * time.Second
+	defaultHTTPIdleTimeout             = 60 * time.Second
+	defaultHTTPMaxConns                = 512
+	defaultHTTPMaxIdleConns            = 256
+	defaultHTTPMaxHeaderBytes          = 64 << 10
+	defaultHTTPMaxBodyBytes      int64 = 1 << 20 // idemhttp's default MaxBodyBytes
+	defaultHTTPBodyStartTimeout        = 2 * time.Second
+	defaultHTTPMinBodyRate       int64 = 1 << 10 // bytes a second
+	// defaultHTTPMaxActiveRequests and defaultHTTPMaxActiveRequestsPerClient
 	// are the defaults of a server with the default HTTPMaxConns; a
 	// smaller HTTPMaxConns lowers them (Config.HTTPMaxActiveRequests).
-	DefaultHTTPMaxActiveRequests          = 256
-	DefaultHTTPMaxActiveRequestsPerClient = 64
+	defaultHTTPMaxActiveRequests          = 256
+	defaultHTTPMaxActiveRequestsPerClient = 64
 )
 
-// DefaultHTTPProbeRoutes are the routes the HTTP server never sheds nor
+// defaultHTTPProbeRoutes are the routes the HTTP server never sheds nor
 // counts among the active requests (Config.HTTPProbeRoutes): the
 // worker's /healthz and /readyz, and the /metrics an application serves.
-var DefaultHTTPProbeRoutes = []string{"GET /healthz", "GET /readyz", "GET /metrics"}
+// A function, so that no caller shares (and can change) another's slice.
+func defaultHTTPProbeRoutes() []string {
+	return []string{"GET /healthz", "GET /readyz", "GET /metrics"}
+}
 
-// MinSecretBytes is the shortest Secret New accepts outside Dev.
-const MinSecretBytes = 32
+// minSecretBytes is the shortest Secret New accepts outside Dev.
+const minSecretBytes = 32
 
-// Config configures a Worker. Empty fields take their defaults (the
-// Default* constants, or the default each field's comment names); New
-// checks the result and refuses a configuration that cannot work with an
-// error naming the setting. Only Secret is required, unless Dev.
+// Config configures a Worker. Empty fields take the default each field's
+// comment names (DefaultConfig returns them all); New checks the result
+// and refuses a configuration that cannot work with an error naming the
+// setting. Only Secret is required, unless Dev.
 type Config struct {
 	// TemporalAddress is the Temporal frontend, host:port. Default
 	// "localhost:7233".
@@ -126,21 +131,23 @@ type Config struct {
 	// docs/production.md says what each keeps under which topology.
 	RedisDurability redisstore.Durability
 	// RedisDurableReplicas is how many replicas RedisDurability waits for.
-	// Default 1 with "replicas"; under Sentinel, wait for every replica
+	// Default 1 with "replicas" (the store's; DefaultConfig leaves it 0,
+	// as "none" needs); under Sentinel, wait for every replica
 	// (docs/production.md: WAIT 1 of 2 lost acknowledged completions in a
 	// failover).
 	RedisDurableReplicas int
 	// KeyNamespace prefixes every Redis key. Default "onceflow".
 	KeyNamespace string
 	// Secret keys the scope digests and owner tokens. Required unless Dev,
-	// and at least MinSecretBytes (32) long (`openssl rand -hex 32` makes
-	// one); use random bytes and keep it stable: a new secret is a new set
-	// of records (bump SecretVersion when you rotate it).
+	// and at least 32 bytes long (`openssl rand -hex 32` makes one); use
+	// random bytes and keep it stable: a new secret is a new set of
+	// records (bump SecretVersion when you rotate it).
 	Secret []byte
 	// SecretVersion is the digest version of Secret. Default 1.
 	SecretVersion int
-	// Lease, ReplayTTL and FailureRetention tune the executor; see
-	// idemstore.ExecutorConfig for their defaults (30s, 24h, 24h).
+	// Lease, ReplayTTL and FailureRetention tune the executor
+	// (idemstore.ExecutorConfig says what each does). Default 30s, 24h
+	// and 24h, the executor's defaults.
 	Lease            time.Duration
 	ReplayTTL        time.Duration
 	FailureRetention time.Duration
@@ -225,8 +232,9 @@ type Config struct {
 	// HTTPProbeRoutes are the route patterns (as registered on the mux,
 	// such as "GET /healthz") never shed nor counted among the active
 	// requests, so that probes and liveness never wait behind other
-	// traffic. Default DefaultHTTPProbeRoutes; give an empty, non-nil
-	// slice to exempt none.
+	// traffic. Default "GET /healthz", "GET /readyz" and "GET /metrics"
+	// (the worker's probes and the /metrics an application serves); give
+	// an empty, non-nil slice to exempt none.
 	HTTPProbeRoutes []string
 	// HTTPMaxBodyBytes is the largest request body the HTTP server takes,
 	// on every route: a request that declares a longer one
@@ -274,75 +282,93 @@ type Config struct {
 // worker's records digest their keys with it.
 const DevSecret = "onceflow-dev-secret-not-for-production"
 
+// DefaultConfig returns the Config whose every field that has a default
+// holds it, as New fills them in: TemporalAddress "localhost:7233",
+// Namespace "default", TaskQueue and KeyNamespace "onceflow", RedisURL
+// "redis://localhost:6379/0", HTTPAddr "127.0.0.1:8080", the executor's
+// Lease, ReplayTTL and FailureRetention, the timeouts and HTTP bounds
+// each field's comment names, SecretVersion 1 and the Logger (JSON lines
+// on standard error). Secret stays empty: it has no default outside Dev.
+// Start from it to show or change a default; a field left empty in a
+// Config passed to New takes the same value.
+func DefaultConfig() Config { return Config{}.withDefaults() }
+
 // withDefaults returns c with every empty field set to its default (the
 // Logger to JSON on standard error, the Secret of a Dev worker to
-// DevSecret).
+// DevSecret). It is the one place the defaults are applied: New and
+// DefaultConfig both call it.
 func (c Config) withDefaults() Config {
 	if c.TemporalAddress == "" {
-		c.TemporalAddress = DefaultTemporalAddress
+		c.TemporalAddress = defaultTemporalAddress
 	}
 	if c.Namespace == "" {
-		c.Namespace = DefaultNamespace
+		c.Namespace = defaultNamespace
 	}
 	if c.TaskQueue == "" {
-		c.TaskQueue = DefaultTaskQueue
+		c.TaskQueue = defaultTaskQueue
 	}
 	if c.RedisURL == "" {
-		c.RedisURL = DefaultRedisURL
+		c.RedisURL = defaultRedisURL
 	}
 	if c.KeyNamespace == "" {
-		c.KeyNamespace = DefaultKeyNamespace
+		c.KeyNamespace = defaultKeyNamespace
 	}
 	if c.SecretVersion == 0 {
 		c.SecretVersion = 1
 	}
 	if c.HTTPAddr == "" {
-		c.HTTPAddr = DefaultHTTPAddr
+		c.HTTPAddr = defaultHTTPAddr
 	}
 	if c.StopTimeout == 0 {
-		c.StopTimeout = DefaultStopTimeout
+		c.StopTimeout = defaultStopTimeout
 	}
 	if c.OutcomeTimeout == 0 {
-		c.OutcomeTimeout = DefaultOutcomeTimeout
+		c.OutcomeTimeout = defaultOutcomeTimeout
 	}
 	if c.RedisCommandTimeout == 0 {
 		c.RedisCommandTimeout = redisstore.DefaultCommandTimeout
 	}
+	if c.Lease == 0 || c.ReplayTTL == 0 || c.FailureRetention == 0 {
+		e := executorDefaults()
+		c.Lease = cmp.Or(c.Lease, e.Lease)
+		c.ReplayTTL = cmp.Or(c.ReplayTTL, e.ReplayTTL)
+		c.FailureRetention = cmp.Or(c.FailureRetention, e.FailureRetention)
+	}
 	if c.HTTPReadTimeout == 0 {
-		c.HTTPReadTimeout = DefaultHTTPReadTimeout
+		c.HTTPReadTimeout = defaultHTTPReadTimeout
 	}
 	if c.HTTPReadHeaderTimeout == 0 {
-		c.HTTPReadHeaderTimeout = min(DefaultHTTPReadHeaderTimeout, max(c.HTTPReadTimeout, 0))
+		c.HTTPReadHeaderTimeout = min(defaultHTTPReadHeaderTimeout, max(c.HTTPReadTimeout, 0))
 	}
 	if c.HTTPIdleTimeout == 0 {
-		c.HTTPIdleTimeout = DefaultHTTPIdleTimeout
+		c.HTTPIdleTimeout = defaultHTTPIdleTimeout
 	}
 	if c.HTTPMaxConns == 0 {
-		c.HTTPMaxConns = DefaultHTTPMaxConns
+		c.HTTPMaxConns = defaultHTTPMaxConns
 	}
 	if c.HTTPMaxIdleConns == 0 {
-		c.HTTPMaxIdleConns = DefaultHTTPMaxIdleConns
+		c.HTTPMaxIdleConns = defaultHTTPMaxIdleConns
 	}
 	if c.HTTPMaxHeaderBytes == 0 {
-		c.HTTPMaxHeaderBytes = DefaultHTTPMaxHeaderBytes
+		c.HTTPMaxHeaderBytes = defaultHTTPMaxHeaderBytes
 	}
 	if c.HTTPMaxBodyBytes == 0 {
-		c.HTTPMaxBodyBytes = DefaultHTTPMaxBodyBytes
+		c.HTTPMaxBodyBytes = defaultHTTPMaxBodyBytes
 	}
 	if c.HTTPBodyStartTimeout == 0 {
-		c.HTTPBodyStartTimeout = DefaultHTTPBodyStartTimeout
+		c.HTTPBodyStartTimeout = defaultHTTPBodyStartTimeout
 	}
 	if c.HTTPMinBodyRate == 0 {
-		c.HTTPMinBodyRate = DefaultHTTPMinBodyRate
+		c.HTTPMinBodyRate = defaultHTTPMinBodyRate
 	}
 	if c.HTTPMaxActiveRequests == 0 {
-		c.HTTPMaxActiveRequests = min(DefaultHTTPMaxActiveRequests, max(c.HTTPMaxConns/2, 1))
+		c.HTTPMaxActiveRequests = min(defaultHTTPMaxActiveRequests, max(c.HTTPMaxConns/2, 1))
 	}
 	if c.HTTPMaxActiveRequestsPerClient == 0 {
-		c.HTTPMaxActiveRequestsPerClient = min(DefaultHTTPMaxActiveRequestsPerClient, max(c.HTTPMaxActiveRequests, 1))
+		c.HTTPMaxActiveRequestsPerClient = min(defaultHTTPMaxActiveRequestsPerClient, max(c.HTTPMaxActiveRequests, 1))
 	}
 	if c.HTTPProbeRoutes == nil {
-		c.HTTPProbeRoutes = DefaultHTTPProbeRoutes
+		c.HTTPProbeRoutes = defaultHTTPProbeRoutes()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
@@ -353,6 +379,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// executorDefaults is the executor's configuration with its defaults
+// filled in, where withDefaults takes the defaults of Lease, ReplayTTL and
+// FailureRetention from: idemstore holds them.
+func executorDefaults() idemstore.ExecutorConfig {
+	e, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: noStore{}})
+	if err != nil {
+		panic("worker: the executor refuses its own defaults: " + err.Error())
+	}
+	return e.Config()
+}
+
 // validate refuses a configuration (with its defaults) that cannot work,
 // naming the setting and its cmd/worker flag. It is the one place a
 // Config is checked; New calls it.
@@ -360,9 +397,9 @@ func (c Config) validate() error {
 	var errs []error
 	switch {
 	case len(c.Secret) == 0:
-		errs = append(errs, fmt.Errorf("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least %d random bytes, such as the output of `openssl rand -hex 32`; only -dev runs without one", MinSecretBytes))
-	case len(c.Secret) < MinSecretBytes && !c.Dev:
-		errs = append(errs, fmt.Errorf("worker: the digest secret is %d bytes, shorter than %d: set ONCEFLOW_SECRET (or -secret) to at least %d random bytes, such as the output of `openssl rand -hex 32`", len(c.Secret), MinSecretBytes, MinSecretBytes))
+		errs = append(errs, fmt.Errorf("worker: the digest secret is empty: set ONCEFLOW_SECRET (or -secret) to at least %d random bytes, such as the output of `openssl rand -hex 32`; only -dev runs without one", minSecretBytes))
+	case len(c.Secret) < minSecretBytes && !c.Dev:
+		errs = append(errs, fmt.Errorf("worker: the digest secret is %d bytes, shorter than %d: set ONCEFLOW_SECRET (or -secret) to at least %d random bytes, such as the output of `openssl rand -hex 32`", len(c.Secret), minSecretBytes, minSecretBytes))
 	}
 	if c.SecretVersion < 0 {
 		errs = append(errs, fmt.Errorf("worker: SecretVersion must be positive, got %d", c.SecretVersion))

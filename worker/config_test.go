@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,9 +17,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/onceflow/onceflow/harness/redisproc"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redisproc"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -60,17 +62,35 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dev config: %v", err)
 	}
-	if c := w.Config(); c.TemporalAddress != worker.DefaultTemporalAddress || c.TaskQueue != "onceflow" || string(c.Secret) != worker.DevSecret ||
-		c.StopTimeout != worker.DefaultStopTimeout || c.OutcomeTimeout != worker.DefaultOutcomeTimeout || c.Logger == nil ||
-		c.HTTPReadHeaderTimeout != worker.DefaultHTTPReadHeaderTimeout || c.HTTPReadTimeout != worker.DefaultHTTPReadTimeout ||
-		c.HTTPIdleTimeout != worker.DefaultHTTPIdleTimeout || c.HTTPMaxConns != worker.DefaultHTTPMaxConns || c.HTTPMaxBodyBytes != worker.DefaultHTTPMaxBodyBytes ||
-		c.HTTPMaxIdleConns != worker.DefaultHTTPMaxIdleConns || c.HTTPMaxHeaderBytes != worker.DefaultHTTPMaxHeaderBytes || c.HTTPMaxConnsPerClient != 0 {
+	// The defaults New fills in are the ones the fields' comments state,
+	// and DefaultConfig returns them.
+	if c := w.Config(); c.TemporalAddress != "localhost:7233" || c.Namespace != "default" || c.TaskQueue != "onceflow" || string(c.Secret) != worker.DevSecret ||
+		c.RedisURL != "redis://localhost:6379/0" || c.KeyNamespace != "onceflow" || c.HTTPAddr != "127.0.0.1:8080" || c.SecretVersion != 1 ||
+		c.Lease != 30*time.Second || c.ReplayTTL != 24*time.Hour || c.FailureRetention != 24*time.Hour || c.RedisCommandTimeout != 200*time.Millisecond ||
+		c.StopTimeout != 30*time.Second || c.OutcomeTimeout != 10*time.Second || c.Logger == nil ||
+		c.HTTPReadHeaderTimeout != 5*time.Second || c.HTTPReadTimeout != 30*time.Second ||
+		c.HTTPIdleTimeout != 60*time.Second || c.HTTPMaxConns != 512 || c.HTTPMaxBodyBytes != 1<<20 ||
+		c.HTTPMaxIdleConns != 256 || c.HTTPMaxHeaderBytes != 64<<10 || c.HTTPMaxConnsPerClient != 0 {
 		t.Fatalf("defaults = %+v", c)
 	}
-	if c := w.Config(); c.HTTPBodyStartTimeout != worker.DefaultHTTPBodyStartTimeout || c.HTTPMinBodyRate != worker.DefaultHTTPMinBodyRate ||
-		c.HTTPMaxActiveRequests != worker.DefaultHTTPMaxActiveRequests || c.HTTPMaxActiveRequestsPerClient != worker.DefaultHTTPMaxActiveRequestsPerClient ||
-		len(c.HTTPProbeRoutes) != len(worker.DefaultHTTPProbeRoutes) {
+	if c := w.Config(); c.HTTPBodyStartTimeout != 2*time.Second || c.HTTPMinBodyRate != 1024 ||
+		c.HTTPMaxActiveRequests != 256 || c.HTTPMaxActiveRequestsPerClient != 64 ||
+		!slices.Equal(c.HTTPProbeRoutes, []string{"GET /healthz", "GET /readyz", "GET /metrics"}) {
 		t.Fatalf("the HTTP guards' defaults = %+v", c)
+	}
+	got, want := worker.DefaultConfig(), w.Config()
+	if got.Logger == nil || got.Secret != nil || got.Dev {
+		t.Fatalf("DefaultConfig: Logger %v, Secret %q, Dev %v; want a Logger, no Secret, not Dev", got.Logger, got.Secret, got.Dev)
+	}
+	got.Logger, want.Logger, want.Secret, want.Dev = nil, nil, nil, false
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DefaultConfig() = %+v\nwant what New fills in: %+v", got, want)
+	}
+	// Each call returns its own probe routes: changing one's changes no
+	// other Config's.
+	worker.DefaultConfig().HTTPProbeRoutes[0] = "GET /changed"
+	if r := worker.DefaultConfig().HTTPProbeRoutes[0]; r != "GET /healthz" {
+		t.Fatalf("DefaultConfig's probe routes are shared: %q", r)
 	}
 	// A smaller HTTPMaxConns lowers the active requests' defaults, which
 	// leave connections free for new clients.
@@ -89,7 +109,7 @@ func TestConfigValidationNamesTheSetting(t *testing.T) {
 }
 
 // secret is a secret of the documented minimum length.
-var secret = []byte(strings.Repeat("s", worker.MinSecretBytes))
+var secret = []byte(strings.Repeat("s", 32))
 
 // Without a Logger the worker logs JSON lines on standard error at Info and
 // above, as a worker's user expects (not nothing).

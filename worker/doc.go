@@ -8,7 +8,7 @@
 //	w, err := worker.New(worker.Config{
 //		TemporalAddress: "temporal:7233", RedisURL: "redis://redis:6379/0",
 //		Secret:   secret, // at least 32 random bytes, stable across restarts
-//		Register: func(r worker.Registry) error { /* r.Worker.RegisterWorkflow(…), activity.Wrap(r.Activities, …) */ return nil },
+//		Register: func(r worker.Registry) error { /* r.Worker.RegisterWorkflow(…), activity.Register(r.Worker, r.Activities, …) */ return nil },
 //	})
 //	if err != nil {
 //		return err // the message names the setting

@@ -446,7 +446,7 @@ func serveHealth(t *testing.T, cfg Config) string {
 }
 
 // secret32 is a secret of the minimum length.
-var secret32 = []byte(strings.Repeat("s", MinSecretBytes))
+var secret32 = []byte(strings.Repeat("s", minSecretBytes))
 
 // holdIdle opens n connections to addr, sends a request on each and reads
 // its answer, so that each is left an idle keep-alive the server holds

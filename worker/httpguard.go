@@ -40,15 +40,15 @@ import (
 // request was not processed; it is answered 503 with Retry-After.
 const ProblemServerBusy = "urn:onceflow:problem:server-busy"
 
-// MetricHTTPRequestsShed counts the requests the worker's server shed,
+// metricHTTPRequestsShed counts the requests the worker's server shed,
 // by "limit": "total" (HTTPMaxActiveRequests) or "client"
 // (HTTPMaxActiveRequestsPerClient).
-const MetricHTTPRequestsShed = "onceflow.http.requests_shed"
+const metricHTTPRequestsShed = "onceflow.http.requests_shed"
 
-// MetricHTTPSlowBodies counts the request bodies the worker's server cut
+// metricHTTPSlowBodies counts the request bodies the worker's server cut
 // off because they did not start within HTTPBodyStartTimeout or fell
 // below HTTPMinBodyRate.
-const MetricHTTPSlowBodies = "onceflow.http.slow_bodies"
+const metricHTTPSlowBodies = "onceflow.http.slow_bodies"
 
 // shedRetryAfter is the Retry-After of a shed request, in seconds.
 const shedRetryAfter = "1"
@@ -66,11 +66,11 @@ func newHTTPMetrics(mp metric.MeterProvider) (httpMetrics, error) {
 	}
 	meter := mp.Meter("github.com/onceflow/onceflow/worker")
 	var err error
-	if m.shed, err = meter.Int64Counter(MetricHTTPRequestsShed,
+	if m.shed, err = meter.Int64Counter(metricHTTPRequestsShed,
 		metric.WithDescription("Requests the worker's HTTP server shed with 503 before reading them, by limit: total (HTTPMaxActiveRequests) or client (HTTPMaxActiveRequestsPerClient).")); err != nil {
 		return m, fmt.Errorf("worker: %w", err)
 	}
-	if m.slow, err = meter.Int64Counter(MetricHTTPSlowBodies,
+	if m.slow, err = meter.Int64Counter(metricHTTPSlowBodies,
 		metric.WithDescription("Request bodies the worker's HTTP server cut off: they did not start within HTTPBodyStartTimeout or fell below HTTPMinBodyRate.")); err != nil {
 		return m, fmt.Errorf("worker: %w", err)
 	}

@@ -7,7 +7,7 @@ import (
 	sdkactivity "go.temporal.io/sdk/activity"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/handshake"
 	"github.com/onceflow/onceflow/onceflowtest"
 	"github.com/onceflow/onceflow/worker"
 )
@@ -34,7 +34,7 @@ func TestSDKWorkerRegistersUnderTheSDKsNames(t *testing.T) {
 	w := &worker.SDKWorker{Worker: rec, Once: &worker.Attached{Activities: once.Activities}}
 	w.RegisterActivity(&Bank{})
 	w.RegisterActivityWithOptions(Withdraw, sdkactivity.RegisterOptions{Name: "withdraw-v2"})
-	want := []string{onceflow.ResolveRecordActivity, onceflow.SettleActivity, onceflow.ReconcileActivity, "Deposit", "Withdraw", "withdraw-v2"}
+	want := []string{handshake.ResolveRecordActivity, handshake.SettleActivity, handshake.ReconcileActivity, "Deposit", "Withdraw", "withdraw-v2"}
 	slices.Sort(rec.names)
 	slices.Sort(want)
 	if !slices.Equal(rec.names, want) {

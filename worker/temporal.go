@@ -23,13 +23,13 @@ func (c Config) TemporalClientOptions() (client.Options, error) {
 		o.HostPort = c.TemporalAddress
 	}
 	if o.HostPort == "" {
-		o.HostPort = DefaultTemporalAddress
+		o.HostPort = defaultTemporalAddress
 	}
 	if o.Namespace == "" {
 		o.Namespace = c.Namespace
 	}
 	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
+		o.Namespace = defaultNamespace
 	}
 	if o.Logger == nil {
 		l := c.Logger

@@ -29,8 +29,8 @@ import (
 type Registry struct {
 	// Worker is the Temporal worker's registry.
 	Worker sdkworker.Registry
-	// Activities wraps activity functions into idempotent ones
-	// (activity.Wrap).
+	// Activities wraps activities into idempotent ones: pass it to
+	// activity.Register with Worker.
 	Activities *activity.Wrapper
 	// Executor, Digester, Store and Client are there for activities and
 	// HTTP handlers that need them (an idemhttp.Middleware takes the
@@ -285,7 +285,7 @@ func (w *Worker) newWrapper(p *parts) error {
 // timeout is StopTimeout unless WorkerOptions set one.
 // Unlike Attach, it installs no workflow interceptor: its workflows
 // recover with the workflow package's Execute, or handle
-// onceflow.TypeEffectUnknown themselves; WorkerOptions.Interceptors may add
+// onceflow.OutcomeEffectUnknown.TemporalType() themselves; WorkerOptions.Interceptors may add
 // the workflow package's Interceptor.
 func (w *Worker) newTemporalWorker(p *parts) {
 	p.tw = sdkworker.New(p.tc, w.cfg.TaskQueue, w.workerOptions())

@@ -46,11 +46,11 @@ const (
 	BasisSettledLookup Basis = "settled_lookup"
 )
 
-// MetricDecidedAutomatically counts the incidents a workflow decided by
+// metricDecidedAutomatically counts the incidents a workflow decided by
 // itself, labelled "decision" (completed, retry) and "basis" (a Basis).
-// They open no incident: MetricRecoveriesOpened and PendingSearchAttribute
+// They open no incident: metricRecoveriesOpened and PendingSearchAttribute
 // count only those that wait for a person.
-const MetricDecidedAutomatically = "onceflow_recoveries_decided_automatically"
+const metricDecidedAutomatically = "onceflow_recoveries_decided_automatically"
 
 // automatic is an automatic decision about one incident, before it is
 // recorded.
@@ -139,7 +139,7 @@ func reconcile(ctx workflow.Context, c call, d onceflow.EffectUnknownDetails) (r
 // record records an automatic decision like a person's: a marker in the
 // history (a side effect whose value is the decision, so `temporal
 // workflow show` has it), a row of DecisionsQuery with actor Actor, the
-// reason and the evidence, a log line and MetricDecidedAutomatically. It
+// reason and the evidence, a log line and metricDecidedAutomatically. It
 // opens no incident: nothing is listed in PendingQuery, nothing upserted.
 func (r *Recovery) record(ctx workflow.Context, a automatic) Resolution {
 	a.res.RequestedAt = workflow.Now(ctx)
@@ -153,7 +153,7 @@ func (r *Recovery) record(ctx workflow.Context, a automatic) Resolution {
 		r.byIncident[d.Incident] = d
 	}
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"decision": string(d.Resolution.Decision), "basis": string(d.Basis)}).
-		Counter(MetricDecidedAutomatically).Inc(1)
+		Counter(metricDecidedAutomatically).Inc(1)
 	workflow.GetLogger(ctx).Info("onceflow: decided automatically", "incident", d.Incident.String(), "decision", d.Resolution.Decision,
 		"basis", d.Basis, "reason", d.Resolution.Reason, "by", Actor)
 	return d.Resolution

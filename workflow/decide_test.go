@@ -112,11 +112,11 @@ func automaticOnly(t *testing.T, w *world, want idemwf.Decision, basis idemwf.Ba
 		d.Resolution.Reason == "" || d.Resolution.Evidence == nil || d.Resolution.Evidence.Implies != want {
 		t.Fatalf("decision = %+v, want %s by %s via %s on %s, with a reason and evidence", d, want, idemwf.Actor, idemwf.ViaAutomatic, basis)
 	}
-	if n := w.metrics.get(idemwf.MetricDecidedAutomatically, "basis="+string(basis), "decision="+string(want)); n != 1 {
-		t.Errorf("%s{basis=%s,decision=%s} = %d, want 1", idemwf.MetricDecidedAutomatically, basis, want, n)
+	if n := w.metrics.get("onceflow_recoveries_decided_automatically", "basis="+string(basis), "decision="+string(want)); n != 1 {
+		t.Errorf("onceflow_recoveries_decided_automatically{basis=%s,decision=%s} = %d, want 1", basis, want, n)
 	}
-	if n := w.metrics.total(idemwf.MetricRecoveriesOpened); n != 0 {
-		t.Errorf("%s = %d, want 0: an automatic decision opens no incident", idemwf.MetricRecoveriesOpened, n)
+	if n := w.metrics.total("onceflow_recoveries_opened"); n != 0 {
+		t.Errorf("onceflow_recoveries_opened = %d, want 0: an automatic decision opens no incident", n)
 	}
 	return d
 }
@@ -260,11 +260,11 @@ func personOnly(t *testing.T, w *world) {
 	if ds := w.decisions(t); len(ds) != 1 || ds[0].Via != "signal" || ds[0].Basis != "" {
 		t.Errorf("decisions = %+v, want one, a person's", ds)
 	}
-	if n := w.metrics.total(idemwf.MetricRecoveriesOpened); n != 1 {
-		t.Errorf("%s = %d, want 1", idemwf.MetricRecoveriesOpened, n)
+	if n := w.metrics.total("onceflow_recoveries_opened"); n != 1 {
+		t.Errorf("onceflow_recoveries_opened = %d, want 1", n)
 	}
-	if n := w.metrics.total(idemwf.MetricDecidedAutomatically); n != 0 {
-		t.Errorf("%s = %d, want 0", idemwf.MetricDecidedAutomatically, n)
+	if n := w.metrics.total("onceflow_recoveries_decided_automatically"); n != 0 {
+		t.Errorf("onceflow_recoveries_decided_automatically = %d, want 0", n)
 	}
 }
 
@@ -289,7 +289,7 @@ func TestAutomaticRetriesAreBounded(t *testing.T) {
 	if err := w.env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
-	if n := w.metrics.total(idemwf.MetricDecidedAutomatically); n != idemwf.MaxAutomaticRetries || waited != 1 {
+	if n := w.metrics.total("onceflow_recoveries_decided_automatically"); n != idemwf.MaxAutomaticRetries || waited != 1 {
 		t.Fatalf("%d automatic decisions and %d incidents waiting, want %d and 1", n, waited, idemwf.MaxAutomaticRetries)
 	}
 }

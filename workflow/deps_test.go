@@ -10,7 +10,8 @@ import (
 // code apart from the activity runtime: package workflow must not depend
 // on package activity, the executor (idemstore), Redis or OpenTelemetry.
 // What they share is package onceflow, which imports only the standard
-// library.
+// library, and their handshake (internal/handshake), which imports only
+// onceflow.
 func TestWorkflowCodeDoesNotImportTheRuntime(t *testing.T) {
 	t.Parallel()
 	for pkg, forbidden := range map[string][]string{
@@ -19,6 +20,8 @@ func TestWorkflowCodeDoesNotImportTheRuntime(t *testing.T) {
 			"github.com/onceflow/onceflow/idemstore/redisstore", "github.com/redis/go-redis/v9", "go.opentelemetry.io/otel",
 		},
 		"github.com/onceflow/onceflow": {"go.temporal.io/sdk", "github.com/onceflow/onceflow/idemstore"},
+		"github.com/onceflow/onceflow/internal/handshake": {"go.temporal.io/sdk", "github.com/onceflow/onceflow/activity",
+			"github.com/onceflow/onceflow/workflow", "github.com/onceflow/onceflow/idemstore"},
 	} {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
 		if err != nil {

@@ -9,7 +9,7 @@
 // Execute runs an idempotent activity and recovers from an unknown effect
 // with the workflow's own history. Where the answer is known it decides by
 // itself, recorded like a person's decision and counted by
-// MetricDecidedAutomatically, with no incident: retry for an activity that
+// onceflow_recoveries_decided_automatically (docs/operations.md), with no incident: retry for an activity that
 // declared its downstream idempotent, completed with what the reconcile
 // activity finds, retry when it finds nothing after Options.Settle.
 // Otherwise it waits for a decision

@@ -2,22 +2,21 @@ package workflow
 
 import (
 	"errors"
-	"time"
 
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/onceflow/onceflow"
 )
 
-// EffectUnknown reports whether err, returned by a wrapped activity's
+// MayHaveActed reports whether err, returned by a wrapped activity's
 // Future.Get or by Execute, says an attempt may have had the effect, and
 // returns what the record showed: its key, attempt, rev and state, and the
-// last checkpoint a dead attempt heartbeated. It is true of the activity's
-// onceflow.TypeEffectUnknown failure (a workflow without the Interceptor
-// gets it), and of a call a Fail decision ended (its failure ends in a
-// TypeRecoveryFailed ApplicationError with the incident's details): a saga
-// compensates such a step, which may have acted.
-func EffectUnknown(err error) (onceflow.EffectUnknownDetails, bool) {
+// last checkpoint a dead attempt heartbeated. It is true of the
+// activity's "onceflow.EffectUnknown" failure (a workflow without the
+// Interceptor gets it), and of a call a Fail decision ended (its failure
+// ends in a TypeRecoveryFailed ApplicationError with the incident's
+// details): a saga compensates such a step, which may have acted.
+func MayHaveActed(err error) (onceflow.EffectUnknownDetails, bool) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if ae, ok := e.(*temporal.ApplicationError); ok && ae.Type() == TypeRecoveryFailed {
 			var d onceflow.EffectUnknownDetails
@@ -29,10 +28,10 @@ func EffectUnknown(err error) (onceflow.EffectUnknownDetails, bool) {
 	return rawEffectUnknown(err)
 }
 
-// rawEffectUnknown is EffectUnknown of an activity's own failure.
+// rawEffectUnknown is MayHaveActed of an activity's own failure.
 func rawEffectUnknown(err error) (onceflow.EffectUnknownDetails, bool) {
 	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeEffectUnknown {
+	if !errors.As(err, &ae) || ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() {
 		return onceflow.EffectUnknownDetails{}, false
 	}
 	var d onceflow.EffectUnknownDetails
@@ -42,16 +41,4 @@ func rawEffectUnknown(err error) (onceflow.EffectUnknownDetails, bool) {
 		}
 	}
 	return d, true
-}
-
-// InProgress reports whether err is onceflow's in-progress error (another
-// attempt or workflow holds the operation) and the delay it asked for. An
-// activity's retry policy retries it by itself; this is for workflows that
-// ran the activity with MaximumAttempts 1.
-func InProgress(err error) (retryAfter time.Duration, ok bool) {
-	var ae *temporal.ApplicationError
-	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeInProgress {
-		return 0, false
-	}
-	return ae.NextRetryDelay(), true
 }

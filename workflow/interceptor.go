@@ -13,11 +13,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/handshake"
 )
 
 // interceptorChange is the workflow.GetVersion change ID of the
 // Interceptor's recovery: a history recorded on a worker without the
-// Interceptor, which then failed an activity with TypeEffectUnknown,
+// Interceptor, which then failed an activity with onceflow.EffectUnknown,
 // replays as it ran.
 const interceptorChange = "onceflow.interceptor"
 
@@ -29,7 +30,7 @@ type InterceptorOptions struct {
 	// decided result against their result type. Optional: without it, or
 	// for an activity it does not know, an unknown effect is still
 	// recovered, and a decided result need only be JSON.
-	Activities onceflow.ActivityCatalog
+	Activities handshake.Catalog
 	// PendingSearchAttribute is RecoveryOptions.PendingSearchAttribute:
 	// upsert PendingSearchAttribute as incidents open and close. The
 	// namespace must have it registered.
@@ -65,21 +66,21 @@ func (i *Interceptor) InterceptWorkflow(_ workflow.Context, next interceptor.Wor
 
 // InterceptActivity implements interceptor.WorkerInterceptor: it hands a
 // wrapped activity the NonRetryableErrorTypes the workflow side sent in
-// onceflow.NonRetryableTypesHeader (onceflow.NonRetryableTypes).
+// a header of its own (the activity package reads them from the context).
 func (i *Interceptor) InterceptActivity(_ context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
 	return &activityInbound{ActivityInboundInterceptorBase: interceptor.ActivityInboundInterceptorBase{Next: next}}
 }
 
-// activityInbound reads onceflow.NonRetryableTypesHeader.
+// activityInbound reads handshake.NonRetryableTypesHeader.
 type activityInbound struct {
 	interceptor.ActivityInboundInterceptorBase
 }
 
 func (a *activityInbound) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
-	if p, ok := interceptor.Header(ctx)[onceflow.NonRetryableTypesHeader]; ok {
+	if p, ok := interceptor.Header(ctx)[handshake.NonRetryableTypesHeader]; ok {
 		var types []string
 		if err := converter.GetDefaultDataConverter().FromPayload(p, &types); err == nil {
-			ctx = onceflow.WithNonRetryableTypes(ctx, types)
+			ctx = handshake.WithNonRetryableTypes(ctx, types)
 		}
 	}
 	return a.Next.ExecuteActivity(ctx, in)
@@ -145,7 +146,7 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 	if rp := workflow.GetActivityOptions(ctx).RetryPolicy; rp != nil && len(rp.NonRetryableErrorTypes) > 0 {
 		if h := interceptor.WorkflowHeader(ctx); h != nil {
 			if p, err := converter.GetDefaultDataConverter().ToPayload(rp.NonRetryableErrorTypes); err == nil {
-				h[onceflow.NonRetryableTypesHeader] = p
+				h[handshake.NonRetryableTypesHeader] = p
 			}
 		}
 	}
@@ -183,7 +184,7 @@ func (o *outbound) ExecuteActivity(ctx workflow.Context, activityType string, ar
 // activities, which the Interceptor lets through.
 func ownActivity(activityType string) bool {
 	switch activityType {
-	case onceflow.ResolveRecordActivity, onceflow.SettleActivity, onceflow.ReconcileActivity:
+	case handshake.ResolveRecordActivity, handshake.SettleActivity, handshake.ReconcileActivity:
 		return true
 	}
 	return false
@@ -198,7 +199,7 @@ func (o *outbound) ExecuteLocalActivity(ctx workflow.Context, activityType strin
 			f, set := workflow.NewFuture(ctx)
 			set.SetError(temporal.NewNonRetryableApplicationError(fmt.Sprintf(
 				"onceflow: %s is registered through onceflow, which does not run local activities (no heartbeat renews the lease "+
-					"or carries the checkpoint); schedule it with workflow.ExecuteActivity", activityType), onceflow.TypeLocalActivity, nil))
+					"or carries the checkpoint); schedule it with workflow.ExecuteActivity", activityType), onceflow.OutcomeMisconfigured.TemporalType(), nil))
 			return f
 		}
 	}

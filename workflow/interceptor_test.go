@@ -86,7 +86,8 @@ func newInterceptorEnv(t *testing.T, b *bank) *testsuite.TestWorkflowEnvironment
 
 // TestInterceptorGivesTheDefaultHeartbeat: a wrapped activity that the
 // workflow schedules without a heartbeat timeout runs with
-// activity.DefaultHeartbeatTimeout; an unwrapped one is left as it is.
+// the activity package's default, 10s (activity.Heartbeat); an unwrapped
+// one is left as it is.
 func TestInterceptorGivesTheDefaultHeartbeat(t *testing.T) {
 	t.Parallel()
 	b := &bank{}
@@ -96,8 +97,8 @@ func TestInterceptorGivesTheDefaultHeartbeat(t *testing.T) {
 	if err := env.GetWorkflowResult(&r); err != nil {
 		t.Fatal(err)
 	}
-	if r != (Receipt{Amount: 42, ID: "p1"}) || b.heartbeat != onceactivity.DefaultHeartbeatTimeout {
-		t.Fatalf("receipt %+v, heartbeat %s; want the payment, with %s", r, b.heartbeat, onceactivity.DefaultHeartbeatTimeout)
+	if r != (Receipt{Amount: 42, ID: "p1"}) || b.heartbeat != 10*time.Second {
+		t.Fatalf("receipt %+v, heartbeat %s; want the payment, with 10s", r, b.heartbeat)
 	}
 }
 

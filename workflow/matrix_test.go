@@ -19,8 +19,8 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
+	"github.com/onceflow/onceflow/internal/handshake"
 	"github.com/onceflow/onceflow/onceflowtest"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -104,7 +104,7 @@ func chargeStep(ctx workflow.Context, p policy) (string, error) {
 // effect and its result, a failure the service's own code handles with no
 // effect done, or an incident that the pending list shows (decided here
 // as a person would, fail: the call then fails with the activity's own
-// error, and workflow.EffectUnknown says it may have acted). Never a
+// error, and workflow.MayHaveActed says it may have acted). Never a
 // failure with the effect done and no incident. A retry that meets the
 // dead attempt's live lease waits for it inside the attempt: it spends
 // none of the service's attempts, so with two allowed the second attempt
@@ -159,7 +159,7 @@ func runCell(t *testing.T, p policy, f fault) {
 		return idemwf.Resolution{Decision: idemwf.Fail, Reason: "refunded by hand"}, true
 	})
 	env.SetOnActivityStartedListener(func(info *sdkactivity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == onceflow.SettleActivity {
+		if info.ActivityType.Name == handshake.SettleActivity {
 			mu.Lock()
 			settles++
 			mu.Unlock()
@@ -182,7 +182,7 @@ func runCell(t *testing.T, p policy, f fault) {
 	mu.Lock()
 	defer mu.Unlock()
 	effects := b.effects.Load()
-	_, mayHaveActed := idemwf.EffectUnknown(err)
+	_, mayHaveActed := idemwf.MayHaveActed(err)
 	t.Logf("effects %d, incidents %d, settles %d, result %q, err %v", effects, len(incidents), settles, id, err)
 
 	// The invariant, whatever the cell.

@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/handshake"
 )
 
 // Names on the wire. They are stable: operators' tools depend on them.
@@ -34,7 +35,7 @@ const (
 	DecisionsQuery = "onceflow.decisions"
 	// EvidenceUpdate asks the downstream now about a pending incident (an
 	// Incident), through the activity's own Reconcile
-	// (onceflow.ReconcileActivity, on the activity's task queue), and
+	// ("onceflow.Reconcile", on the activity's task queue), and
 	// answers the Evidence; PendingQuery then shows it with the incident
 	// (PendingRecovery.Evidence). Refused for an incident not pending, or
 	// of an activity that declares no Reconcile.
@@ -62,7 +63,7 @@ const (
 	Retry Decision = "retry"
 	// Fail: give up; Execute returns a TypeRecoveryFailed error, and the
 	// record is FAILED, so later attempts with the same scope fail at once
-	// (onceflow.TypeOperationFailed) until it is reopened.
+	// (onceflow.OutcomeFailed.TemporalType()) until it is reopened.
 	Fail Decision = "fail"
 )
 
@@ -476,26 +477,27 @@ func (r *Recovery) apply(ctx workflow.Context, res Resolution, via string) (d *D
 }
 
 // Metrics the workflows emit through the Temporal SDK's metrics handler
-// (worker.Config.MeterProvider exports them).
+// (worker.Config.MeterProvider exports them); docs/operations.md lists
+// them with their labels.
 const (
-	// MetricRecoveriesOpened counts incidents that began waiting for a
+	// metricRecoveriesOpened counts incidents that began waiting for a
 	// decision, as they happen (the SDK emits no metric while it replays a
 	// history, so opened minus closed is not the pending figure after a
 	// restart: PendingSearchAttribute is).
-	MetricRecoveriesOpened = "onceflow_recoveries_opened"
-	// MetricRecoveriesClosed counts incidents that stopped waiting: a
+	metricRecoveriesOpened = "onceflow_recoveries_opened"
+	// metricRecoveriesClosed counts incidents that stopped waiting: a
 	// decision applied, or the workflow's context done.
-	MetricRecoveriesClosed = "onceflow_recoveries_closed"
-	// MetricDecisionsRefused counts decisions refused (stale, duplicate,
+	metricRecoveriesClosed = "onceflow_recoveries_closed"
+	// metricDecisionsRefused counts decisions refused (stale, duplicate,
 	// unknown incident, a result that does not decode).
-	MetricDecisionsRefused = "onceflow_recovery_decisions_refused"
+	metricDecisionsRefused = "onceflow_recovery_decisions_refused"
 )
 
 // refuse makes a refusal visible: logged, counted, listed.
 func (r *Recovery) refuse(ctx workflow.Context, res Resolution, via string, err error) {
 	r.noteRetentionRefusal(ctx, res)
 	workflow.GetLogger(ctx).Warn("onceflow: decision refused", "incident", res.Incident().String(), "decision", res.Decision, "via", via, "why", err.Error())
-	workflow.GetMetricsHandler(ctx).Counter(MetricDecisionsRefused).Inc(1)
+	workflow.GetMetricsHandler(ctx).Counter(metricDecisionsRefused).Inc(1)
 	r.refusals.Count++
 	r.refusals.Recent = append(r.refusals.Recent, Refusal{Resolution: res, Why: err.Error(), At: workflow.Now(ctx), Via: via})
 	if n := len(r.refusals.Recent); n > recentRefusals {
@@ -524,7 +526,7 @@ type Options struct {
 }
 
 // Execute runs an idempotent activity and, when it fails with
-// TypeEffectUnknown, recovers from the workflow's own history. Where the
+// onceflow.EffectUnknown, recovers from the workflow's own history. Where the
 // answer is known it decides by itself, like a person would and recorded
 // like a person's decision (DecisionsQuery, Via ViaAutomatic, By Actor):
 // completed with the result opts.Reconcile finds; retry when the activity
@@ -541,7 +543,7 @@ type Options struct {
 // the incident stays pending.
 //
 // Results travel as JSON; the resolve activity stores a completed one with
-// the codec of the activity (the activity package's Options.Codec), so it replays.
+// the codec of the activity (the activity package's WithCodec), so it replays.
 func Execute[T any](ctx workflow.Context, r *Recovery, opts Options, activity string, args ...any) (T, error) {
 	var zero T
 	ctx = workflow.WithActivityOptions(ctx, opts.Activity)
@@ -589,7 +591,7 @@ type call struct {
 	// attempt reached the downstream before it (see retentionEnds).
 	scheduled time.Time
 	// settles: the activity is one Register registered (it has
-	// onceflow.SettleActivity beside it), so a failure its retry policy
+	// "onceflow.Settle" beside it), so a failure its retry policy
 	// gave up on is settled before the call returns it.
 	settles bool
 	// noResult: the activity returns only an error.
@@ -634,7 +636,7 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 				// Nothing says whether an attempt acted: a person decides.
 				workflow.GetLogger(ctx).Error("onceflow: could not settle the call whose retries ended", "activity", c.activity, "error", serr)
 				unknown = &onceflow.EffectUnknownDetails{RecordKey: "unsettled/" + e.activityID, Reason: fmt.Sprintf(
-					"the call's retries ended with %q, and %s could not settle its record: %v", failure.Error(), onceflow.SettleActivity, serr)}
+					"the call's retries ended with %q, and %s could not settle its record: %v", failure.Error(), handshake.SettleActivity, serr)}
 			case result != nil:
 				return nil, result, nil
 			case unknown == nil:
@@ -694,7 +696,7 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 			}
 			return complete(ctx, d, res.Result, res.Reason)
 		case Retry:
-			if err := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
+			if err := resolveRecord(ctx, d, handshake.ResolveRecordInput{Details: d, Target: "FAILED_RETRYABLE", Reason: res.Reason}); err != nil {
 				return nil, nil, err
 			}
 			unsettled = ""
@@ -708,7 +710,7 @@ func (r *Recovery) execute(ctx workflow.Context, c call, first workflow.Future) 
 			if res.Reason != "" {
 				reason += ": " + res.Reason
 			}
-			if rerr := resolveRecord(ctx, d, onceflow.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); rerr != nil {
+			if rerr := resolveRecord(ctx, d, handshake.ResolveRecordInput{Details: d, Target: "FAILED", Reason: reason}); rerr != nil {
 				workflow.GetLogger(ctx).Warn("onceflow: could not record the failure in Redis; later attempts will find the record ABANDONED", "record", d.RecordKey, "error", rerr)
 			}
 			return nil, nil, failedByDecision(failure, d, res)
@@ -730,7 +732,7 @@ func complete(ctx workflow.Context, d onceflow.EffectUnknownDetails, result json
 	if len(result) == 0 {
 		result = json.RawMessage("null") // an activity that returns only an error
 	}
-	in := onceflow.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
+	in := handshake.ResolveRecordInput{Details: d, Target: "COMPLETED", Response: result, Reason: reason}
 	if err := resolveRecord(ctx, d, in); err != nil {
 		return nil, nil, err
 	}
@@ -740,12 +742,12 @@ func complete(ctx workflow.Context, d onceflow.EffectUnknownDetails, result json
 // resolveRecord settles the Redis record. When the store could not confirm
 // the abandonment (Details.Recorded false) there is nothing safe to CAS
 // against; the decision still stands in history.
-func resolveRecord(ctx workflow.Context, d onceflow.EffectUnknownDetails, in onceflow.ResolveRecordInput) error {
+func resolveRecord(ctx workflow.Context, d onceflow.EffectUnknownDetails, in handshake.ResolveRecordInput) error {
 	if !d.Recorded {
 		workflow.GetLogger(ctx).Warn("onceflow: the record was never confirmed ABANDONED; leaving Redis as it is", "record", d.RecordKey)
 		return nil
 	}
-	return workflow.ExecuteActivity(ctx, onceflow.ResolveRecordActivity, in).Get(ctx, nil)
+	return workflow.ExecuteActivity(ctx, handshake.ResolveRecordActivity, in).Get(ctx, nil)
 }
 
 // wait lists the incident as pending and blocks until a decision for it is
@@ -765,7 +767,7 @@ func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, c
 		}
 		r.waiting[inc] = w
 		r.order = append(r.order, inc)
-		workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesOpened).Inc(1)
+		workflow.GetMetricsHandler(ctx).Counter(metricRecoveriesOpened).Inc(1)
 		r.notePending(ctx)
 	}
 	w.waiters++
@@ -773,7 +775,7 @@ func (r *Recovery) wait(ctx workflow.Context, d onceflow.EffectUnknownDetails, c
 		if w.waiters--; w.waiters == 0 {
 			delete(r.waiting, inc)
 			r.order = slices.DeleteFunc(r.order, func(i Incident) bool { return i == inc })
-			workflow.GetMetricsHandler(ctx).Counter(MetricRecoveriesClosed).Inc(1)
+			workflow.GetMetricsHandler(ctx).Counter(metricRecoveriesClosed).Inc(1)
 			r.notePending(ctx)
 		}
 	}()

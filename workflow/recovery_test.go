@@ -18,6 +18,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/handshake"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
 
@@ -50,7 +51,7 @@ type world struct {
 	env      *testsuite.TestWorkflowEnvironment
 	mu       sync.Mutex
 	charges  map[string]int
-	resolved []onceflow.ResolveRecordInput
+	resolved []handshake.ResolveRecordInput
 	metrics  *counts
 }
 
@@ -68,16 +69,16 @@ func newWorld(t *testing.T, unknowns map[string][]onceflow.EffectUnknownDetails,
 		n := w.charges[in]
 		w.charges[in]++
 		if n < len(unknowns[in]) {
-			return "", temporal.NewNonRetryableApplicationError("effect unknown", onceflow.TypeEffectUnknown, nil, unknowns[in][n])
+			return "", temporal.NewNonRetryableApplicationError("effect unknown", onceflow.OutcomeEffectUnknown.TemporalType(), nil, unknowns[in][n])
 		}
 		return "charged " + in, nil
 	}, sdkactivity.RegisterOptions{Name: "charge"})
-	w.env.RegisterActivityWithOptions(func(ctx context.Context, in onceflow.ResolveRecordInput) error {
+	w.env.RegisterActivityWithOptions(func(ctx context.Context, in handshake.ResolveRecordInput) error {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		w.resolved = append(w.resolved, in)
 		return nil
-	}, sdkactivity.RegisterOptions{Name: onceflow.ResolveRecordActivity})
+	}, sdkactivity.RegisterOptions{Name: handshake.ResolveRecordActivity})
 	if reconcile != nil {
 		w.env.RegisterActivityWithOptions(reconcile, sdkactivity.RegisterOptions{Name: "reconcile"})
 	}
@@ -332,7 +333,7 @@ func TestAResultThatDoesNotDecodeIsRefused(t *testing.T) {
 	w := newWorld(t, nil, nil)
 	w.env.RegisterWorkflow(amountWorkflow)
 	w.env.RegisterActivityWithOptions(func(context.Context) (int, error) {
-		return 0, temporal.NewNonRetryableApplicationError("effect unknown", onceflow.TypeEffectUnknown, nil, a)
+		return 0, temporal.NewNonRetryableApplicationError("effect unknown", onceflow.OutcomeEffectUnknown.TemporalType(), nil, a)
 	}, sdkactivity.RegisterOptions{Name: "amount"})
 	var rejected *answer
 	w.env.RegisterDelayedCallback(func() {

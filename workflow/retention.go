@@ -10,13 +10,13 @@ import (
 	"github.com/onceflow/onceflow"
 )
 
-// MetricRetentionRefusals counts retries of an unknown effect withheld
+// metricRetentionRefusals counts retries of an unknown effect withheld
 // because the downstream's retention of the operation's key had passed
 // (onceflow.EffectUnknownDetails.DownstreamRetention), labelled "by":
 // "automatic" (an automatic retry not taken: the incident waits for a
 // person instead) or "operator" (a Retry decision without
 // Resolution.OverrideRetention, refused).
-const MetricRetentionRefusals = "onceflow_recovery_retention_refusals"
+const metricRetentionRefusals = "onceflow_recovery_retention_refusals"
 
 // retentionEnds is when the downstream's retention of d's operation key
 // ends: DownstreamRetention after the earliest time an attempt may have
@@ -69,7 +69,7 @@ func (r *Recovery) noteRetentionRefusal(ctx workflow.Context, res Resolution) {
 		return
 	}
 	if why := w.pastRetention(workflow.Now(ctx), res); why != "" {
-		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"by": "operator"}).Counter(MetricRetentionRefusals).Inc(1)
+		workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"by": "operator"}).Counter(metricRetentionRefusals).Inc(1)
 	}
 }
 
@@ -82,7 +82,7 @@ func (r *Recovery) retryWithinRetention(ctx workflow.Context, c call, d onceflow
 	if !d.RetentionPassed && (ends.IsZero() || !now.After(ends)) {
 		return true
 	}
-	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"by": "automatic"}).Counter(MetricRetentionRefusals).Inc(1)
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{"by": "automatic"}).Counter(metricRetentionRefusals).Inc(1)
 	workflow.GetLogger(ctx).Warn("onceflow: no automatic retry past the downstream's retention; waiting for a person",
 		"record", d.RecordKey, "basis", a.basis, "retention_ended", ends, "retention", d.DownstreamRetention)
 	return false

@@ -50,11 +50,11 @@ func TestRetryPastTheDownstreamsRetentionNeedsAnOverride(t *testing.T) {
 	if len(ds) != 1 || ds[0].Via == idemwf.ViaAutomatic || !strings.Contains(ds[0].Resolution.OverrideRetention, "no charge") {
 		t.Fatalf("decisions = %+v, want the operator's retry with its override", ds)
 	}
-	if n := w.metrics.get(idemwf.MetricRetentionRefusals, "by=automatic"); n != 1 {
-		t.Errorf("%s{by=automatic} = %d, want 1", idemwf.MetricRetentionRefusals, n)
+	if n := w.metrics.get("onceflow_recovery_retention_refusals", "by=automatic"); n != 1 {
+		t.Errorf("onceflow_recovery_retention_refusals{by=automatic} = %d, want 1", n)
 	}
-	if n := w.metrics.get(idemwf.MetricRetentionRefusals, "by=operator"); n != 1 {
-		t.Errorf("%s{by=operator} = %d, want 1", idemwf.MetricRetentionRefusals, n)
+	if n := w.metrics.get("onceflow_recovery_retention_refusals", "by=operator"); n != 1 {
+		t.Errorf("onceflow_recovery_retention_refusals{by=operator} = %d, want 1", n)
 	}
 }
 
@@ -74,7 +74,7 @@ func TestRetryWithinTheDownstreamsRetentionIsAutomatic(t *testing.T) {
 		t.Fatalf("out %q, err %v", out, w.env.GetWorkflowError())
 	}
 	automaticOnly(t, w, idemwf.Retry, idemwf.BasisIdempotentDownstream)
-	if n := w.metrics.total(idemwf.MetricRetentionRefusals); n != 0 {
-		t.Errorf("%s = %d, want 0", idemwf.MetricRetentionRefusals, n)
+	if n := w.metrics.total("onceflow_recovery_retention_refusals"); n != 0 {
+		t.Errorf("onceflow_recovery_retention_refusals = %d, want 0", n)
 	}
 }

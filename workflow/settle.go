@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/handshake"
 )
 
 // settleChange is the workflow.GetVersion change ID of settling a call
@@ -22,10 +23,10 @@ import (
 // (the call's failure returned as it was).
 const settleChange = "onceflow.settle"
 
-// SettleTimeout bounds onceflow.SettleActivity, which settles a call of a
-// wrapped activity after its retry policy gave up: it waits out a dead
-// attempt's lease (the executor's Lease, 30 s by default) and retries a
-// store that cannot be reached. A store unreachable for that long leaves
+// SettleTimeout bounds onceflow's own activity "onceflow.Settle", which
+// settles a call of a wrapped activity after its retry policy gave up:
+// it waits out a dead attempt's lease (the executor's Lease, 30 s by
+// default) and retries a store that cannot be reached. A store unreachable for that long leaves
 // the effect unknown, and the call waits for a decision.
 const SettleTimeout = 10 * time.Minute
 
@@ -33,7 +34,7 @@ const SettleTimeout = 10 * time.Minute
 // the call's last attempt ended with one when its retry policy gave up on
 // onceflow's own wait or on the store, not on the activity.
 var onceflowRetryable = []string{
-	onceflow.TypeInProgress, onceflow.TypeRetryableNoEffect, onceflow.TypeStoreUnavailable, onceflow.TypeCanceled, onceflow.TypeInternal,
+	onceflow.OutcomeInProgress.TemporalType(), onceflow.OutcomeRetryable.TemporalType(), onceflow.OutcomeStoreUnavailable.TemporalType(), onceflow.OutcomeCanceled.TemporalType(), onceflow.OutcomeError.TemporalType(),
 }
 
 // ended is how a call's last attempt ended, when its retry policy gave up
@@ -79,10 +80,10 @@ func retriesEnded(err error, policy *temporal.RetryPolicy) (ended, bool) {
 	}
 	if errors.As(err, &ae) {
 		switch {
-		case ae.Type() == onceflow.TypeEffectUnknown:
+		case ae.Type() == onceflow.OutcomeEffectUnknown.TemporalType():
 			return ended{}, false
 		case slices.Contains(onceflowRetryable, ae.Type()):
-			var d onceflow.RetryDetails
+			var d handshake.RetryDetails
 			if ae.HasDetails() && ae.Details(&d) == nil {
 				if e.checkpoint == nil {
 					e.checkpoint = d.Checkpoint
@@ -110,13 +111,13 @@ func (r *Recovery) settles(ctx workflow.Context) bool {
 	return *r.settleVersion >= 1
 }
 
-// settle runs onceflow.SettleActivity for the call c, whose last attempt
+// settle runs handshake.SettleActivity for the call c, whose last attempt
 // ended as e, with unsettled the reason an earlier attempt's effect is
 // still unknown. It returns the call's completed result, or the unknown
 // effect to recover, or neither when nothing may have happened (the
 // call's failure stands). An error: the settle could not run.
 func settle(ctx workflow.Context, c call, e ended, unsettled string) (result json.RawMessage, unknown *onceflow.EffectUnknownDetails, err error) {
-	in := onceflow.SettleInput{Activity: c.activity, ActivityID: e.activityID, Checkpoint: e.checkpoint, EffectUnknown: e.reason, TimedOut: e.timedOut}
+	in := handshake.SettleInput{Activity: c.activity, ActivityID: e.activityID, Checkpoint: e.checkpoint, EffectUnknown: e.reason, TimedOut: e.timedOut}
 	if unsettled != "" {
 		in.EffectUnknown = unsettled
 	}
@@ -133,12 +134,12 @@ func settle(ctx workflow.Context, c call, e ended, unsettled string) (result jso
 	opts.StartToCloseTimeout, opts.HeartbeatTimeout = SettleTimeout, 30*time.Second
 	opts.RetryPolicy = &temporal.RetryPolicy{
 		InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second,
-		NonRetryableErrorTypes: []string{onceflow.TypeEffectUnknown, onceflow.TypeInvalidInput},
+		NonRetryableErrorTypes: []string{onceflow.OutcomeEffectUnknown.TemporalType(), onceflow.OutcomeInvalid.TemporalType()},
 	}
 	workflow.GetLogger(ctx).Info("onceflow: the call's retries ended; settling it", "activity", c.activity, "activity_id", e.activityID)
-	var res onceflow.SettleResult
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), onceflow.SettleActivity, in).Get(ctx, &res)
-	if d, ok := EffectUnknown(err); ok {
+	var res handshake.SettleResult
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), handshake.SettleActivity, in).Get(ctx, &res)
+	if d, ok := MayHaveActed(err); ok {
 		return nil, &d, nil
 	}
 	if err != nil {
@@ -179,9 +180,9 @@ func failedByDecision(failure error, d onceflow.EffectUnknownDetails, res Resolu
 	var ae *temporal.ApplicationError
 	var te *temporal.TimeoutError
 	switch {
-	case errors.As(failure, &ae) && ae.Type() == onceflow.TypeEffectUnknown && d.ActionFailed:
+	case errors.As(failure, &ae) && ae.Type() == onceflow.OutcomeEffectUnknown.TemporalType() && d.ActionFailed:
 		own = own.GetCause() // the error the action returned
-	case ae != nil && ae.Type() == onceflow.TypeEffectUnknown:
+	case ae != nil && ae.Type() == onceflow.OutcomeEffectUnknown.TemporalType():
 		own = nil // a dead worker's, a lost lease, a completion not recorded: none of the activity's
 	case errors.As(failure, &te), ae == nil, strings.HasPrefix(ae.Type(), "onceflow."):
 		own = nil // onceflow's, or a dead worker's: none of the activity's
@@ -205,9 +206,9 @@ func asker(callCtx workflow.Context, c call, d onceflow.EffectUnknownDetails) fu
 	opts := workflow.GetActivityOptions(callCtx)
 	opts.ActivityID, opts.HeartbeatTimeout, opts.ScheduleToStartTimeout = "", 0, 0
 	opts.StartToCloseTimeout, opts.ScheduleToCloseTimeout = time.Minute, 2*time.Minute
-	opts.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{onceflow.TypeInvalidInput}}
+	opts.RetryPolicy = &temporal.RetryPolicy{MaximumAttempts: 3, NonRetryableErrorTypes: []string{onceflow.OutcomeInvalid.TemporalType()}}
 	return func(ctx workflow.Context) (Evidence, error) {
-		in := onceflow.ReconcileInput{Activity: c.activity, Details: d}
+		in := handshake.ReconcileInput{Activity: c.activity, Details: d}
 		for _, a := range c.args {
 			raw, err := json.Marshal(a)
 			if err != nil {
@@ -215,8 +216,8 @@ func asker(callCtx workflow.Context, c call, d onceflow.EffectUnknownDetails) fu
 			}
 			in.Args = append(in.Args, raw)
 		}
-		var ans onceflow.ReconcileAnswer
-		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), onceflow.ReconcileActivity, in).Get(ctx, &ans); err != nil {
+		var ans handshake.ReconcileAnswer
+		if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), handshake.ReconcileActivity, in).Get(ctx, &ans); err != nil {
 			return Evidence{}, err
 		}
 		if !ans.Found {
@@ -238,7 +239,7 @@ type ActionError struct {
 // actionErrorOf is err's action error for the operator; nil when none.
 func actionErrorOf(err error, d onceflow.EffectUnknownDetails) *ActionError {
 	var ae *temporal.ApplicationError
-	if !d.ActionFailed || !errors.As(err, &ae) || ae.Type() != onceflow.TypeEffectUnknown {
+	if !d.ActionFailed || !errors.As(err, &ae) || ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() {
 		return nil
 	}
 	var cause *temporal.ApplicationError

@@ -40,19 +40,20 @@ func UseDevEndpoints(c *worker.Config, need Needs, command string) error {
 // Defaults fills in what is still empty of c's connection with the
 // worker's defaults (what a command uses without -dev).
 func Defaults(c *worker.Config) {
+	d := worker.DefaultConfig()
 	if c.TemporalAddress == "" {
-		c.TemporalAddress = worker.DefaultTemporalAddress
+		c.TemporalAddress = d.TemporalAddress
 	}
 	if c.Namespace == "" {
-		c.Namespace = worker.DefaultNamespace
+		c.Namespace = d.Namespace
 	}
 	if c.RedisURL == "" {
-		c.RedisURL = worker.DefaultRedisURL
+		c.RedisURL = d.RedisURL
 	}
 	if c.KeyNamespace == "" {
-		c.KeyNamespace = worker.DefaultKeyNamespace
+		c.KeyNamespace = d.KeyNamespace
 	}
 	if c.TaskQueue == "" {
-		c.TaskQueue = worker.DefaultTaskQueue
+		c.TaskQueue = d.TaskQueue
 	}
 }

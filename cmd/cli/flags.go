@@ -28,6 +28,7 @@ import (
 // is a *UsageError.
 func ParseWorkerFlags(name string, args []string, getenv func(string) string, extra func(*flag.FlagSet), help Help) (worker.Config, error) {
 	var c worker.Config
+	d := worker.DefaultConfig() // the defaults the help names
 	fs := NewFlagSet(name)
 	env := Env(getenv)
 	var secret, lease, replay, retention, stop, version, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks string
@@ -35,48 +36,48 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 	fs.BoolVar(&c.Dev, "dev", env("ONCEFLOW_DEV", "") == "true",
 		"development mode: start an embedded Temporal server and Redis for whatever is not given (ONCEFLOW_DEV=true)")
 	temporalFlags(fs, &c, env)
-	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+worker.DefaultTaskQueue+")")
-	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+worker.DefaultRedisURL+")")
+	fs.StringVar(&c.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""), "task queue (TEMPORAL_TASK_QUEUE; default "+d.TaskQueue+")")
+	fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL: redis://, redis+sentinel://, redis+cluster:// (REDIS_URL; default "+d.RedisURL+")")
 	fs.BoolVar(&c.AllowEviction, "allow-eviction", env("ONCEFLOW_ALLOW_EVICTION", "") == "true",
 		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
 	fs.BoolVar(&c.RequirePersistence, "require-persistence", env("ONCEFLOW_REQUIRE_PERSISTENCE", "") == "true",
 		"refuse to start when Redis' persistence can lose an acknowledged record (appendonly, appendfsync, replicas), instead of warning (ONCEFLOW_REQUIRE_PERSISTENCE=true)")
 	autoPipelineReads := fs.Bool("redis-auto-pipeline-reads", env("ONCEFLOW_REDIS_AUTO_PIPELINE_READS", "") != "false",
 		"send the replay reads of concurrent activities as one pipeline, through go-redis' auto-pipeliner; =false turns it off (ONCEFLOW_REDIS_AUTO_PIPELINE_READS=false)")
-	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+worker.DefaultKeyNamespace+")")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+d.KeyNamespace+")")
 	var durability string
 	fs.StringVar(&durability, "redis-durability", env("ONCEFLOW_REDIS_DURABILITY", ""), "what a store write waits for: none, replicas (WAIT) or aof (WAITAOF, Redis 7.2+) (ONCEFLOW_REDIS_DURABILITY; default none)")
 	fs.StringVar(&durableReplicas, "redis-durable-replicas", env("ONCEFLOW_REDIS_DURABLE_REPLICAS", ""), "how many replicas -redis-durability waits for (ONCEFLOW_REDIS_DURABLE_REPLICAS; default 1; under Sentinel: all of them)")
-	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default 200ms)")
+	fs.StringVar(&redisTimeout, "redis-timeout", env("REDIS_TIMEOUT", ""), "bound of each Redis call of the idempotency store (REDIS_TIMEOUT; default "+d.RedisCommandTimeout.String()+")")
 	fs.StringVar(&secret, "secret", env("ONCEFLOW_SECRET", ""), "digest secret, at least 32 random bytes (openssl rand -hex 32); required unless -dev (ONCEFLOW_SECRET; prefer the variable: flags show in ps)")
 	fs.StringVar(&version, "secret-version", env("ONCEFLOW_SECRET_VERSION", "1"), "digest version of the secret; bump it when rotating (ONCEFLOW_SECRET_VERSION)")
-	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default 30s)")
+	fs.StringVar(&lease, "lease", env("ONCEFLOW_LEASE", ""), "processing lease (ONCEFLOW_LEASE; default "+d.Lease.String()+")")
 	fs.StringVar(&replay, "replay-ttl", env("ONCEFLOW_REPLAY_TTL", ""), "how long results are replayed (ONCEFLOW_REPLAY_TTL; default 24h)")
 	fs.StringVar(&retention, "failure-retention", env("ONCEFLOW_FAILURE_RETENTION", ""), "how long failed and abandoned records are kept (ONCEFLOW_FAILURE_RETENTION; default 24h)")
-	fs.StringVar(&stop, "stop-timeout", env("ONCEFLOW_STOP_TIMEOUT", ""), "how long in-flight activities may finish after SIGTERM (ONCEFLOW_STOP_TIMEOUT; default 30s)")
-	fs.StringVar(&outcome, "outcome-timeout", env("ONCEFLOW_OUTCOME_TIMEOUT", ""), "then, how long cancelled activities may take to record their outcome (ONCEFLOW_OUTCOME_TIMEOUT; default 10s)")
+	fs.StringVar(&stop, "stop-timeout", env("ONCEFLOW_STOP_TIMEOUT", ""), "how long in-flight activities may finish after SIGTERM (ONCEFLOW_STOP_TIMEOUT; default "+d.StopTimeout.String()+")")
+	fs.StringVar(&outcome, "outcome-timeout", env("ONCEFLOW_OUTCOME_TIMEOUT", ""), "then, how long cancelled activities may take to record their outcome (ONCEFLOW_OUTCOME_TIMEOUT; default "+d.OutcomeTimeout.String()+")")
 	fs.StringVar(&maxActivities, "max-concurrent-activities", env("ONCEFLOW_MAX_CONCURRENT_ACTIVITIES", ""), "activities run at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES; default the SDK's)")
 	fs.StringVar(&maxWorkflowTasks, "max-concurrent-workflow-tasks", env("ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS", ""), "workflow tasks run at once (ONCEFLOW_MAX_CONCURRENT_WORKFLOW_TASKS; default the SDK's)")
 	fs.StringVar(&sticky, "sticky-schedule-to-start-timeout", env("ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT", ""), "sticky workflow task schedule-to-start timeout (ONCEFLOW_STICKY_SCHEDULE_TO_START_TIMEOUT; default the SDK's)")
-	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off; on loopback under -dev (HTTP_ADDR; default "+worker.DefaultHTTPAddr+")")
+	fs.StringVar(&c.HTTPAddr, "http", env("HTTP_ADDR", ""), "listen address of /healthz and /readyz, or off; on loopback under -dev (HTTP_ADDR; default "+d.HTTPAddr+")")
 	fs.StringVar(&readHeader, "http-read-header-timeout", env("HTTP_READ_HEADER_TIMEOUT", ""),
-		"how long the HTTP server waits for a request's headers (HTTP_READ_HEADER_TIMEOUT; default "+worker.DefaultHTTPReadHeaderTimeout.String()+")")
+		"how long the HTTP server waits for a request's headers (HTTP_READ_HEADER_TIMEOUT; default "+d.HTTPReadHeaderTimeout.String()+")")
 	fs.StringVar(&read, "http-read-timeout", env("HTTP_READ_TIMEOUT", ""),
-		"how long it waits for a whole request, headers and body (HTTP_READ_TIMEOUT; default "+worker.DefaultHTTPReadTimeout.String()+")")
+		"how long it waits for a whole request, headers and body (HTTP_READ_TIMEOUT; default "+d.HTTPReadTimeout.String()+")")
 	fs.StringVar(&idle, "http-idle-timeout", env("HTTP_IDLE_TIMEOUT", ""),
-		"how long a keep-alive connection may wait for its next request (HTTP_IDLE_TIMEOUT; default "+worker.DefaultHTTPIdleTimeout.String()+")")
+		"how long a keep-alive connection may wait for its next request (HTTP_IDLE_TIMEOUT; default "+d.HTTPIdleTimeout.String()+")")
 	fs.StringVar(&maxConns, "http-max-conns", env("HTTP_MAX_CONNS", ""),
 		"connections the HTTP server holds at once; a new one closes the longest-idle keep-alive, and waits only while all are busy (HTTP_MAX_CONNS; default "+
-			strconv.Itoa(worker.DefaultHTTPMaxConns)+")")
+			strconv.Itoa(d.HTTPMaxConns)+")")
 	fs.StringVar(&maxIdle, "http-max-idle-conns", env("HTTP_MAX_IDLE_CONNS", ""),
 		"keep-alive connections left waiting for a next request; over it the longest-idle one is closed (HTTP_MAX_IDLE_CONNS; default "+
-			strconv.Itoa(worker.DefaultHTTPMaxIdleConns)+")")
+			strconv.Itoa(d.HTTPMaxIdleConns)+")")
 	fs.StringVar(&perClient, "http-max-conns-per-client", env("HTTP_MAX_CONNS_PER_CLIENT", ""),
 		"connections one client address (IPv4 address, IPv6 /64) may hold; leave it unset behind a proxy, whose connections share its address (HTTP_MAX_CONNS_PER_CLIENT; default no limit)")
 	fs.StringVar(&maxHeader, "http-max-header-bytes", env("HTTP_MAX_HEADER_BYTES", ""),
-		"largest request headers, the request line included: 431 over it (HTTP_MAX_HEADER_BYTES; default "+strconv.Itoa(worker.DefaultHTTPMaxHeaderBytes)+")")
+		"largest request headers, the request line included: 431 over it (HTTP_MAX_HEADER_BYTES; default "+strconv.Itoa(d.HTTPMaxHeaderBytes)+")")
 	fs.StringVar(&maxBody, "http-max-body-bytes", env("HTTP_MAX_BODY_BYTES", ""),
-		"largest request body, on every route: 413 over it (HTTP_MAX_BODY_BYTES; default "+strconv.FormatInt(worker.DefaultHTTPMaxBodyBytes, 10)+")")
+		"largest request body, on every route: 413 over it (HTTP_MAX_BODY_BYTES; default "+strconv.FormatInt(d.HTTPMaxBodyBytes, 10)+")")
 	if extra != nil {
 		extra(fs)
 	}
@@ -185,8 +186,9 @@ func Env(getenv func(string) string) func(key, def string) string {
 // falling back to an environment variable (the Temporal CLI's names where
 // it has one), on fs.
 func temporalFlags(fs *flag.FlagSet, c *worker.Config, env func(key, def string) string) {
-	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+worker.DefaultTemporalAddress+")")
-	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+worker.DefaultNamespace+")")
+	d := worker.DefaultConfig()
+	fs.StringVar(&c.TemporalAddress, "temporal-address", env("TEMPORAL_ADDRESS", ""), "Temporal frontend host:port (TEMPORAL_ADDRESS; default "+d.TemporalAddress+")")
+	fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "Temporal namespace (TEMPORAL_NAMESPACE; default "+d.Namespace+")")
 	tlsDefault, _ := strconv.ParseBool(env("TEMPORAL_TLS", "false"))
 	fs.BoolVar(&c.TemporalTLS, "temporal-tls", tlsDefault, "connect to Temporal over TLS with the system's roots (TEMPORAL_TLS=true); the TLS files and an API key imply it")
 	fs.StringVar(&c.TemporalTLSCertFile, "temporal-tls-cert", env("TEMPORAL_TLS_CERT", ""), "client certificate (PEM) for mutual TLS with Temporal (TEMPORAL_TLS_CERT)")

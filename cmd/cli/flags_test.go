@@ -79,7 +79,7 @@ func TestTemporalFlagsAndWorkerOptions(t *testing.T) {
 	cfg.Secret = nil
 	cfg.Dev = true
 	w, err := worker.New(cfg)
-	if err != nil || w.Config().TaskQueue != worker.DefaultTaskQueue {
+	if err != nil || w.Config().TaskQueue != worker.DefaultConfig().TaskQueue {
 		t.Fatalf("New: %v", err)
 	}
 }

@@ -138,8 +138,8 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 			"talk to the running -dev worker's servers (from its endpoints file) where no address is given"+what+" (ONCEFLOW_DEV=true)")
 	}
 	redisFlags := func() {
-		fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
-		fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+		fs.StringVar(&c.RedisURL, "redis-url", env("REDIS_URL", ""), "Redis URL (REDIS_URL; default "+worker.DefaultConfig().RedisURL+", or with -dev the -dev worker's)")
+		fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", worker.DefaultConfig().KeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	}
 	switch command {
 	case "pending":
@@ -208,7 +208,7 @@ func RunOperator(ctx context.Context, command string, args []string, getenv func
 		record := fs.String("record", "", "the record key")
 		code := fs.String("code", "", "the operation code of the record (with -key)")
 		key := fs.String("key", "", "the business key of the record (with -code)")
-		fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "with -code and -key: the Temporal namespace the key is digested with (TEMPORAL_NAMESPACE; default "+worker.DefaultNamespace+")")
+		fs.StringVar(&c.Namespace, "namespace", env("TEMPORAL_NAMESPACE", ""), "with -code and -key: the Temporal namespace the key is digested with (TEMPORAL_NAMESPACE; default "+worker.DefaultConfig().Namespace+")")
 		asJSON := fs.Bool("json", false, "print JSON")
 		redisFlags()
 		useDev := dev("; digest keys with the -dev secret when ONCEFLOW_SECRET is unset")
@@ -615,7 +615,7 @@ func reopen(ctx context.Context, c worker.Config, record, reason string, out io.
 	}
 	was, err := exec.Reopen(ctx, ref, reason)
 	switch {
-	case errors.Is(err, idemstore.ErrNoRecord) && !was.State.Valid():
+	case errors.Is(err, onceflow.OutcomeNoRecord) && !was.State.Valid():
 		return fmt.Errorf("reopen: there is no record %s under the key namespace %q (expired, or check -key-namespace)", record, c.KeyNamespace)
 	case err != nil:
 		return fmt.Errorf("reopen: %w", err)

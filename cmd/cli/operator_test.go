@@ -10,9 +10,9 @@ import (
 
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/cmd/cli"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/operator"
 )
 
@@ -46,7 +46,7 @@ func TestReopenCommand(t *testing.T) {
 	if _, err := exec.Execute(t.Context(), req, unknown); err == nil {
 		t.Fatal("an unknown effect was not reported")
 	}
-	if _, err := exec.Execute(t.Context(), req, ok); !errors.Is(err, idemstore.ErrEffectUnknown) || runs != 1 {
+	if _, err := exec.Execute(t.Context(), req, ok); !errors.Is(err, onceflow.OutcomeEffectUnknown) || runs != 1 {
 		t.Fatalf("before reopen: err %v, %d runs", err, runs)
 	}
 	var out bytes.Buffer
@@ -111,7 +111,7 @@ func TestInspectCommandPrintsARecordAndFailsOnACorruptOne(t *testing.T) {
 	}
 	out.Reset()
 	err = cli.RunOperator(t.Context(), "inspect", append(args, "-json"), getenv, &out, nil)
-	if !errors.Is(err, onceflow.ErrCorruptRecord) || !strings.Contains(out.String(), `"corrupt"`) {
+	if !errors.Is(err, onceflow.OutcomeCorrupt) || !strings.Contains(out.String(), `"corrupt"`) {
 		t.Fatalf("a corrupt record: %q, %v", out.String(), err)
 	}
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/onceflow/onceflow/cmd/devstate"
-	"github.com/onceflow/onceflow/internal/redisproc"
+	"github.com/onceflow/onceflow/harness/redisproc"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -176,10 +176,10 @@ func Start(cfg *worker.Config, opts Options, log *slog.Logger) (_ *Dev, err erro
 	d.ends = Endpoints{TemporalAddress: cfg.TemporalAddress, Namespace: cfg.Namespace, RedisURL: cfg.RedisURL,
 		HTTPAddr: cfg.HTTPAddr, PID: os.Getpid(), RedisPID: d.ends.RedisPID, Started: time.Now().UTC()}
 	if d.ends.Namespace == "" {
-		d.ends.Namespace = worker.DefaultNamespace
+		d.ends.Namespace = worker.DefaultConfig().Namespace
 	}
 	if d.ends.HTTPAddr == "" {
-		d.ends.HTTPAddr = worker.DefaultHTTPAddr
+		d.ends.HTTPAddr = worker.DefaultConfig().HTTPAddr
 	}
 	if err := devstate.WriteEndpoints(dir, d.ends); err != nil {
 		return nil, err

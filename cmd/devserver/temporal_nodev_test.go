@@ -45,7 +45,7 @@ func TestDevRedisEndpointsLockAndReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.RedisURL != cfg.RedisURL || e.TemporalAddress != "127.0.0.1:7233" || e.PID != os.Getpid() || e.Namespace != worker.DefaultNamespace {
+	if e.RedisURL != cfg.RedisURL || e.TemporalAddress != "127.0.0.1:7233" || e.PID != os.Getpid() || e.Namespace != worker.DefaultConfig().Namespace {
 		t.Fatalf("endpoints %+v, config %+v", e, cfg)
 	}
 	cfg2 := worker.Config{TemporalAddress: "127.0.0.1:7233"}

@@ -19,9 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redisproc"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redisproc"
 )
 
 // config is what the flags set.
@@ -196,14 +196,14 @@ func (b *bench) unpipelinedExecutor(s *redisstore.Store) (*idemstore.Executor, e
 
 // scope returns the digest of record i of goroutine g: 64 hex characters,
 // built in place (one allocation, as a caller's digest would be).
-func scope(g, i int) onceflow.ScopeDigest {
+func scope(g, i int) onceflow.Digest {
 	var buf [64]byte
 	for k := range buf {
 		buf[k] = '0'
 	}
 	writeHex(buf[:16], uint64(g))
 	writeHex(buf[16:32], uint64(i))
-	return onceflow.ScopeDigest{Version: 1, Hex: string(buf[:])}
+	return onceflow.Digest{Version: 1, Hex: string(buf[:])}
 }
 
 func writeHex(dst []byte, v uint64) {

@@ -2,7 +2,7 @@
 // its floor and with the naive code it replaces, in one run on one
 // redis-server, and prints one report with the ratios:
 //
-//	go run ./cmd/idembench            # about 3 minutes; docs/performance.md holds its output
+//	go run ./cmd/idembench            # about 3 minutes; docs/performance.md says what each figure means
 //	go run ./cmd/idembench -short     # one repetition of each cell, shorter cells
 //
 // It starts its own redis-server (Debian's, on a free loopback port) unless

@@ -75,8 +75,7 @@ func (b *bench) measureTemporal(ctx context.Context) (temporalCost, error) {
 	w := sdkworker.New(c, queue, sdkworker.Options{})
 	w.RegisterWorkflow(benchWorkflow)
 	w.RegisterActivityWithOptions(bare, sdkactivity.RegisterOptions{Name: "bare"})
-	w.RegisterActivityWithOptions(onceactivity.Wrap(wrapper, onceactivity.Options[payload, payload]{Code: "bench-activity"}, bare),
-		sdkactivity.RegisterOptions{Name: "wrapped"})
+	onceactivity.Register(w, wrapper, bare, onceactivity.Name("wrapped"), onceactivity.Code("bench-activity"))
 	if err := w.Start(); err != nil {
 		return temporalCost{}, err
 	}

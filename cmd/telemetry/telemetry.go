@@ -83,22 +83,25 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 }
 
 // describe gives the instruments that come without a description their
-// Prometheus HELP text: the workflows' recovery counters and the Temporal
-// SDK's metrics, whose handler registers none.
+// Prometheus HELP text: the workflows' recovery counters (named as
+// docs/operations.md lists them) and the Temporal SDK's metrics, whose
+// handler registers none.
 func describe(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 	if inst.Description != "" {
 		return sdkmetric.Stream{}, false
 	}
 	var d string
 	switch {
-	case inst.Name == idemwf.MetricRecoveriesOpened:
+	case inst.Name == "onceflow_recoveries_opened":
 		d = "Incidents that began waiting for an operator's decision (counted as they happen, not during replay; for the number waiting now see onceflow_pending_recoveries)."
-	case inst.Name == idemwf.MetricRecoveriesClosed:
+	case inst.Name == "onceflow_recoveries_closed":
 		d = "Incidents that stopped waiting for a decision: a decision applied, or the workflow ended."
-	case inst.Name == idemwf.MetricDecidedAutomatically:
+	case inst.Name == "onceflow_recoveries_decided_automatically":
 		d = "Unknown effects a workflow decided by itself, by decision and basis (idempotent downstream, a reconcile's proof, a settled lookup): no incident, no page."
-	case inst.Name == idemwf.MetricDecisionsRefused:
+	case inst.Name == "onceflow_recovery_decisions_refused":
 		d = "Decisions a workflow refused: stale, duplicate, unknown incident, or a result that does not decode."
+	case inst.Name == "onceflow_recovery_retention_refusals":
+		d = "Retries of an unknown effect withheld past the downstream's retention, by who asked: automatic, operator."
 	case strings.HasPrefix(inst.Name, "temporal_"):
 		d = "Temporal Go SDK metric " + inst.Name + ": https://docs.temporal.io/references/sdk-metrics"
 	default:

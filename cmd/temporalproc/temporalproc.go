@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/childproc"
+	"github.com/onceflow/onceflow/harness/childproc"
 )
 
 // EnvBinary names a prebuilt development build of cmd/worker

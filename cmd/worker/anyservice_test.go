@@ -37,7 +37,7 @@ import (
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/cmd/temporalproc"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"

@@ -36,7 +36,7 @@ func (s *serveFlags) parse(args []string, getenv func(string) string, out io.Wri
 	cli.TemporalFlags(fs, &s.cfg, getenv)
 	fs.StringVar(&s.cfg.TaskQueue, "task-queue", env("TEMPORAL_TASK_QUEUE", ""),
 		"the task queue whose workflows the console lists (TEMPORAL_TASK_QUEUE; default: every task queue of the namespace)")
-	fs.StringVar(&s.httpAddr, "http", env("HTTP_ADDR", worker.DefaultHTTPAddr), "where the console listens; on loopback under -dev (HTTP_ADDR)")
+	fs.StringVar(&s.httpAddr, "http", env("HTTP_ADDR", worker.DefaultConfig().HTTPAddr), "where the console listens; on loopback under -dev (HTTP_ADDR)")
 	fs.StringVar(&s.token, "console-token", env("ONCEFLOW_CONSOLE_TOKEN", ""),
 		"the console's token, at least 64 hex digits or 43 base64 characters (openssl rand -hex 32) (ONCEFLOW_CONSOLE_TOKEN; prefer the variable: flags show in ps); required, except under -dev")
 	fs.StringVar(&s.principal, "console-principal-header", env("ONCEFLOW_CONSOLE_PRINCIPAL_HEADER", ""),
@@ -102,14 +102,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		return err
 	}
 	defer tc.Close()
-	con, err := console.New(console.Config{Client: tc, Namespace: s.cfg.Namespace, TaskQueue: s.cfg.TaskQueue, Token: s.token, Dev: s.dev,
+	con, err := console.New(console.Config{Client: tc, Namespace: s.cfg.Namespace, TaskQueue: s.cfg.TaskQueue, Path: consolePath, Token: s.token, Dev: s.dev,
 		Logger: log, Principal: consolePrincipal(s.principal, s.dev, getenv)})
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
 	con.Register(mux)
-	mux.Handle("GET /{$}", http.RedirectHandler(console.DefaultPath, http.StatusFound))
+	mux.Handle("GET /{$}", http.RedirectHandler(consolePath, http.StatusFound))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	ln, err := net.Listen("tcp", s.httpAddr)
 	if err != nil {
@@ -144,18 +144,21 @@ func announceConsole(log *slog.Logger, addr string, token, dev bool) {
 	}
 }
 
+// consolePath is where the console is mounted: "/" redirects there.
+const consolePath = "/console"
+
 // consoleURL is the console's address on a server listening on addr: a
 // host that listens on every interface (0.0.0.0, [::], none) is shown as
 // localhost, which the console under -dev answers.
 func consoleURL(addr string) string {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "http://" + addr + console.DefaultPath
+		return "http://" + addr + consolePath
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "localhost"
 	}
-	return "http://" + net.JoinHostPort(host, port) + console.DefaultPath
+	return "http://" + net.JoinHostPort(host, port) + consolePath
 }
 
 // consolePrincipal names who decides through the console, for the

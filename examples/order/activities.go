@@ -104,34 +104,29 @@ func NewActivities(l *ledger.Ledger, g *Gateway, w *onceactivity.Wrapper) *Activ
 func Register(r worker.Registry, l *ledger.Ledger, g *Gateway) error {
 	a := NewActivities(l, g, r.Activities)
 	r.Worker.RegisterWorkflow(PlaceOrder)
-	step := func(fn any, name string, code onceflow.OperationCode, opts ...onceactivity.Option) error {
-		return onceactivity.RegisterSafely(r.Worker, r.Activities, fn, append(opts, onceactivity.Name(name), onceactivity.Code(code))...)
+	step := func(fn any, name string, code onceflow.OperationCode, opts ...onceactivity.Option) {
+		onceactivity.Register(r.Worker, r.Activities, fn, append(opts, onceactivity.Name(name), onceactivity.Code(code))...)
 	}
-	err := errors.Join(
-		// One reservation per order; the ledger's reservation row makes a
-		// re-run after a takeover safe.
-		step(a.Reserve, ReserveActivity, ReserveCode, onceactivity.BusinessKey(func(in ReserveInput) string { return in.OrderID + "/reserve" }),
-			onceactivity.IdempotentDownstream()),
-		// One charge per order, across workflows; an attempt that takes
-		// over from one that died mid-charge asks the gateway (Reconcile)
-		// instead of charging again.
-		step(a.Charge, ChargeCardActivity, ChargeCode, onceactivity.BusinessKey(func(in ChargeInput) string { return in.OrderID + "/charge" }),
-			onceactivity.Reconcile(func(ctx context.Context, in ChargeInput, _ onceflow.Record) (ledger.Payment, bool, error) {
-				fence, _ := onceactivity.Fence(ctx)
-				return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, fence)
-			})),
-		step(a.Ship, ShipActivity, ShipCode, onceactivity.BusinessKey(func(in OrderRef) string { return in.OrderID + "/ship" }),
-			onceactivity.IdempotentDownstream()), // one shipment per order (UNIQUE order_id)
-		step(a.Confirm, ConfirmActivity, ConfirmCode, onceactivity.BusinessKey(func(in ConfirmInput) string { return in.OrderID + "/confirm" }),
-			onceactivity.IdempotentDownstream()), // one confirmation per order (primary key)
-		step(a.Release, ReleaseActivity, ReleaseCode, onceactivity.BusinessKey(func(in OrderRef) string { return in.OrderID + "/release" }),
-			onceactivity.IdempotentDownstream()), // releases only from status reserved
-		step(a.Refund, RefundActivity, RefundCode, onceactivity.BusinessKey(func(in ChargeInput) string { return in.OrderID + "/refund" }),
-			onceactivity.IdempotentDownstream()), // the gateway refunds each charge once (UNIQUE charge_id)
-	)
-	if err != nil {
-		return err
-	}
+	// One reservation per order; the ledger's reservation row makes a
+	// re-run after a takeover safe.
+	step(a.Reserve, ReserveActivity, ReserveCode, onceactivity.BusinessKey(func(in ReserveInput) string { return in.OrderID + "/reserve" }),
+		onceactivity.IdempotentDownstream())
+	// One charge per order, across workflows; an attempt that takes over
+	// from one that died mid-charge asks the gateway (Reconcile) instead
+	// of charging again.
+	step(a.Charge, ChargeCardActivity, ChargeCode, onceactivity.BusinessKey(func(in ChargeInput) string { return in.OrderID + "/charge" }),
+		onceactivity.Reconcile(func(ctx context.Context, in ChargeInput, _ onceflow.Record) (ledger.Payment, bool, error) {
+			fence, _ := onceactivity.Fence(ctx)
+			return a.reconcile(ctx, onceactivity.OperationKey(ctx), in, fence)
+		}))
+	step(a.Ship, ShipActivity, ShipCode, onceactivity.BusinessKey(func(in OrderRef) string { return in.OrderID + "/ship" }),
+		onceactivity.IdempotentDownstream()) // one shipment per order (UNIQUE order_id)
+	step(a.Confirm, ConfirmActivity, ConfirmCode, onceactivity.BusinessKey(func(in ConfirmInput) string { return in.OrderID + "/confirm" }),
+		onceactivity.IdempotentDownstream()) // one confirmation per order (primary key)
+	step(a.Release, ReleaseActivity, ReleaseCode, onceactivity.BusinessKey(func(in OrderRef) string { return in.OrderID + "/release" }),
+		onceactivity.IdempotentDownstream()) // releases only from status reserved
+	step(a.Refund, RefundActivity, RefundCode, onceactivity.BusinessKey(func(in ChargeInput) string { return in.OrderID + "/refund" }),
+		onceactivity.IdempotentDownstream()) // the gateway refunds each charge once (UNIQUE charge_id)
 	reg := func(name string, fn any) {
 		r.Worker.RegisterActivityWithOptions(fn, sdkactivity.RegisterOptions{Name: name})
 	}

@@ -36,7 +36,7 @@ const (
 )
 
 // OrdersRoute is the route pattern of POST /orders: part of every order
-// key's scope (onceflow.HTTPScope), so the tools that look an HTTP key up
+// key's record (operator.HTTPRef), so the tools that look an HTTP key up
 // use it too.
 const OrdersRoute = "POST /orders"
 
@@ -54,7 +54,7 @@ const (
 const DefaultAPIWait = 10 * time.Second
 
 // WorkflowIDPrefix starts the workflow ID of an order placed through the
-// API; the rest is the digest of the request's idempotency scope.
+// API; the rest is the digest of the request's record (idemhttp.Info).
 const WorkflowIDPrefix = "order-http-"
 
 // memoOrderID is the memo field that names a workflow's order.
@@ -69,7 +69,8 @@ type APIConfig struct {
 	// Executor and Digester run the idempotency middleware. Required.
 	Executor *idemstore.Executor
 	Digester *onceflow.Digester
-	// TaskQueue is where PlaceOrder runs. Default worker.DefaultTaskQueue.
+	// TaskQueue is where PlaceOrder runs. Default "onceflow", the worker's
+	// (worker.Config.TaskQueue).
 	TaskQueue string
 	// Wait bounds how long POST /orders waits for the order's result
 	// before it answers 202 with the order's Location. Default
@@ -79,8 +80,7 @@ type APIConfig struct {
 	// Webhooks verifies the payment providers' signed deliveries to
 	// POST /webhooks/payment-events (package webhook): each sender's name
 	// and secrets. Without any sender every delivery is refused (401).
-	// Its MaxBytes (default webhook.DefaultMaxBytes, 64 KiB) bounds an
-	// event's body.
+	// Its MaxBytes (default 64 KiB) bounds an event's body.
 	Webhooks webhook.Config
 	// AccountLimit bounds one account's requests, every key and route of
 	// it together; APIKeyLimit the requests that present one API key
@@ -125,7 +125,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 		return nil, errors.New("order: APIConfig.Client, Ledger, Executor and Digester are required")
 	}
 	if cfg.TaskQueue == "" {
-		cfg.TaskQueue = worker.DefaultTaskQueue
+		cfg.TaskQueue = worker.DefaultConfig().TaskQueue
 	}
 	if cfg.Wait == 0 {
 		cfg.Wait = DefaultAPIWait
@@ -367,7 +367,7 @@ func backendProblem(what string, err error) *idemhttp.Problem {
 		Detail: what + " failed (" + err.Error() + "); retry with the same Idempotency-Key", RetryAfter: time.Second}
 }
 
-// createOrder starts the order's workflow, named by the request's scope
+// createOrder starts the order's workflow, named by its record's
 // digest, and waits a while for its result (not with Prefer:
 // respond-async, which gets the 202 at once). The workflow ID is the second
 // line of defence: a retry that Redis has forgotten attaches to the same
@@ -375,7 +375,7 @@ func backendProblem(what string, err error) *idemhttp.Problem {
 // answers its result; the ledger's UNIQUE keys are the third.
 func (a *API) createOrder(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	scope, ok := idemhttp.ScopeFrom(ctx)
+	info, ok := idemhttp.InfoFrom(ctx)
 	if !ok {
 		idemhttp.WriteProblem(w, &idemhttp.Problem{Type: ProblemBackendFailure, Title: "Misconfigured route", Status: http.StatusInternalServerError,
 			Detail: "POST /orders must be served behind the idempotency middleware"})
@@ -387,7 +387,7 @@ func (a *API) createOrder(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in := PlaceOrderInput{OrderID: NewOrderID(), CustomerID: req.CustomerID, Items: req.Items, AmountCents: req.AmountCents, Currency: req.Currency}
-	wfID := WorkflowIDPrefix + scope.Ref.Digest.Hex
+	wfID := WorkflowIDPrefix + info.Ref.Digest.Hex
 	// The order is the account's before its workflow starts: its reads
 	// answer no one else (ledger.AccountOrder).
 	account, err := idemhttp.ContextPrincipal(r)

@@ -14,7 +14,7 @@ import (
 // ChargeEvidence is the order system's operator.EvidenceSource: for a
 // charge whose effect is unknown it reads what the gateway and the ledger
 // hold under the charge's operation key (the incident's record key, the
-// charge being BusinessScoped): the gateway's calls and their outcomes,
+// charge having a BusinessKey): the gateway's calls and their outcomes,
 // and the ledger's payment row. A call that took money implies
 // idemwf.Completed, with the payment pre-filled (the status, the gateway's
 // charge ID, the amount: what ledger.Payment needs of an operator); a decline implies Completed with a declined payment; no

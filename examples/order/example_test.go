@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
@@ -15,9 +14,9 @@ import (
 	"github.com/onceflow/onceflow"
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }
@@ -33,20 +32,19 @@ func Example() {
 	store, _ := redisstore.New(redisstore.Config{Client: rdb, Namespace: fmt.Sprint("example-", time.Now().UnixNano())})
 	exec, _ := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: store})
 	digester, _ := onceflow.NewDigester([]byte("a secret from your secret store"), 1)
-	wrapper, _ := onceactivity.New(onceactivity.Config{Executor: exec, Digester: digester})
 
 	provider := order.NewProvider()
 	charge := order.Charge{OrderID: "order-42", Customer: "c-7", AmountCents: 1000}
 	for _, workflowID := range []string{"place-order-42", "place-order-42-again"} {
+		// Each test environment is a worker of its own, with its wrapper
+		// over the same Redis and secret.
+		wrapper, _ := onceactivity.New(onceactivity.Config{Executor: exec, Digester: digester})
 		var suite testsuite.WorkflowTestSuite
 		suite.SetLogger(sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)))
 		env := suite.NewTestWorkflowEnvironment()
 		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: workflowID})
 		env.RegisterWorkflow(order.ChargeOrder)
-		env.RegisterActivityWithOptions(
-			onceactivity.Wrap(wrapper, order.ChargeOptions(provider), order.ChargeFunc(provider)),
-			activity.RegisterOptions{Name: order.ChargeActivity},
-		)
+		onceactivity.Register(env, wrapper, order.ChargeFunc(provider), order.ChargeOptions(provider)...)
 		env.ExecuteWorkflow(order.ChargeOrder, charge)
 		var receipt order.Receipt
 		if err := env.GetWorkflowResult(&receipt); err != nil {

@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.10.0
 	github.com/onceflow/onceflow v0.0.0-00010101000000-000000000000
 	github.com/onceflow/onceflow/cmd v0.0.0-00010101000000-000000000000
+	github.com/onceflow/onceflow/harness v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/rs/zerolog v1.28.0
 	go.opentelemetry.io/otel v1.46.0

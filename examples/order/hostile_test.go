@@ -25,11 +25,11 @@ import (
 	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemhttp/webhook"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // fakeTemporal stands in for the Temporal client: ExecuteWorkflow records

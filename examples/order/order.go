@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -86,16 +85,17 @@ func (p *Provider) Charges() int {
 }
 
 // ChargeOptions make the charge idempotent per order, across workflows,
-// and reconcile an attempt that died mid-charge by asking the provider.
-func ChargeOptions(p *Provider) onceactivity.Options[Charge, Receipt] {
-	return onceactivity.Options[Charge, Receipt]{
-		Code:  "charge-payment",
-		Scope: onceactivity.BusinessScoped,
-		Key:   func(c Charge) string { return c.OrderID + "/charge" },
-		Reconcile: func(ctx context.Context, _ Charge, _ onceflow.Record) (Receipt, bool, error) {
+// and reconcile an attempt that died mid-charge by asking the provider:
+// the options Register wraps ChargeFunc with, under ChargeActivity.
+func ChargeOptions(p *Provider) []onceactivity.Option {
+	return []onceactivity.Option{
+		onceactivity.Name(ChargeActivity),
+		onceactivity.Code("charge-payment"),
+		onceactivity.BusinessKey(func(c Charge) string { return c.OrderID + "/charge" }),
+		onceactivity.Reconcile(func(ctx context.Context, _ Charge, _ onceflow.Record) (Receipt, bool, error) {
 			r, found := p.Lookup(ctx, onceactivity.OperationKey(ctx))
 			return r, found, nil
-		},
+		}),
 	}
 }
 
@@ -109,9 +109,6 @@ func ChargeFunc(p *Provider) func(context.Context, Charge) (Receipt, error) {
 // RegisterCharge registers the workflow and the idempotent activity.
 func RegisterCharge(r worker.Registry, p *Provider) error {
 	r.Worker.RegisterWorkflow(ChargeOrder)
-	r.Worker.RegisterActivityWithOptions(
-		onceactivity.Wrap(r.Activities, ChargeOptions(p), ChargeFunc(p)),
-		activity.RegisterOptions{Name: ChargeActivity},
-	)
+	onceactivity.Register(r.Worker, r.Activities, ChargeFunc(p), ChargeOptions(p)...)
 	return nil
 }

@@ -282,7 +282,7 @@ func PlaceOrder(ctx workflow.Context, in PlaceOrderInput) (OrderResult, error) {
 		// unknown, and an operator failed the step) gives its stock back:
 		// the saga compensates a step that may have acted, not only one
 		// that completed.
-		if _, acted := idemwf.EffectUnknown(err); acted && workflow.GetVersion(ctx, releaseFailedReserveChange, workflow.DefaultVersion, 1) >= 1 {
+		if _, acted := idemwf.MayHaveActed(err); acted && workflow.GetVersion(ctx, releaseFailedReserveChange, workflow.DefaultVersion, 1) >= 1 {
 			if err := s.release(); err != nil {
 				return result, err
 			}

@@ -12,9 +12,9 @@
 // A Verifier checks a delivery against every secret of every sender it
 // knows (Config.Secrets: several per sender at once, so a secret can be
 // rotated without a window of refused deliveries), in constant time
-// (hmac.Equal), and refuses a timestamp further than Config.Tolerance
-// (DefaultTolerance, 5 minutes) from its clock, so a captured delivery
-// cannot be replayed later. Verifier.Handler reads the body (at most
+// (hmac.Equal), and refuses a timestamp further than Config.Tolerance (5
+// minutes by default) from its clock, so a captured delivery cannot be
+// replayed later. Verifier.Handler reads the body (at most
 // Config.MaxBytes, else 413), verifies it, names the sender in the
 // request's context with idemhttp.WithPrincipal and hands the body on
 // unchanged; an idempotency middleware behind it (idemhttp.Config with

@@ -20,12 +20,12 @@ import (
 const (
 	// SignatureHeader is the default header of the signature.
 	SignatureHeader = "Webhook-Signature"
-	// DefaultTolerance is how far a delivery's timestamp may be from the
+	// defaultTolerance is how far a delivery's timestamp may be from the
 	// receiver's clock, either way: 5 minutes, as the large payment
 	// providers use.
-	DefaultTolerance = 5 * time.Minute
-	// DefaultMaxBytes is the largest body a Verifier reads: 64 KiB.
-	DefaultMaxBytes = 64 << 10
+	defaultTolerance = 5 * time.Minute
+	// defaultMaxBytes is the largest body a Verifier reads: 64 KiB.
+	defaultMaxBytes = 64 << 10
 	// MinSecretLen is the shortest secret: 16 bytes (128 bits).
 	MinSecretLen = 16
 	// MaxSignatures is the most v1 signatures one header may carry; more
@@ -55,11 +55,12 @@ type Config struct {
 	// UnsignedSender) every delivery is refused: New accepts that, so a
 	// receiver that takes no webhooks yet still starts.
 	Secrets map[string][][]byte
-	// Tolerance is how far a timestamp may be from the clock. Default
-	// DefaultTolerance; it must be positive.
+	// Tolerance is how far a timestamp may be from the clock, either way.
+	// Default 5 minutes, as the large payment providers use; it must be
+	// positive.
 	Tolerance time.Duration
 	// MaxBytes is the largest body Handler reads: a larger one is
-	// answered 413. Default DefaultMaxBytes.
+	// answered 413. Default 64 KiB.
 	MaxBytes int64
 	// Header is the signature's header. Default SignatureHeader.
 	Header string
@@ -88,12 +89,12 @@ type Verifier struct {
 func New(cfg Config) (*Verifier, error) {
 	switch {
 	case cfg.Tolerance == 0:
-		cfg.Tolerance = DefaultTolerance
+		cfg.Tolerance = defaultTolerance
 	case cfg.Tolerance < 0:
 		return nil, errors.New("webhook: Config.Tolerance must be positive")
 	}
 	if cfg.MaxBytes == 0 {
-		cfg.MaxBytes = DefaultMaxBytes
+		cfg.MaxBytes = defaultMaxBytes
 	}
 	if cfg.MaxBytes < 0 {
 		return nil, errors.New("webhook: Config.MaxBytes must be positive")

@@ -18,9 +18,9 @@
 // A record is CLAIMED, EXECUTING, COMPLETED, FAILED_RETRYABLE, FAILED or
 // ABANDONED; docs/state-machine.md draws the machine. Every Store call
 // answers with one of the closed sum types above or an error whose type
-// says what it proves: a *onceflow.StoreError matching
-// onceflow.ErrIndeterminate or onceflow.ErrUnavailable, a
-// *onceflow.ValidationError, a *onceflow.CorruptRecordError.
+// says what it proves: a *onceflow.Error matching
+// onceflow.OutcomeIndeterminate or onceflow.OutcomeStoreUnavailable, a
+// *onceflow.Error, a *onceflow.Error.
 //
 // # What is stored
 //

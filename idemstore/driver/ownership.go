@@ -27,7 +27,7 @@ func (o Ownership) Fence() onceflow.Fence { return onceflow.Fence{Attempt: o.Att
 
 // invalid is a request refused before anything was sent.
 func invalid(field, format string, args ...any) error {
-	return &onceflow.ValidationError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	return &onceflow.Error{Outcome: onceflow.OutcomeInvalid, Field: field, Reason: fmt.Sprintf(format, args...)}
 }
 
 // truncate shortens a refused value for its error message.

@@ -2,16 +2,17 @@ package driver
 
 import (
 	"context"
-	"github.com/onceflow/onceflow"
 	"time"
+
+	"github.com/onceflow/onceflow"
 )
 
 // Store is the port to an idempotency record store. Every method is atomic
-// on one record. A method that mutates returns a *StoreError matching
-// ErrIndeterminate when it got no reply (the mutation may have happened);
-// Inspect returns one matching ErrUnavailable. Requests that fail
-// validation return a *ValidationError and send nothing. A record that does
-// not decode returns a *CorruptRecordError.
+// on one record. Its errors are *onceflow.Error: a method that mutates
+// fails with OutcomeIndeterminate when it got no reply (the mutation may
+// have happened), Inspect with OutcomeStoreUnavailable. Requests that fail
+// validation fail with OutcomeInvalid and send nothing. A record that does
+// not decode fails with OutcomeCorrupt.
 //
 // Every mutation is safe to re-send: the same request, applied twice, gives
 // ReplayedAcquire or AlreadyTransitioned the second time and never a second

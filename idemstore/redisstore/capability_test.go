@@ -8,10 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redisproc"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redisproc"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // noScripting is a server configuration that leaves no Lua scripting, as

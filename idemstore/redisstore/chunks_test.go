@@ -6,10 +6,10 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestStrayResponseChunksAreRefused plants a response chunk field beyond
@@ -29,9 +29,9 @@ func TestStrayResponseChunksAreRefused(t *testing.T) {
 
 	wantCorrupt := func(t *testing.T, what, field string, err error) {
 		t.Helper()
-		var ce *onceflow.CorruptRecordError
+		var ce *onceflow.Error
 		if !errors.As(err, &ce) || ce.Field != field {
-			t.Fatalf("%s: err = %v, want a CorruptRecordError naming %s", what, err, field)
+			t.Fatalf("%s: err = %v, want an OutcomeCorrupt error naming %s", what, err, field)
 		}
 	}
 	plant := func(t *testing.T, f storetest.Fixture, field string) (before string) {

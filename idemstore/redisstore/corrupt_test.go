@@ -8,10 +8,10 @@ import (
 
 	"github.com/onceflow/onceflow"
 
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // garbles returns the ways to break a field of the given kind: a bad
@@ -46,7 +46,7 @@ func garbles(k schema.Kind) []string {
 // turn (a field of its own, or its part of the packed field m), in an
 // EXECUTING and in a COMPLETED record, garbles m itself, and plants stray
 // response chunks, and sends every script: each answers with a
-// *CorruptRecordError naming the field and leaves the record byte for
+// OutcomeCorrupt error naming the field and leaves the record byte for
 // byte as it was. Only a replay may ignore a field it does not read.
 func TestNoScriptChangesACorruptRecord(t *testing.T) {
 	t.Parallel()
@@ -137,7 +137,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 				}
 				for name, call := range calls {
 					out, err := call()
-					var ce *onceflow.CorruptRecordError
+					var ce *onceflow.Error
 					corrupt := errors.As(err, &ce) && ce.Field == field
 					switch {
 					case corrupt:
@@ -146,7 +146,7 @@ func TestNoScriptChangesACorruptRecord(t *testing.T) {
 					case completed && field == "resp" && g == "tampered" && replayIgnoresResp(name):
 						// The payload is read only by a replay and INSPECT.
 					default:
-						t.Errorf("completed=%v %s = %.20q: %s answered %T %v, want a CorruptRecordError naming %s",
+						t.Errorf("completed=%v %s = %.20q: %s answered %T %v, want an OutcomeCorrupt error naming %s",
 							completed, field, g, name, out, err, field)
 					}
 				}

@@ -57,7 +57,7 @@ type idents struct {
 
 // The decoders turn a script's raw reply into the typed outcome of its
 // operation, one decoder a script. They are the only place replies are
-// interpreted; anything they do not recognise is an ErrUnexpectedReply,
+// interpreted; anything they do not recognise is an OutcomeCorrupt,
 // never a guess.
 
 // decodeClaim decodes the reply of claim.lua to req; op is opClaim or
@@ -84,7 +84,7 @@ func decodeClaim(op string, req driver.ClaimRequest, nonce onceflow.Nonce, raw a
 	case schema.TakenOver:
 		from := onceflow.State(rp.extra)
 		if !from.Valid() {
-			return nil, fmt.Errorf("%w: %s %s: TAKEN_OVER from %q", onceflow.ErrUnexpectedReply, op, ref, truncate(rp.extra))
+			return nil, unexpectedReply("%s %s: TAKEN_OVER from %q", op, ref, truncate(rp.extra))
 		}
 		return driver.TakenOver{Ownership: own, Record: rec, From: from, EffectUnknown: rec.EffectUnknown}, nil
 	case schema.ReplayedAcquire:
@@ -163,7 +163,7 @@ func decodeComplete(o driver.Ownership, nonce onceflow.Nonce, started *onceflow.
 		return decodeTransition(opComplete, o.Ref, idents{owner: o.Owner, fp: started.Fingerprint, nonce: nonce}, raw)
 	}
 	if rp.extra != "" || rp.now.IsZero() {
-		return nil, fmt.Errorf("%w: %s %s: TRANSITIONED without a record, with %q and time %v", onceflow.ErrUnexpectedReply, opComplete, o.Ref, truncate(rp.extra), rp.now)
+		return nil, unexpectedReply("%s %s: TRANSITIONED without a record, with %q and time %v", opComplete, o.Ref, truncate(rp.extra), rp.now)
 	}
 	rec := onceflow.Record{
 		State: onceflow.StateCompleted, Owner: o.Owner, Attempt: started.Attempt, Rev: started.Rev + 1, Operation: o.Operation,
@@ -192,7 +192,7 @@ func decodeRenew(req driver.RenewRequest, started bool, raw any) (driver.RenewOu
 		// lease, and answered leaseUntil alone.
 		until, ok := schema.ParseInteger(rp.extra)
 		if !ok || rp.now.IsZero() {
-			return nil, fmt.Errorf("%w: %s %s: RENEWED without a record, with leaseUntil %q", onceflow.ErrUnexpectedReply, opRenew, ref, truncate(rp.extra))
+			return nil, unexpectedReply("%s %s: RENEWED without a record, with leaseUntil %q", opRenew, ref, truncate(rp.extra))
 		}
 		return driver.Renewed{Record: onceflow.Record{
 			State: onceflow.StateExecuting, Owner: req.Owner, Attempt: req.Started.Attempt, Rev: req.Started.Rev,
@@ -280,17 +280,17 @@ func decodeResolve(ref onceflow.Ref, raw any) (driver.ResolveOutcome, error) {
 }
 
 // parse parses a raw reply and answers CORRUPT, which every script may
-// reply, with a *onceflow.CorruptRecordError naming the field.
+// reply, with a *onceflow.Error naming the field.
 func parse(op string, ref onceflow.Ref, raw any) (reply, error) {
 	rp, err := parseReply(raw)
 	if err != nil {
-		return reply{}, fmt.Errorf("%w: %s %s: %v", onceflow.ErrUnexpectedReply, op, ref, err)
+		return reply{}, unexpectedReply("%s %s: %v", op, ref, err)
 	}
 	if rp.code == schema.Corrupt {
 		if rp.extra == "" {
 			return reply{}, unexpected(op, ref, rp.code)
 		}
-		return reply{}, &onceflow.CorruptRecordError{Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
+		return reply{}, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Ref: ref, Field: rp.extra, Reason: "is missing or breaks the record schema"}
 	}
 	return rp, nil
 }
@@ -310,7 +310,7 @@ func (rp reply) record(op string, ref onceflow.Ref) (onceflow.Record, driver.Own
 }
 
 func unexpected(op string, ref onceflow.Ref, code schema.ReplyCode) error {
-	return fmt.Errorf("%w: %s %s: %s", onceflow.ErrUnexpectedReply, op, ref, code)
+	return unexpectedReply("%s %s: %s", op, ref, code)
 }
 
 // refusals are the refusal reply codes, as idemstore names them.
@@ -432,14 +432,14 @@ var renewFields = [schema.NumFields]bool{schema.FState: true, schema.FOwner: tru
 func decodeRecord(ref onceflow.Ref, rp reply) (onceflow.Record, error) {
 	vals, err := rp.unpack()
 	if err != nil {
-		return onceflow.Record{}, fmt.Errorf("%w: %s: %v", onceflow.ErrUnexpectedReply, ref, err)
+		return onceflow.Record{}, unexpectedReply("%s: %v", ref, err)
 	}
 	var present [schema.NumFields]bool
 	for i, v := range vals {
 		present[i] = v != ""
 	}
 	bad := func(field, reason string) (onceflow.Record, error) {
-		return onceflow.Record{}, &onceflow.CorruptRecordError{Ref: ref, Field: field, Reason: reason}
+		return onceflow.Record{}, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Ref: ref, Field: field, Reason: reason}
 	}
 	var partial *[schema.NumFields]bool
 	switch rp.code {

@@ -13,7 +13,7 @@ import (
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
-var testRef = onceflow.Ref{Code: "charge-payment", Digest: onceflow.ScopeDigest{Version: 1, Hex: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}
+var testRef = onceflow.Ref{Code: "charge-payment", Digest: onceflow.Digest{Version: 1, Hex: "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}}
 
 var allOps = []string{opClaim, opClaimStart, opStart, opComplete, opFail, opRenew, opRelease, opInspect, opResolve}
 
@@ -59,12 +59,12 @@ func decode(op string, ref onceflow.Ref, raw any) (any, error) {
 }
 
 // checkDecoded fails unless a decoder returned a typed outcome of op's sum
-// or one of the two decoding errors, and exactly one of them.
+// or an OutcomeCorrupt error, and exactly one of them.
 func checkDecoded(t *testing.T, op string, out any, err error) {
 	t.Helper()
 	if err != nil {
-		if !errors.Is(err, onceflow.ErrUnexpectedReply) && !errors.Is(err, onceflow.ErrCorruptRecord) {
-			t.Fatalf("%s: error %v is neither ErrUnexpectedReply nor ErrCorruptRecord", op, err)
+		if !errors.Is(err, onceflow.OutcomeCorrupt) {
+			t.Fatalf("%s: error %v is not OutcomeCorrupt", op, err)
 		}
 		if out != nil {
 			t.Fatalf("%s: error %v with an outcome %T", op, err, out)
@@ -167,14 +167,14 @@ func TestDecodeKnownReplies(t *testing.T) {
 		op   string
 		code schema.ReplyCode
 	}{{opRenew, schema.StaleRev}, {opClaim, schema.Transitioned}, {opInspect, schema.Acquired}, {opRelease, schema.Already}, {opClaim, schema.NotFound}, {opClaim, 99}} {
-		if _, err := decode(c.op, testRef, validReply(c.code)); !errors.Is(err, onceflow.ErrUnexpectedReply) {
-			t.Fatalf("%s %s: err = %v, want ErrUnexpectedReply", c.op, c.code, err)
+		if _, err := decode(c.op, testRef, validReply(c.code)); !errors.Is(err, onceflow.OutcomeCorrupt) {
+			t.Fatalf("%s %s: err = %v, want OutcomeCorrupt", c.op, c.code, err)
 		}
 	}
 }
 
 // TestDecodeChecksEveryFieldRule garbles each field of a reply's record in
-// turn: the decoder refuses it with a *CorruptRecordError naming the
+// turn: the decoder refuses it with an OutcomeCorrupt error naming the
 // field, by the same rules as the scripts.
 func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	t.Parallel()
@@ -196,10 +196,10 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 			_, err := decode(opStart, testRef, replyOf(schema.Already, 1, 1, "", packRecord(rec), nil))
 			_, present := executingRecord()[r.Name]
 			wantErr := g != "(missing)" || r.Required || present && (r.Name == "leaseUntil" || r.Name == "nonce")
-			var ce *onceflow.CorruptRecordError
+			var ce *onceflow.Error
 			switch {
 			case wantErr && (!errors.As(err, &ce) || ce.Field != r.Name):
-				t.Errorf("%s = %q: err = %v, want a CorruptRecordError naming %s", r.Name, g, err, r.Name)
+				t.Errorf("%s = %q: err = %v, want an OutcomeCorrupt error naming %s", r.Name, g, err, r.Name)
 			case !wantErr && err != nil:
 				t.Errorf("%s = %q: err = %v, want none (an optional field)", r.Name, g, err)
 			}
@@ -215,9 +215,9 @@ func TestDecodeChecksEveryFieldRule(t *testing.T) {
 	}
 	tampered := "the respons3"
 	_, err := decode(opInspect, testRef, replyOf(schema.Found, 1, 1, "", packRecord(rec), &tampered))
-	var ce *onceflow.CorruptRecordError
+	var ce *onceflow.Error
 	if !errors.As(err, &ce) || ce.Field != "resp" {
-		t.Fatalf("tampered response: err = %v, want a CorruptRecordError naming resp", err)
+		t.Fatalf("tampered response: err = %v, want an OutcomeCorrupt error naming resp", err)
 	}
 }
 

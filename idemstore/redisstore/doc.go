@@ -35,9 +35,9 @@
 // answers "12\0<now ms>\0-2\0" (NOT_FOUND) for a key that holds no record.
 // The reply format is described in lua/record.lua.
 //
-// Certainty follows the seed design: any transport error from a script
-// that may write is onceflow.Indeterminate, from INSPECT
-// onceflow.Unavailable. go-redis re-sends a command after EOF (MaxRetries,
+// What a failed call proves follows the seed design: any transport error
+// from a script that may write is onceflow.OutcomeIndeterminate, from
+// INSPECT onceflow.OutcomeStoreUnavailable. go-redis re-sends a command after EOF (MaxRetries,
 // 3 by default), which can run a script again after its reply was lost;
 // every script is safe to re-run, so that costs no second effect. A
 // NOSCRIPT answer (restart, failover, SCRIPT FLUSH) sends the script whole
@@ -52,7 +52,7 @@
 // schema uses driver's.
 //
 //   - Every request is validated before anything is sent (a
-//     *onceflow.ValidationError otherwise): an operation ID or a reason with
+//     *onceflow.Error otherwise): an operation ID or a reason with
 //     a NUL byte, which the schema refuses in a stored record, is never
 //     written.
 //   - A record is one hash: the owner (o), op, the fingerprint (f), the
@@ -74,7 +74,7 @@
 //     a chunk after one shorter than 64
 //     bytes), before it decides or writes anything. A record that
 //     breaks a rule is answered CORRUPT, naming the field: a
-//     *onceflow.CorruptRecordError, and the record is never changed. The
+//     *onceflow.Error, and the record is never changed. The
 //     scripts do not compare a response with its sum.
 //   - A replay is one read command, no script: Claim and ClaimStart first
 //     send one HMGET of fp, m (with the state, codec, policy, attempt,

@@ -13,10 +13,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestDurabilityConfig: the defaults and what New refuses.
@@ -155,8 +155,8 @@ func TestDurableCompletionIsOnTheReplica(t *testing.T) {
 // (killed, or hung by SIGSTOP) while the action runs, after the start was
 // confirmed on it. The completion's WAIT then reaches no replica (at once,
 // or at DurableTimeout): the call is Indeterminate, the executor's INSPECT
-// cannot confirm it either, and Execute returns ErrAwaitingDecision (an
-// EffectUnknownError), never a success, although the primary holds the
+// cannot confirm it either, and Execute returns onceflow.OutcomeAwaitingDecision (an
+// onceflow.Error), never a success, although the primary holds the
 // completion.
 func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 	t.Parallel()
@@ -193,15 +193,15 @@ func TestDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 			// The store itself: a write is Indeterminate, a read Unavailable.
 			g := storetest.NewFixture()
 			_, err = r.store.ClaimStart(t.Context(), g.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
-			if !errors.Is(err, onceflow.ErrIndeterminate) {
-				t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrIndeterminate)
+			if !errors.Is(err, onceflow.OutcomeIndeterminate) {
+				t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeIndeterminate)
 			}
 			if !errors.Is(err, redisstore.ErrNotDurable) {
 				t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
 			}
 			_, err = r.store.Inspect(t.Context(), g.Ref)
-			if !errors.Is(err, onceflow.ErrUnavailable) {
-				t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrUnavailable)
+			if !errors.Is(err, onceflow.OutcomeStoreUnavailable) {
+				t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeStoreUnavailable)
 			}
 			if !errors.Is(err, redisstore.ErrNotDurable) {
 				t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
@@ -218,11 +218,11 @@ func requireUnconfirmed(t *testing.T, err error, runs int32, mode redisstore.Dur
 	if runs != int32(1) {
 		t.Fatalf("got %v, want %v", runs, int32(1))
 	}
-	if !errors.Is(err, idemstore.ErrAwaitingDecision) {
-		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrAwaitingDecision)
+	if !errors.Is(err, onceflow.OutcomeAwaitingDecision) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeAwaitingDecision)
 	}
-	if !errors.Is(err, idemstore.ErrEffectUnknown) {
-		t.Fatalf("err = %v, want it to match %v", err, idemstore.ErrEffectUnknown)
+	if !errors.Is(err, onceflow.OutcomeEffectUnknown) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeEffectUnknown)
 	}
 	if !errors.Is(err, redisstore.ErrNotDurable) {
 		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/onceflow/onceflow"
 
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // A claim, an execution and a replay, by hand. (The idemstore.Executor

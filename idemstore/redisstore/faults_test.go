@@ -15,10 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // as returns a function that checks a store call's result is a T.
@@ -80,9 +80,9 @@ func TestLostRepliesAreIndeterminateAndRetriesApplyOnce(t *testing.T) {
 		proxy.SetFault(redistest.DropScriptReplies)
 		err := call()
 		proxy.SetFault(redistest.Pass)
-		var se *onceflow.StoreError
-		if !errors.Is(err, onceflow.ErrIndeterminate) || !errors.As(err, &se) || se.Certainty != onceflow.Indeterminate {
-			t.Fatalf("%s with its reply lost: err = %v, want a StoreError matching ErrIndeterminate", name, err)
+		var se *onceflow.Error
+		if !errors.Is(err, onceflow.OutcomeIndeterminate) || !errors.As(err, &se) || se.Outcome != onceflow.OutcomeIndeterminate {
+			t.Fatalf("%s with its reply lost: err = %v, want an OutcomeIndeterminate error", name, err)
 		}
 		if runs := proxy.DroppedReplies() - before; runs != 4 {
 			t.Fatalf("%s ran %d times, want 4 (1 + go-redis' 3 retries)", name, runs)
@@ -170,12 +170,12 @@ func TestUndeliveredCallsAreIndeterminateAndApplyNothing(t *testing.T) {
 	f := storetest.NewFixture()
 	proxy.SetFault(redistest.ResetScripts)
 	_, err := s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
-	if !errors.Is(err, onceflow.ErrIndeterminate) {
-		t.Fatalf("err = %v, want ErrIndeterminate", err)
+	if !errors.Is(err, onceflow.OutcomeIndeterminate) {
+		t.Fatalf("err = %v, want OutcomeIndeterminate", err)
 	}
 	_, err = s.Inspect(t.Context(), f.Ref)
-	if !errors.Is(err, onceflow.ErrUnavailable) || errors.Is(err, onceflow.ErrIndeterminate) {
-		t.Fatalf("inspect err = %v, want ErrUnavailable only", err)
+	if !errors.Is(err, onceflow.OutcomeStoreUnavailable) || errors.Is(err, onceflow.OutcomeIndeterminate) {
+		t.Fatalf("inspect err = %v, want OutcomeStoreUnavailable only", err)
 	}
 	proxy.SetFault(redistest.Pass)
 	if obs, err := s.Inspect(t.Context(), f.Ref); err != nil || obs.Found {
@@ -221,10 +221,10 @@ func TestScriptFlushCostsOneReload(t *testing.T) {
 	}
 }
 
-// TestServerRestartClassifiesCertainty: with Redis down, mutations are
+// TestServerRestartClassifiesWhatItProves: with Redis down, mutations are
 // Indeterminate and INSPECT is Unavailable; after a restart the store works
 // again without being rebuilt.
-func TestServerRestartClassifiesCertainty(t *testing.T) {
+func TestServerRestartClassifiesWhatItProves(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	client := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
@@ -233,11 +233,11 @@ func TestServerRestartClassifiesCertainty(t *testing.T) {
 	f := storetest.NewFixture()
 	as[driver.Acquired](t)(s.Claim(t.Context(), f.Claim(onceflow.NewOwner())))
 	srv.Kill()
-	if _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.ErrIndeterminate) {
-		t.Fatalf("claim with Redis down: %v, want ErrIndeterminate", err)
+	if _, err := s.Claim(t.Context(), f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.OutcomeIndeterminate) {
+		t.Fatalf("claim with Redis down: %v, want OutcomeIndeterminate", err)
 	}
-	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, onceflow.ErrUnavailable) {
-		t.Fatalf("inspect with Redis down: %v, want ErrUnavailable", err)
+	if _, err := s.Inspect(t.Context(), f.Ref); !errors.Is(err, onceflow.OutcomeStoreUnavailable) {
+		t.Fatalf("inspect with Redis down: %v, want OutcomeStoreUnavailable", err)
 	}
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
@@ -325,7 +325,7 @@ func sorted(xs []string) []string {
 }
 
 // TestCorruptRecordsAreReportedNotGuessed corrupts records by hand: every
-// script answers with a *CorruptRecordError naming the field, and changes
+// script answers with an OutcomeCorrupt error naming the field, and changes
 // nothing.
 func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 	t.Parallel()
@@ -382,8 +382,8 @@ func TestCorruptRecordsAreReportedNotGuessed(t *testing.T) {
 		}
 		for name, call := range calls {
 			err := call()
-			var ce *onceflow.CorruptRecordError
-			if !errors.Is(err, onceflow.ErrCorruptRecord) || !errors.As(err, &ce) || ce.Field != c.field {
+			var ce *onceflow.Error
+			if !errors.Is(err, onceflow.OutcomeCorrupt) || !errors.As(err, &ce) || ce.Field != c.field {
 				t.Fatalf("%s of a record with a corrupt %s: err = %v", name, c.field, err)
 			}
 		}
@@ -460,12 +460,12 @@ func TestCallsNeverOutliveTheirContext(t *testing.T) {
 			{"claim", 0, func(ctx context.Context) error {
 				_, err := s.ClaimStart(ctx, f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 				return err
-			}, onceflow.ErrIndeterminate},
-			{"inspect", 0, func(ctx context.Context) error { _, err := s.Inspect(ctx, f.Ref); return err }, onceflow.ErrUnavailable},
+			}, onceflow.OutcomeIndeterminate},
+			{"inspect", 0, func(ctx context.Context) error { _, err := s.Inspect(ctx, f.Ref); return err }, onceflow.OutcomeStoreUnavailable},
 			{"claim with an earlier deadline", 30 * time.Millisecond, func(ctx context.Context) error {
 				_, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
 				return err
-			}, onceflow.ErrIndeterminate},
+			}, onceflow.OutcomeIndeterminate},
 		} {
 			ctx := t.Context()
 			limit := timeout
@@ -518,8 +518,8 @@ func TestAWaitForAConnectionEndsAtTheDeadline(t *testing.T) {
 	start := time.Now()
 	_, err := waiter.Inspect(context.Background(), f.Ref)
 	took := time.Since(start)
-	if !errors.Is(err, onceflow.ErrUnavailable) {
-		t.Errorf("the waiting call: err = %v, want ErrUnavailable", err)
+	if !errors.Is(err, onceflow.OutcomeStoreUnavailable) {
+		t.Errorf("the waiting call: err = %v, want OutcomeStoreUnavailable", err)
 	}
 	if took > timeout+100*time.Millisecond {
 		t.Errorf("the waiting call returned after %v, past its %v deadline", took, timeout)
@@ -635,8 +635,8 @@ func TestInspectAnswersWhileWritesArePausedWithNoScriptCached(t *testing.T) {
 	// Scripts that may write wait for the pause, as they must.
 	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.ErrIndeterminate) {
-		t.Fatalf("claim while writes are paused: %v, want it to wait (ErrIndeterminate at the deadline)", err)
+	if _, err := s.Claim(ctx, f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.OutcomeIndeterminate) {
+		t.Fatalf("claim while writes are paused: %v, want it to wait (OutcomeIndeterminate at the deadline)", err)
 	}
 }
 

@@ -9,9 +9,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // The tests name a record's fields as schema.Fields does; these helpers

@@ -19,10 +19,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/internal/refmodel"
 )
 
@@ -228,7 +228,7 @@ func (c *linClient) call(ctx context.Context, in linInput) any {
 	ret := c.hist.now()
 	out := linOutput{}
 	switch {
-	case errors.Is(err, onceflow.ErrIndeterminate) || errors.Is(err, onceflow.ErrUnavailable):
+	case errors.Is(err, onceflow.OutcomeIndeterminate) || errors.Is(err, onceflow.OutcomeStoreUnavailable):
 		// It may have applied: it may linearize anywhere after its call.
 		out = linOutput{unknown: true, summary: err.Error()}
 		ret = math.MaxInt64

@@ -70,7 +70,7 @@ func pick[T any](src byteSource, xs []T) T { return xs[int(src.next())%len(xs)] 
 
 // step is one operation: it runs against the store and the model and
 // returns both outcomes. An invalid step (a NUL in its operation ID or
-// reason) must be refused by the store with a *ValidationError, changing
+// reason) must be refused by the store with an OutcomeInvalid error, changing
 // nothing; the model does not see it.
 type step struct {
 	desc    string
@@ -257,9 +257,9 @@ func runSequence(t *testing.T, s *redisstore.Store, src byteSource, n int) {
 		if st.invalid {
 			// Refused before anything was sent: the record is as it was,
 			// which the next steps (and their INSPECTs) check.
-			var ve *onceflow.ValidationError
+			var ve *onceflow.Error
 			if !errors.As(err, &ve) {
-				t.Fatalf("invalid request: %#v, %v; want a *ValidationError\nsequence:\n  %s", got, err, strings.Join(trace, "\n  "))
+				t.Fatalf("invalid request: %#v, %v; want an OutcomeInvalid error\nsequence:\n  %s", got, err, strings.Join(trace, "\n  "))
 			}
 			continue
 		}

@@ -5,10 +5,10 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestNULInAnOperationIDOrReasonIsNeverSent: the schema refuses a NUL
@@ -16,7 +16,7 @@ import (
 // so a request carrying one was written, and the record the store had
 // just written was corrupt for its whole retention: a claim+start wrote
 // an EXECUTING record and answered "corrupt". Every such request is now a
-// *ValidationError, and not one command reaches Redis.
+// OutcomeInvalid error, and not one command reaches Redis.
 func TestNULInAnOperationIDOrReasonIsNeverSent(t *testing.T) {
 	t.Parallel()
 	client := redistest.NewClient(t, redistest.Addr(t))
@@ -62,9 +62,9 @@ func TestNULInAnOperationIDOrReasonIsNeverSent(t *testing.T) {
 	}
 	for name, call := range calls {
 		err := call()
-		var ve *onceflow.ValidationError
-		if !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) {
-			t.Errorf("%s: err = %v, want a *ValidationError", name, err)
+		var ve *onceflow.Error
+		if !errors.Is(err, onceflow.OutcomeInvalid) || !errors.As(err, &ve) {
+			t.Errorf("%s: err = %v, want an OutcomeInvalid error", name, err)
 		}
 	}
 	if len(sent) != 0 {

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestConcurrentReplaysRideTheAutoPipeliner replays one record from many
@@ -88,9 +88,9 @@ func TestAnAutoPipelinedReadStopsAtTheDeadline(t *testing.T) {
 	start := time.Now()
 	out, err := s.ClaimStart(t.Context(), f.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
 	took := time.Since(start)
-	var se *onceflow.StoreError
-	if !errors.As(err, &se) || !errors.Is(err, onceflow.ErrIndeterminate) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("claim answered %T %+v, %v; want an indeterminate StoreError of the deadline", out, out, err)
+	var se *onceflow.Error
+	if !errors.As(err, &se) || !errors.Is(err, onceflow.OutcomeIndeterminate) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("claim answered %T %+v, %v; want an OutcomeIndeterminate error of the deadline", out, out, err)
 	}
 	if took > 5*timeout {
 		t.Fatalf("the claim returned after %v; the command timeout is %v", took, timeout)

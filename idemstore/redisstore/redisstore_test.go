@@ -4,10 +4,10 @@ import (
 	"go.uber.org/goleak"
 	"testing"
 
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestMain runs the tests with the shared Redis up, then checks that no

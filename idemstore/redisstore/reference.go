@@ -127,7 +127,7 @@ func decodeReuse(m redis.XMessage) (driver.ReferenceReuse, error) {
 		return driver.ReferenceReuse{}, fmt.Errorf("action %q: want flagged or refused", a)
 	}
 	return driver.ReferenceReuse{
-		Reference: onceflow.Ref{Code: code, Digest: onceflow.ScopeDigest{Hex: field("reference")}},
+		Reference: onceflow.Ref{Code: code, Digest: onceflow.Digest{Hex: field("reference")}},
 		Holder:    field("holder"), Key: field("key"), Refused: refused, At: time.UnixMilli(at).UTC(),
 	}, nil
 }

@@ -3,14 +3,12 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow"
 	"github.com/onceflow/onceflow/idemstore/driver"
 )
 
@@ -207,7 +205,7 @@ func (s *Store) renewBatch(batch []*pendingRenew) {
 		case err != nil:
 			p.err = classify(opRenew, p.req.Ref, err)
 		case len(replies) != len(live):
-			p.err = fmt.Errorf("%w: %s %s: a renewal of %d leases answered %T of %d", onceflow.ErrUnexpectedReply, opRenew, p.req.Ref, len(live), raw, len(replies))
+			p.err = unexpectedReply("%s %s: a renewal of %d leases answered %T of %d", opRenew, p.req.Ref, len(live), raw, len(replies))
 		default:
 			p.out, p.err = decodeRenew(p.req, p.started != "", replies[i])
 		}
@@ -224,7 +222,7 @@ func (s *Store) renewOne(ctx context.Context, req driver.RenewRequest, key, star
 	}
 	replies, ok := raw.([]any)
 	if !ok || len(replies) != 1 {
-		return nil, fmt.Errorf("%w: %s %s: a renewal of one lease answered %T", onceflow.ErrUnexpectedReply, opRenew, req.Ref, raw)
+		return nil, unexpectedReply("%s %s: a renewal of one lease answered %T", opRenew, req.Ref, raw)
 	}
 	return decodeRenew(req, started != "", replies[0])
 }

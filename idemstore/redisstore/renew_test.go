@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // renewHook holds the first RENEW call until released and records how
@@ -173,9 +173,9 @@ func TestRenewalsThatWaitGoAsOneCallEachFencedOnItsOwn(t *testing.T) {
 	if _, ok := outs[2].(driver.Missing); errs[2] != nil || !ok {
 		t.Errorf("renewal of a missing record: %#v, %v; want Missing", outs[2], errs[2])
 	}
-	var corrupt *onceflow.CorruptRecordError
+	var corrupt *onceflow.Error
 	if !errors.As(errs[3], &corrupt) || corrupt.Field != "fp" {
-		t.Errorf("renewal of a record with a corrupt fp: %v; want a CorruptRecordError naming fp", errs[3])
+		t.Errorf("renewal of a record with a corrupt fp: %v; want an OutcomeCorrupt error naming fp", errs[3])
 	}
 	if got := client.HGetAll(ctx, ls[3].key).Val(); !equalMaps(got, corruptBefore) {
 		t.Errorf("the corrupt record changed: %v, was %v", got, corruptBefore)
@@ -205,9 +205,9 @@ func TestARenewalOfAKeyThatIsNotAHashFailsAloneInABatch(t *testing.T) {
 			t.Errorf("renewal %d: %#v, %v; want Renewed", i, outs[i], errs[i])
 		}
 	}
-	var corrupt *onceflow.CorruptRecordError
+	var corrupt *onceflow.Error
 	if !errors.As(errs[1], &corrupt) || corrupt.Field != "(key)" {
-		t.Errorf("renewal of a key that is no hash: %v; want a CorruptRecordError naming the key", errs[1])
+		t.Errorf("renewal of a key that is no hash: %v; want an OutcomeCorrupt error naming the key", errs[1])
 	}
 	if got := client.Get(t.Context(), ls[2].key).Val(); got != "a string" {
 		t.Errorf("the key that is no hash changed: %q", got)
@@ -216,7 +216,7 @@ func TestARenewalOfAKeyThatIsNotAHashFailsAloneInABatch(t *testing.T) {
 
 // TestARenewalThatGivesUpWhileWaitingIsNotSent: a renewal whose context
 // ends while it waits for the call in flight returns at once with an
-// Indeterminate StoreError, and is left out of the next call.
+// OutcomeIndeterminate error, and is left out of the next call.
 func TestARenewalThatGivesUpWhileWaitingIsNotSent(t *testing.T) {
 	t.Parallel()
 	s, h, _ := newHookedStore(t)
@@ -252,9 +252,9 @@ func TestARenewalThatGivesUpWhileWaitingIsNotSent(t *testing.T) {
 	}, "the last renewal did not wait")
 	close(h.hold)
 	wg.Wait()
-	var se *onceflow.StoreError
-	if !errors.As(err, &se) || se.Certainty != onceflow.Indeterminate || !errors.Is(err, context.Canceled) {
-		t.Errorf("the renewal that gave up: %v; want an Indeterminate StoreError of context.Canceled", err)
+	var se *onceflow.Error
+	if !errors.As(err, &se) || se.Outcome != onceflow.OutcomeIndeterminate || !errors.Is(err, context.Canceled) {
+		t.Errorf("the renewal that gave up: %v; want an OutcomeIndeterminate error of context.Canceled", err)
 	}
 	if _, ok := out.(driver.Renewed); err2 != nil || !ok {
 		t.Errorf("the renewal after it: %#v, %v; want Renewed", out, err2)

@@ -12,10 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // testStore is New, for a test.
@@ -114,7 +114,7 @@ func testReplayIsOneReadWithoutAScript(t *testing.T, s *Store) {
 // TestReplayReadNeverReplaysACorruptRecord corrupts, in a COMPLETED
 // record, each field the replay read reads, in every way the schema
 // refuses (and the response's chunks: changed, missing, short, after a
-// gap): the claim is refused with a *CorruptRecordError naming the field,
+// gap): the claim is refused with an OutcomeCorrupt error naming the field,
 // is never answered from the read, and nothing changes.
 func TestReplayReadNeverReplaysACorruptRecord(t *testing.T) {
 	t.Parallel()
@@ -174,9 +174,9 @@ func testReplayReadNeverReplaysACorruptRecord(t *testing.T, s *Store, client *re
 				},
 			} {
 				out, err := claim()
-				var ce *onceflow.CorruptRecordError
+				var ce *onceflow.Error
 				if !errors.As(err, &ce) || ce.Field != c.want {
-					t.Fatalf("claim answered %T %+v, %v; want a CorruptRecordError naming %s", out, out, err, c.want)
+					t.Fatalf("claim answered %T %+v, %v; want an OutcomeCorrupt error naming %s", out, out, err, c.want)
 				}
 			}
 			if s.plainReplays.Load() != served {

@@ -617,13 +617,18 @@ func (s *Store) replayGuarded(ctx context.Context, key string, req driver.ClaimR
 // that may write, Unavailable for INSPECT.
 func classify(op string, ref onceflow.Ref, err error) error {
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return &onceflow.CorruptRecordError{Ref: ref, Field: "(key)", Reason: "is not a hash"}
+		return &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Ref: ref, Field: "(key)", Reason: "is not a hash"}
 	}
-	certainty := onceflow.Indeterminate
+	o := onceflow.OutcomeIndeterminate
 	if op == opInspect {
-		certainty = onceflow.Unavailable
+		o = onceflow.OutcomeStoreUnavailable
 	}
-	return &onceflow.StoreError{Op: op, Ref: ref, Certainty: certainty, Err: err}
+	return &onceflow.Error{Outcome: o, Op: op, Ref: ref, Err: err}
+}
+
+// unexpectedReply is a reply no script gives: it is never guessed at.
+func unexpectedReply(format string, args ...any) error {
+	return &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Reason: "unexpected reply: " + fmt.Sprintf(format, args...)}
 }
 
 // runGuarded is run for a client that does not stop at the context's

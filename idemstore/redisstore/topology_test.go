@@ -19,10 +19,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistopo"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistopo"
 )
 
 // topologyTests gates the tests that start whole topologies (seconds
@@ -77,15 +77,15 @@ func (l *ledger) execute(ctx context.Context, exec *idemstore.Executor, f storet
 
 func errClass(err error) string {
 	switch {
-	case errors.Is(err, idemstore.ErrAwaitingDecision):
+	case errors.Is(err, onceflow.OutcomeAwaitingDecision):
 		return "awaiting decision"
-	case errors.Is(err, idemstore.ErrEffectUnknown):
+	case errors.Is(err, onceflow.OutcomeEffectUnknown):
 		return "effect unknown"
-	case errors.Is(err, idemstore.ErrInProgress):
+	case errors.Is(err, onceflow.OutcomeInProgress):
 		return "in progress"
-	case errors.Is(err, onceflow.ErrIndeterminate):
+	case errors.Is(err, onceflow.OutcomeIndeterminate):
 		return "indeterminate"
-	case errors.Is(err, onceflow.ErrUnavailable):
+	case errors.Is(err, onceflow.OutcomeStoreUnavailable):
 		return "unavailable"
 	}
 	return "other"
@@ -408,8 +408,8 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = c.store.Inspect(t.Context(), f.Ref)
-	if !errors.Is(err, onceflow.ErrUnavailable) {
-		t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrUnavailable)
+	if !errors.Is(err, onceflow.OutcomeStoreUnavailable) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeStoreUnavailable)
 	}
 	if !errors.Is(err, redisstore.ErrNotDurable) {
 		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
@@ -444,7 +444,7 @@ func TestClusterDurableCompletionIsOnTheReplica(t *testing.T) {
 // of the record's shard is killed while the action runs, after the start
 // was confirmed on it. The completion's WAIT on that shard's primary then
 // reaches no replica: the call is Indeterminate, the executor's INSPECT
-// cannot confirm it either, and Execute returns ErrAwaitingDecision, never
+// cannot confirm it either, and Execute returns onceflow.OutcomeAwaitingDecision, never
 // a success, although the primary holds the completion. The other shards,
 // with their replicas, still acknowledge.
 func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
@@ -485,15 +485,15 @@ func TestClusterDurableCompletionWithoutReplicaIsNeverASuccess(t *testing.T) {
 		}
 	}
 	_, err = c.store.ClaimStart(t.Context(), same.ClaimStart(onceflow.NewOwner(), onceflow.NewNonce()))
-	if !errors.Is(err, onceflow.ErrIndeterminate) {
-		t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrIndeterminate)
+	if !errors.Is(err, onceflow.OutcomeIndeterminate) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeIndeterminate)
 	}
 	if !errors.Is(err, redisstore.ErrNotDurable) {
 		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
 	}
 	_, err = c.store.Inspect(t.Context(), same.Ref)
-	if !errors.Is(err, onceflow.ErrUnavailable) {
-		t.Fatalf("err = %v, want it to match %v", err, onceflow.ErrUnavailable)
+	if !errors.Is(err, onceflow.OutcomeStoreUnavailable) {
+		t.Fatalf("err = %v, want it to match %v", err, onceflow.OutcomeStoreUnavailable)
 	}
 	if !errors.Is(err, redisstore.ErrNotDurable) {
 		t.Fatalf("err = %v, want it to match %v", err, redisstore.ErrNotDurable)
@@ -729,9 +729,9 @@ func testClusterReshardWhileOperationsRun(t *testing.T, pipelined bool) {
 				f := done[i%len(done)]
 				res, err := rex.Execute(t.Context(), idemstore.Request{Ref: f.Ref, Operation: f.Operation, Fingerprint: f.Fingerprint},
 					func(context.Context) ([]byte, error) { return nil, errors.New("a completed operation ran again") })
-				if err != nil || res.Disposition != idemstore.Replayed {
+				if err != nil || res.Outcome != onceflow.OutcomeReplayed {
 					replayErrs.Add(1)
-					t.Errorf("replay of %s: %v %v", f.Operation, res.Disposition, err)
+					t.Errorf("replay of %s: %v %v", f.Operation, res.Outcome, err)
 					continue
 				}
 				replays.Add(1)

@@ -5,11 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/onceflow/onceflow/harness/redisproc"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/driver"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redisproc"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 // TestContractOnValkey runs the store contract suite on a Valkey server,

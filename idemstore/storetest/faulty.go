@@ -38,7 +38,7 @@ const (
 	// returns the same error: the caller cannot tell the two apart.
 	LoseReplyAfterApply
 	// CorruptReplyAfterApply applies the call, then answers as a store
-	// does whose reply it cannot decode: a *onceflow.CorruptRecordError (not
+	// does whose reply it cannot decode: a *onceflow.Error (not
 	// Indeterminate). The call applied; only an Inspect can tell.
 	CorruptReplyAfterApply
 )
@@ -128,11 +128,11 @@ func (f *FaultyStore) next(m Method) Fault {
 }
 
 func injected(m Method, ref onceflow.Ref) error {
-	c := onceflow.Indeterminate
+	c := onceflow.OutcomeIndeterminate
 	if m == MethodInspect {
-		c = onceflow.Unavailable
+		c = onceflow.OutcomeStoreUnavailable
 	}
-	return &onceflow.StoreError{Op: string(m), Ref: ref, Certainty: c, Err: ErrInjected}
+	return &onceflow.Error{Outcome: c, Op: string(m), Ref: ref, Err: ErrInjected}
 }
 
 // call applies the fault plan around one call.
@@ -150,7 +150,7 @@ func call[T any](f *FaultyStore, m Method, ref onceflow.Ref, do func() (T, error
 		if _, err := do(); err != nil {
 			return zero, err
 		}
-		return zero, &onceflow.CorruptRecordError{Ref: ref, Field: "(reply)", Reason: "does not decode (storetest: injected fault)"}
+		return zero, &onceflow.Error{Outcome: onceflow.OutcomeCorrupt, Ref: ref, Field: "(reply)", Reason: "does not decode (storetest: injected fault)"}
 	}
 	return do()
 }

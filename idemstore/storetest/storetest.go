@@ -94,7 +94,7 @@ type Fixture struct {
 // NewFixture returns a fixture for a record no one else uses.
 func NewFixture() Fixture {
 	return Fixture{
-		Ref:         onceflow.Ref{Code: "charge-payment", Digest: onceflow.ScopeDigest{Version: 1, Hex: RandomHex(32)}},
+		Ref:         onceflow.Ref{Code: "charge-payment", Digest: onceflow.Digest{Version: 1, Hex: RandomHex(32)}},
 		Operation:   onceflow.OperationID("op-" + RandomHex(8)),
 		Fingerprint: onceflow.FingerprintOf([]byte("request")),
 		Codec:       "json-v2",
@@ -208,7 +208,7 @@ func WaitLeaseExpired(t *testing.T, s driver.Store, ref onceflow.Ref) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		obs, err := s.Inspect(ctx(t), ref)
-		if errors.Is(err, onceflow.ErrUnavailable) && time.Now().Before(deadline) {
+		if errors.Is(err, onceflow.OutcomeStoreUnavailable) && time.Now().Before(deadline) {
 			// A read that outlived a short command timeout on a loaded
 			// machine changed nothing: ask again.
 			time.Sleep(10 * time.Millisecond)
@@ -258,8 +258,8 @@ func testClaimStart(t *testing.T, h Harness) {
 	if acq.Record.State != onceflow.StateExecuting || acq.Record.Nonce != nonce {
 		t.Fatalf("claim+start record = %+v, want EXECUTING with nonce %s", acq.Record, nonce)
 	}
-	if _, err := s.ClaimStart(ctx(t), f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.ErrInvalidInput) {
-		t.Fatalf("claim+start without a nonce: err = %v, want ErrInvalidInput", err)
+	if _, err := s.ClaimStart(ctx(t), f.Claim(onceflow.NewOwner())); !errors.Is(err, onceflow.OutcomeInvalid) {
+		t.Fatalf("claim+start without a nonce: err = %v, want OutcomeInvalid", err)
 	}
 }
 
@@ -900,9 +900,9 @@ func testInvalidInput(t *testing.T, h Harness) {
 		req := f.ClaimStart(owner, nonce)
 		mutate(&req)
 		_, err := s.ClaimStart(ctx(t), req)
-		var ve *onceflow.ValidationError
-		if !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) {
-			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
+		var ve *onceflow.Error
+		if !errors.Is(err, onceflow.OutcomeInvalid) || !errors.As(err, &ve) {
+			t.Fatalf("%s: err = %v, want an OutcomeInvalid error", name, err)
 		}
 	}
 	if inspect(t, s, f.Ref).Found {
@@ -914,16 +914,16 @@ func testInvalidInput(t *testing.T, h Harness) {
 	_, err := s.Complete(ctx(t), driver.CompleteRequest{
 		Ownership: own, Nonce: nonce, Response: make([]byte, h.MaxResponseBytes+1), TTL: f.TTL,
 	})
-	if !errors.Is(err, onceflow.ErrInvalidInput) {
-		t.Fatalf("oversized response: err = %v, want ErrInvalidInput", err)
+	if !errors.Is(err, onceflow.OutcomeInvalid) {
+		t.Fatalf("oversized response: err = %v, want OutcomeInvalid", err)
 	}
 	_, err = s.Renew(ctx(t), driver.RenewRequest{Ref: f.Ref, Operation: f.Operation, Owner: own.Owner, Nonce: nonce, Lease: 0, Retention: f.TTL})
-	if !errors.Is(err, onceflow.ErrInvalidInput) {
-		t.Fatalf("zero renew lease: err = %v, want ErrInvalidInput", err)
+	if !errors.Is(err, onceflow.OutcomeInvalid) {
+		t.Fatalf("zero renew lease: err = %v, want OutcomeInvalid", err)
 	}
 	_, err = s.Fail(ctx(t), driver.FailRequest{Ownership: own, Nonce: nonce, Target: onceflow.StateCompleted, TTL: f.TTL})
-	if !errors.Is(err, onceflow.ErrInvalidInput) {
-		t.Fatalf("fail to COMPLETED: err = %v, want ErrInvalidInput", err)
+	if !errors.Is(err, onceflow.OutcomeInvalid) {
+		t.Fatalf("fail to COMPLETED: err = %v, want OutcomeInvalid", err)
 	}
 	// A NUL byte in an operation ID or a reason breaks the record's schema:
 	// written, it would make the record corrupt for its whole retention.
@@ -956,9 +956,9 @@ func testInvalidInput(t *testing.T, h Harness) {
 		},
 	}
 	for name, call := range nul {
-		var ve *onceflow.ValidationError
-		if err := call(); !errors.Is(err, onceflow.ErrInvalidInput) || !errors.As(err, &ve) {
-			t.Fatalf("%s: err = %v, want a *ValidationError", name, err)
+		var ve *onceflow.Error
+		if err := call(); !errors.Is(err, onceflow.OutcomeInvalid) || !errors.As(err, &ve) {
+			t.Fatalf("%s: err = %v, want an OutcomeInvalid error", name, err)
 		}
 	}
 	sameRecord(t, before, inspect(t, s, f.Ref))

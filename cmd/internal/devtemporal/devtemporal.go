@@ -81,7 +81,7 @@ type Server struct {
 
 // Start starts the server and returns once its frontend accepts
 // connections.
-func Start(cfg Config) (_ *Server, err error) {
+func Start(cfg Config) (*Server, error) {
 	if cfg.Address == "" {
 		cfg.Address = DefaultAddress
 	}
@@ -95,6 +95,43 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	sqlCfg, err := prepareStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	services, err := serviceAddresses(host, port, ports)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := newServer(serverConfig(addr, host, services, sqlCfg), &slogLogger{l: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("devtemporal: start the server: %w", err)
+	}
+	s := &Server{srv: srv, addr: addr}
+	if err := s.waitReady(30 * time.Second); err != nil {
+		_ = srv.Stop()
+		return nil, err
+	}
+	for _, ns := range cfg.Namespaces {
+		if err := s.ensureSearchAttributes(ns, cfg.SearchAttributes, 30*time.Second); err != nil {
+			_ = srv.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// clusterName is the name of the server's one cluster.
+const clusterName = "active"
+
+// prepareStore returns the SQLite store's configuration, in memory or in
+// cfg.DBFile (its schema created when the file is missing), with cfg's
+// namespaces registered in it.
+func prepareStore(cfg Config) (*config.SQL, error) {
 	sqlCfg := &config.SQL{PluginName: sqliteplugin.PluginName, ConnectAttributes: map[string]string{}}
 	if cfg.DBFile == "" {
 		sqlCfg.ConnectAttributes["mode"] = "memory"
@@ -113,7 +150,6 @@ func Start(cfg Config) (_ *Server, err error) {
 			}
 		}
 	}
-	const clusterName = "active"
 	var namespaces []*sqliteschema.NamespaceConfig
 	for _, ns := range cfg.Namespaces {
 		nc, err := sqliteschema.NewNamespaceConfig(clusterName, ns, false, cfg.SearchAttributes)
@@ -125,27 +161,31 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err := sqliteschema.CreateNamespaces(sqlCfg, namespaces...); err != nil {
 		return nil, fmt.Errorf("devtemporal: register the namespaces: %w", err)
 	}
+	return sqlCfg, nil
+}
 
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	service := func(grpcPort int) (config.Service, error) {
-		if grpcPort == 0 {
-			if grpcPort, err = ports.Pick(); err != nil {
-				return config.Service{}, err
-			}
-		}
-		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, BindOnIP: host}}, nil
-	}
+// serviceAddresses gives the server's four services their gRPC ports on
+// host: the frontend port, the others free ones from ports.
+func serviceAddresses(host string, port int, ports *freeport.Set) (map[string]config.Service, error) {
 	services := map[string]config.Service{}
 	for i, name := range []string{"frontend", "history", "matching", "worker"} {
-		p := 0
-		if i == 0 {
-			p = port
+		p := port
+		if i > 0 {
+			var err error
+			if p, err = ports.Pick(); err != nil {
+				return nil, fmt.Errorf("devtemporal: %w", err)
+			}
 		}
-		if services[name], err = service(p); err != nil {
-			return nil, fmt.Errorf("devtemporal: %w", err)
-		}
+		services[name] = config.Service{RPC: config.RPC{GRPCPort: p, BindOnIP: host}}
 	}
-	sc := &config.Config{
+	return services, nil
+}
+
+// serverConfig is the server's configuration: one cluster whose frontend
+// is at addr, services on host, the SQLite store of sqlCfg for both
+// persistence and visibility, no archival.
+func serverConfig(addr, host string, services map[string]config.Service, sqlCfg *config.SQL) *config.Config {
+	return &config.Config{
 		Global: config.Global{Membership: config.Membership{BroadcastAddress: host}},
 		Persistence: config.Persistence{
 			DefaultStore: sqliteplugin.PluginName, VisibilityStore: sqliteplugin.PluginName, NumHistoryShards: 1,
@@ -167,7 +207,11 @@ func Start(cfg Config) (_ *Server, err error) {
 		}},
 		PublicClient: config.PublicClient{HostPort: addr},
 	}
-	logger := &slogLogger{l: cfg.Logger}
+}
+
+// newServer makes the server of sc, not started: every service in this
+// process, logging to logger.
+func newServer(sc *config.Config, logger *slogLogger) (temporal.Server, error) {
 	authorizer, err := authorization.GetAuthorizerFromConfig(&sc.Global.Authorization)
 	if err != nil {
 		return nil, fmt.Errorf("devtemporal: %w", err)
@@ -180,8 +224,8 @@ func Start(cfg Config) (_ *Server, err error) {
 	// ringpop, so a restarted server does not wait on the members a
 	// previous run left in the database.
 	hosts := map[primitives.ServiceName]static.Hosts{}
-	for name, svc := range services {
-		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(svc.RPC.GRPCPort)))
+	for name, svc := range sc.Services {
+		hosts[primitives.ServiceName(name)] = static.SingleLocalHost(net.JoinHostPort(svc.RPC.BindOnIP, strconv.Itoa(svc.RPC.GRPCPort)))
 	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(sc),
@@ -198,21 +242,7 @@ func Start(cfg Config) (_ *Server, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("devtemporal: %w", err)
 	}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("devtemporal: start the server: %w", err)
-	}
-	s := &Server{srv: srv, addr: addr}
-	if err := s.waitReady(30 * time.Second); err != nil {
-		_ = srv.Stop()
-		return nil, err
-	}
-	for _, ns := range cfg.Namespaces {
-		if err := s.ensureSearchAttributes(ns, cfg.SearchAttributes, 30*time.Second); err != nil {
-			_ = srv.Stop()
-			return nil, err
-		}
-	}
-	return s, nil
+	return srv, nil
 }
 
 // ensureSearchAttributes adds to namespace ns those of want it lacks: a

@@ -119,7 +119,7 @@ func TestAFailedDepositIsCompensatedThroughOnceflow(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Message() != "This deposit has failed." {
 		t.Fatalf("err %v; want the bank's own error", err)
 	}
-	if _, acted := workflow.EffectUnknown(err); !acted {
+	if _, acted := workflow.MayHaveActed(err); !acted {
 		t.Errorf("the failure does not say the deposit may have acted: %v", err)
 	}
 	if bank.Balance("001-001") != 100 || len(bank.Operations()) != 2 {

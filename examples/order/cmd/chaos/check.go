@@ -152,123 +152,26 @@ func (c *cluster) workflows(ctx context.Context) (map[string]workflowInfo, error
 // checkRun checks every key and every order of the run.
 func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (summary, error) {
 	s := summary{Seed: c.cfg.seed, Orders: c.cfg.orders, Workers: c.cfg.workers, Concurrency: c.cfg.concurrency,
-		Ledger: ledger.RedactDSN(c.ledgerDSN), Out: c.out, Redis: c.redis.describe(), Durability: c.cfg.durability}
-	var (
-		doubleCharge = check{Name: "double charges (an order with >1 charged gateway call)"}
-		dupPayments  = check{Name: "duplicate payment rows (an order with >1 row)"}
-		money        = check{Name: "money mismatches (taken at the gateway less refunds ≠ recorded)"}
-		lost         = check{Name: "orders lost (answered with an order ID, no order row or workflow)"}
-		unfinished   = check{Name: "orders unfinished (no final status after the settle)"}
-		wfBad        = check{Name: "workflows that did not complete"}
-		changed      = check{Name: "keys that named two orders"}
-		stuck        = check{Name: "stuck keys (a client got 409 effect unknown: ABANDONED, needs worker reopen)"}
-		unanswered   = check{Name: "keys without a final answer after the settle"}
-		reused       = check{Name: "422 key reused, for the same body"}
-	)
+		Ledger: ledger.RedactDSN(c.ledgerDSN), Out: c.out, Redis: c.redis.describe(), Durability: c.cfg.durability,
+		Settle: settled}
+	checks := newRunChecks()
+	t := tally{keys: len(l.keys), statuses: map[string]int{}, calls: map[string]int{}}
 
 	wfs, err := c.workflows(ctx)
 	if err != nil {
 		return s, err
 	}
-	byOrder := map[string]workflowInfo{}
-	for _, w := range wfs {
-		if w.orderID != "" {
-			byOrder[w.orderID] = w
-		}
-		if w.status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
-			wfBad.add(w.id + " " + w.status.String())
-		}
-	}
-
-	// The keys: what each client heard.
-	answered := map[string]string{} // order ID → key
-	var requests, created, accepted, inProgress, unknown, serverErrs, netErrs, replayed, duplicated int
-	for _, k := range l.keys {
-		if k.clients > 1 {
-			duplicated++
-		}
-		as := k.snapshot()
-		var ids []string
-		done := false
-		record := ""
-		for _, a := range as {
-			requests++
-			switch {
-			case a.Status == 0:
-				netErrs++
-			case a.Status == 201 || a.Status == 200:
-				created++
-			case a.Status == 202:
-				accepted++
-			case a.Problem == idemhttp.ProblemInProgress:
-				inProgress++
-			case a.Problem == idemhttp.ProblemEffectUnknown:
-				unknown++
-				if record == "" {
-					record = a.Record + " in " + a.Phase
-				}
-			case a.Status >= 500:
-				serverErrs++
-			case a.Status == 422:
-				reused.add(k.key + " (" + a.Role + ", " + a.Phase + ")")
-			}
-			if a.Replayed {
-				replayed++
-			}
-			if a.Status >= 200 && a.Status < 300 && a.OrderID != "" {
-				if !slices.Contains(ids, a.OrderID) {
-					ids = append(ids, a.OrderID)
-				}
-				answered[a.OrderID] = k.key
-				done = done || a.Final
-			}
-		}
-		if len(ids) > 1 {
-			changed.add(k.key + " → " + strings.Join(ids, ", "))
-		}
-		last := lastAnswer(as)
-		if record != "" {
-			// Stuck even if a later loss of the record (a Redis wipe)
-			// let the key through again: a client was told to wait for
-			// an operator.
-			still := "let through later (its record was lost)"
-			if last.Problem == idemhttp.ProblemEffectUnknown {
-				still = "still stuck at the end"
-			}
-			stuck.add(k.key + " record " + record + ", " + still)
-		}
-		switch {
-		case last != nil && last.Problem == idemhttp.ProblemEffectUnknown:
-		case !done:
-			what := "no answer"
-			if last != nil {
-				what = fmt.Sprintf("last %d %s%s", last.Status, last.Problem, last.Err)
-			}
-			unanswered.add(k.key + " (" + what + ")")
-		}
-	}
+	t.workflows = len(wfs)
+	byOrder := workflowsByOrder(wfs, &checks.wfBad)
+	answered := t.countKeys(l.keys, &checks)
 
 	// The orders: every order a client was told of, and every workflow's.
-	ids := make([]string, 0, len(answered)+len(byOrder))
-	for id := range answered {
-		ids = append(ids, id)
-	}
-	for id := range byOrder {
-		if _, ok := answered[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	refunds, err := c.refundsTable(ctx)
-	if err != nil {
+	ids := orderIDs(answered, byOrder)
+	if s.RefundsTable, err = c.refundsTable(ctx); err != nil {
 		return s, err
 	}
-	s.RefundsTable = refunds
-	statuses := map[string]int{}
-	calls := map[string]int{}
-	var taken, refunded, recorded int64
 	for _, id := range ids {
-		row, err := c.orderRow(ctx, id, refunds, calls)
+		row, err := c.orderRow(ctx, id, s.RefundsTable, t.calls)
 		if err != nil {
 			return s, err
 		}
@@ -277,110 +180,21 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 			row.WorkflowID, row.WorkflowStatus = w.id, w.status.String()
 		}
 		s.OrdersChecked = append(s.OrdersChecked, row)
-		if row.Status == "" {
-			statuses["(no order row)"]++
-		} else {
-			statuses[row.Status]++
-		}
-		taken += row.TakenCents
-		refunded += row.RefundedCents
-		recorded += row.RecordedCents
-		if row.ChargedCalls > 1 {
-			doubleCharge.add(fmt.Sprintf("%s: %d charges", id, row.ChargedCalls))
-		}
-		if row.PaymentRows > 1 {
-			dupPayments.add(fmt.Sprintf("%s: %d rows", id, row.PaymentRows))
-		}
-		if net := row.TakenCents - row.RefundedCents; net != row.RecordedCents {
-			money.add(fmt.Sprintf("%s (%s): taken %d, refunded %d, recorded %d", id, row.Status, row.TakenCents, row.RefundedCents, row.RecordedCents))
-		}
-		if _, isAnswered := answered[id]; isAnswered && (!row.InLedger || row.WorkflowID == "") {
-			lost.add(fmt.Sprintf("%s (key %s, in ledger %v, workflow %q)", id, row.Key, row.InLedger, row.WorkflowID))
-		}
-		if !slices.Contains(finalStatuses, row.Status) {
-			unfinished.add(fmt.Sprintf("%s (%q, workflow %s)", id, row.Status, row.WorkflowStatus))
-		}
+		_, isAnswered := answered[id]
+		t.countOrder(row, isAnswered, &checks)
 	}
 
-	inc := c.incidents(ctx, wfs)
-	s.Incidents = inc
-	perThousand := "-"
-	if len(ids) > 0 {
-		perThousand = strconv.FormatFloat(1000*float64(inc.Person)/float64(len(ids)), 'f', 1, 64)
-	}
-
+	s.Incidents = c.incidents(ctx, wfs)
 	done, recordsLost, err := c.chargeRecords(ctx, s.OrdersChecked)
 	if err != nil {
 		return s, err
 	}
 	s.ChargesDone, s.ChargeRecordsLost = done, recordsLost.Count
 
-	var decided []string
-	decisions := map[string]int{}
-	for _, d := range settled.Decisions {
-		what := d.Decision
-		if what == "" {
-			what = "undecided"
-		}
-		if d.Outcome != "applied" {
-			what += " (not applied)"
-		}
-		decisions[what]++
-	}
-	for k, v := range decisions {
-		decided = append(decided, k+" ×"+strconv.Itoa(v))
-	}
-	slices.Sort(decided)
-	injected, observed := map[string]int{}, map[string]int{}
-	for _, p := range c.tl.snapshot() {
-		for k, v := range p.Injected {
-			injected[k] += v
-		}
-		for k, v := range p.Observed {
-			observed[k] += v
-		}
-	}
-	sum := func(m map[string]int) string {
-		n := 0
-		for _, v := range m {
-			n += v
-		}
-		return strconv.Itoa(n) + " (per phase below)"
-	}
-	s.Metrics = []metric{
-		{"orders (keys)", strconv.Itoa(len(l.keys))},
-		{"keys sent by two clients at once", strconv.Itoa(duplicated)},
-		{"requests", strconv.Itoa(requests)},
-		{"  201 created", strconv.Itoa(created)},
-		{"  of them replayed", strconv.Itoa(replayed)},
-		{"  202 processing", strconv.Itoa(accepted)},
-		{"  409 in progress", strconv.Itoa(inProgress)},
-		{"  409 effect unknown", strconv.Itoa(unknown)},
-		{"  5xx", strconv.Itoa(serverErrs)},
-		{"  network errors", strconv.Itoa(netErrs)},
-		{"orders in the run (answered or with a workflow)", strconv.Itoa(len(ids))},
-		{"workflows", strconv.Itoa(len(wfs))},
-		{"order statuses", counts(statuses)},
-		{"gateway calls", counts(calls)},
-		{"money taken at the gateway (cents)", strconv.FormatInt(taken, 10)},
-		{"money refunded (cents)", strconv.FormatInt(refunded, 10) + refundsNote(refunds)},
-		{"money recorded (cents)", strconv.FormatInt(recorded, 10)},
-		{"operator decisions", dash(strings.Join(decided, ", "))},
-		{"incidents that needed a person", strconv.Itoa(inc.Person) + " " + counts(inc.PersonBySteps)},
-		{"incidents decided automatically", strconv.Itoa(inc.Automatic) + " " + counts(inc.AutomaticBy)},
-		{"  per 1,000 orders, needing a person", perThousand},
-		{"  workflows whose decisions could not be read", strconv.Itoa(inc.Unread)},
-		{"faults injected", sum(injected)},
-		{"worker exits observed", sum(observed)},
-		{"Redis", s.Redis + ", -redis-durability " + s.Durability},
-		{"Redis failovers", strconv.Itoa(injected[failoverCount])},
-		{"charge steps done (a payment row)", strconv.Itoa(done)},
-		{"  of them with their record gone from Redis", strconv.Itoa(recordsLost.Count) + lostNote(c.cfg.durability)},
-		{"settle", fmt.Sprintf("%.1fs, clients finished %v, verify finished %v, %d workflows still running", settled.Seconds,
-			settled.ClientsFinished, settled.VerifyFinished, settled.Running)},
-	}
-	s.Failovers = injected[failoverCount]
-	s.Checks = []check{doubleCharge, dupPayments, money, lost, unfinished, wfBad, changed, stuck, unanswered, reused}
+	t.countFaults(c.tl.snapshot())
+	s.Failovers = t.injected[failoverCount]
+	s.Metrics = t.metrics(s)
+	s.Checks = checks.list()
 	if c.cfg.durability != "none" {
 		// With replicas waited for, an acknowledged completion survives
 		// a failover: a lost one is a failure.
@@ -391,9 +205,271 @@ func checkRun(ctx context.Context, c *cluster, l *load, settled settleReport) (s
 			s.FailedChecks = append(s.FailedChecks, ch.Name)
 		}
 	}
-	s.Settle = settled
 	s.Phases = c.tl.snapshot()
 	return s, nil
+}
+
+// runChecks are the properties checkRun counts the violations of, but
+// for the charge records lost (records.go).
+type runChecks struct {
+	doubleCharge, dupPayments, money, lost, unfinished, wfBad, changed, stuck, unanswered, reused check
+}
+
+func newRunChecks() runChecks {
+	return runChecks{
+		doubleCharge: check{Name: "double charges (an order with >1 charged gateway call)"},
+		dupPayments:  check{Name: "duplicate payment rows (an order with >1 row)"},
+		money:        check{Name: "money mismatches (taken at the gateway less refunds ≠ recorded)"},
+		lost:         check{Name: "orders lost (answered with an order ID, no order row or workflow)"},
+		unfinished:   check{Name: "orders unfinished (no final status after the settle)"},
+		wfBad:        check{Name: "workflows that did not complete"},
+		changed:      check{Name: "keys that named two orders"},
+		stuck:        check{Name: "stuck keys (a client got 409 effect unknown: ABANDONED, needs worker reopen)"},
+		unanswered:   check{Name: "keys without a final answer after the settle"},
+		reused:       check{Name: "422 key reused, for the same body"},
+	}
+}
+
+// list is the checks in the order the table shows them.
+func (ch *runChecks) list() []check {
+	return []check{ch.doubleCharge, ch.dupPayments, ch.money, ch.lost, ch.unfinished, ch.wfBad, ch.changed, ch.stuck, ch.unanswered, ch.reused}
+}
+
+// tally is what the run's table shows beside the checks: what the
+// clients heard, what the ledger has, and the faults.
+type tally struct {
+	keys, duplicated, workflows int
+	// The answers, by kind.
+	requests, created, replayed, accepted, inProgress, unknown, serverErrs, netErrs int
+	// The orders' statuses and gateway calls (by outcome), and their money.
+	statuses, calls           map[string]int
+	taken, refunded, recorded int64
+	// The faults injected and the worker exits observed, by kind.
+	injected, observed map[string]int
+}
+
+// workflowsByOrder indexes the workflows that name an order by it, and
+// adds those that did not complete to wfBad.
+func workflowsByOrder(wfs map[string]workflowInfo, wfBad *check) map[string]workflowInfo {
+	byOrder := map[string]workflowInfo{}
+	for _, w := range wfs {
+		if w.orderID != "" {
+			byOrder[w.orderID] = w
+		}
+		if w.status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+			wfBad.add(w.id + " " + w.status.String())
+		}
+	}
+	return byOrder
+}
+
+// countKeys counts what each client heard, checks every key (changed,
+// stuck, unanswered, reused), and returns the orders the clients were
+// told of, by order ID, with their keys.
+func (t *tally) countKeys(keys []*orderKey, ch *runChecks) (answered map[string]string) {
+	answered = map[string]string{}
+	for _, k := range keys {
+		if k.clients > 1 {
+			t.duplicated++
+		}
+		t.countKey(k, answered, ch)
+	}
+	return answered
+}
+
+// countKey counts and checks one key's answers (countKeys).
+func (t *tally) countKey(k *orderKey, answered map[string]string, ch *runChecks) {
+	as := k.snapshot()
+	var ids []string
+	done := false
+	record := ""
+	for _, a := range as {
+		t.requests++
+		switch {
+		case a.Status == 0:
+			t.netErrs++
+		case a.Status == 201 || a.Status == 200:
+			t.created++
+		case a.Status == 202:
+			t.accepted++
+		case a.Problem == idemhttp.ProblemInProgress:
+			t.inProgress++
+		case a.Problem == idemhttp.ProblemEffectUnknown:
+			t.unknown++
+			if record == "" {
+				record = a.Record + " in " + a.Phase
+			}
+		case a.Status >= 500:
+			t.serverErrs++
+		case a.Status == 422:
+			ch.reused.add(k.key + " (" + a.Role + ", " + a.Phase + ")")
+		}
+		if a.Replayed {
+			t.replayed++
+		}
+		if a.Status >= 200 && a.Status < 300 && a.OrderID != "" {
+			if !slices.Contains(ids, a.OrderID) {
+				ids = append(ids, a.OrderID)
+			}
+			answered[a.OrderID] = k.key
+			done = done || a.Final
+		}
+	}
+	if len(ids) > 1 {
+		ch.changed.add(k.key + " → " + strings.Join(ids, ", "))
+	}
+	last := lastAnswer(as)
+	if record != "" {
+		// Stuck even if a later loss of the record (a Redis wipe)
+		// let the key through again: a client was told to wait for
+		// an operator.
+		still := "let through later (its record was lost)"
+		if last.Problem == idemhttp.ProblemEffectUnknown {
+			still = "still stuck at the end"
+		}
+		ch.stuck.add(k.key + " record " + record + ", " + still)
+	}
+	switch {
+	case last != nil && last.Problem == idemhttp.ProblemEffectUnknown:
+	case !done:
+		what := "no answer"
+		if last != nil {
+			what = fmt.Sprintf("last %d %s%s", last.Status, last.Problem, last.Err)
+		}
+		ch.unanswered.add(k.key + " (" + what + ")")
+	}
+}
+
+// orderIDs is the orders of the run, sorted: those a client was told of,
+// and those a workflow names.
+func orderIDs(answered map[string]string, byOrder map[string]workflowInfo) []string {
+	ids := make([]string, 0, len(answered)+len(byOrder))
+	for id := range answered {
+		ids = append(ids, id)
+	}
+	for id := range byOrder {
+		if _, ok := answered[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// countOrder counts one order's status and money, and checks it (double
+// charges, duplicate payments, money, lost, unfinished); answered says
+// whether a client was told of it.
+func (t *tally) countOrder(row orderRow, answered bool, ch *runChecks) {
+	id := row.OrderID
+	if row.Status == "" {
+		t.statuses["(no order row)"]++
+	} else {
+		t.statuses[row.Status]++
+	}
+	t.taken += row.TakenCents
+	t.refunded += row.RefundedCents
+	t.recorded += row.RecordedCents
+	if row.ChargedCalls > 1 {
+		ch.doubleCharge.add(fmt.Sprintf("%s: %d charges", id, row.ChargedCalls))
+	}
+	if row.PaymentRows > 1 {
+		ch.dupPayments.add(fmt.Sprintf("%s: %d rows", id, row.PaymentRows))
+	}
+	if net := row.TakenCents - row.RefundedCents; net != row.RecordedCents {
+		ch.money.add(fmt.Sprintf("%s (%s): taken %d, refunded %d, recorded %d", id, row.Status, row.TakenCents, row.RefundedCents, row.RecordedCents))
+	}
+	if answered && (!row.InLedger || row.WorkflowID == "") {
+		ch.lost.add(fmt.Sprintf("%s (key %s, in ledger %v, workflow %q)", id, row.Key, row.InLedger, row.WorkflowID))
+	}
+	if !slices.Contains(finalStatuses, row.Status) {
+		ch.unfinished.add(fmt.Sprintf("%s (%q, workflow %s)", id, row.Status, row.WorkflowStatus))
+	}
+}
+
+// countFaults adds up the faults injected and the worker exits observed
+// over the phases.
+func (t *tally) countFaults(phases []phaseStats) {
+	t.injected, t.observed = map[string]int{}, map[string]int{}
+	for _, p := range phases {
+		for k, v := range p.Injected {
+			t.injected[k] += v
+		}
+		for k, v := range p.Observed {
+			t.observed[k] += v
+		}
+	}
+}
+
+// metrics is the table's lines above the checks, from the tally and the
+// summary's incidents, charge records and settle.
+func (t *tally) metrics(s summary) []metric {
+	inc := s.Incidents
+	perThousand := "-"
+	if n := len(s.OrdersChecked); n > 0 {
+		perThousand = strconv.FormatFloat(1000*float64(inc.Person)/float64(n), 'f', 1, 64)
+	}
+	sum := func(m map[string]int) string {
+		n := 0
+		for _, v := range m {
+			n += v
+		}
+		return strconv.Itoa(n) + " (per phase below)"
+	}
+	settled := s.Settle
+	return []metric{
+		{"orders (keys)", strconv.Itoa(t.keys)},
+		{"keys sent by two clients at once", strconv.Itoa(t.duplicated)},
+		{"requests", strconv.Itoa(t.requests)},
+		{"  201 created", strconv.Itoa(t.created)},
+		{"  of them replayed", strconv.Itoa(t.replayed)},
+		{"  202 processing", strconv.Itoa(t.accepted)},
+		{"  409 in progress", strconv.Itoa(t.inProgress)},
+		{"  409 effect unknown", strconv.Itoa(t.unknown)},
+		{"  5xx", strconv.Itoa(t.serverErrs)},
+		{"  network errors", strconv.Itoa(t.netErrs)},
+		{"orders in the run (answered or with a workflow)", strconv.Itoa(len(s.OrdersChecked))},
+		{"workflows", strconv.Itoa(t.workflows)},
+		{"order statuses", counts(t.statuses)},
+		{"gateway calls", counts(t.calls)},
+		{"money taken at the gateway (cents)", strconv.FormatInt(t.taken, 10)},
+		{"money refunded (cents)", strconv.FormatInt(t.refunded, 10) + refundsNote(s.RefundsTable)},
+		{"money recorded (cents)", strconv.FormatInt(t.recorded, 10)},
+		{"operator decisions", dash(decisionCounts(settled.Decisions))},
+		{"incidents that needed a person", strconv.Itoa(inc.Person) + " " + counts(inc.PersonBySteps)},
+		{"incidents decided automatically", strconv.Itoa(inc.Automatic) + " " + counts(inc.AutomaticBy)},
+		{"  per 1,000 orders, needing a person", perThousand},
+		{"  workflows whose decisions could not be read", strconv.Itoa(inc.Unread)},
+		{"faults injected", sum(t.injected)},
+		{"worker exits observed", sum(t.observed)},
+		{"Redis", s.Redis + ", -redis-durability " + s.Durability},
+		{"Redis failovers", strconv.Itoa(t.injected[failoverCount])},
+		{"charge steps done (a payment row)", strconv.Itoa(s.ChargesDone)},
+		{"  of them with their record gone from Redis", strconv.Itoa(s.ChargeRecordsLost) + lostNote(s.Durability)},
+		{"settle", fmt.Sprintf("%.1fs, clients finished %v, verify finished %v, %d workflows still running", settled.Seconds,
+			settled.ClientsFinished, settled.VerifyFinished, settled.Running)},
+	}
+}
+
+// decisionCounts is the operators' decisions of the settle, counted by
+// decision (those not applied apart), sorted, comma-separated.
+func decisionCounts(ds []decision) string {
+	decisions := map[string]int{}
+	for _, d := range ds {
+		what := d.Decision
+		if what == "" {
+			what = "undecided"
+		}
+		if d.Outcome != "applied" {
+			what += " (not applied)"
+		}
+		decisions[what]++
+	}
+	var decided []string
+	for k, v := range decisions {
+		decided = append(decided, k+" ×"+strconv.Itoa(v))
+	}
+	slices.Sort(decided)
+	return strings.Join(decided, ", ")
 }
 
 func lastAnswer(as []answer) *answer {

@@ -28,7 +28,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/onceflow/onceflow/examples/order/ledger"
-	"github.com/onceflow/onceflow/internal/childproc"
+	"github.com/onceflow/onceflow/harness/childproc"
 )
 
 // workerPackage is the worker's import path; cmdModule is the module it

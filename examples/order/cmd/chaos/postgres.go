@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/onceflow/onceflow/internal/childproc"
+	"github.com/onceflow/onceflow/harness/childproc"
 )
 
 // EnvPostgresBin names the directory of PostgreSQL's server binaries

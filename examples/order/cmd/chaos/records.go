@@ -22,7 +22,7 @@ func (c *cluster) chargeRecords(ctx context.Context, rows []orderRow) (checked i
 	lost = check{Name: "charge completions lost (a payment row, and no charge record in Redis at the end)"}
 	rdb := c.redis.client()
 	defer rdb.Close()
-	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: worker.DefaultKeyNamespace, CommandTimeout: 5 * time.Second})
+	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: worker.DefaultConfig().KeyNamespace, CommandTimeout: 5 * time.Second})
 	if err != nil {
 		return 0, lost, err
 	}

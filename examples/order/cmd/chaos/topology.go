@@ -14,7 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/internal/redistopo"
+	"github.com/onceflow/onceflow/harness/redistopo"
 )
 
 // The -redis topologies.

@@ -51,7 +51,7 @@ func placeOrder(ctx context.Context, args []string, getenv func(string) string, 
 	fs := cli.NewFlagSet("order")
 	var c worker.Config
 	cli.TemporalFlags(fs, &c, getenv)
-	queue := fs.String("task-queue", envDefault(getenv, "TEMPORAL_TASK_QUEUE", worker.DefaultTaskQueue), "the worker's task queue (TEMPORAL_TASK_QUEUE)")
+	queue := fs.String("task-queue", envDefault(getenv, "TEMPORAL_TASK_QUEUE", worker.DefaultConfig().TaskQueue), "the worker's task queue (TEMPORAL_TASK_QUEUE)")
 	in := order.PlaceOrderInput{}
 	fs.StringVar(&in.OrderID, "order-id", "", "the order's ID (default: a new UUIDv7); the same ID places the same order")
 	wfID := fs.String("workflow-id", "", "the workflow's ID (default order-<order id>)")

@@ -98,34 +98,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(app.errs...); err != nil {
+	api, err := app.check(cfg.Dev)
+	if err != nil {
 		return err
-	}
-	var api order.APIConfig
-	for _, l := range []struct {
-		dst     *order.RateLimit
-		v, name string
-	}{{&api.AccountLimit, app.accountLimit, "-api-account-limit"}, {&api.APIKeyLimit, app.keyLimit, "-api-key-limit"},
-		{&api.FailedAuthLimit, app.failedAuthLimit, "-api-failed-auth-limit"}} {
-		if *l.dst, err = order.ParseRateLimit(l.v); err != nil {
-			return cli.Usagef("worker", "%s: %v", l.name, err)
-		}
-	}
-	if app.console != "" {
-		if err := console.CheckToken(app.console); err != nil {
-			return cli.Usagef("worker", "-console-token / ONCEFLOW_CONSOLE_TOKEN: %v", err)
-		}
-	}
-	if app.ledgerDSN == "" && !cfg.Dev {
-		return errNoServeLedger
-	}
-	if !cfg.Dev && (app.devReset || app.devAddr != "" || app.devRemote) {
-		return cli.Usagef("worker", "-dev-reset, -dev-temporal-address and -dev-allow-remote go with -dev")
-	}
-	if app.devAddr != "" {
-		if err := devserver.CheckListenAddress(app.devAddr, app.devRemote, "-dev-allow-remote (ONCEFLOW_DEV_ALLOW_REMOTE=true)"); err != nil {
-			return cli.Usagef("worker", "-dev-temporal-address / ONCEFLOW_DEV_TEMPORAL_ADDRESS: %v", err)
-		}
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	if cfg.Dev {
@@ -163,19 +138,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		return err
 	}
 	api.Wait, api.Webhooks = app.orderWait, hooks
-	l, err := ledger.Open(ctx, app.ledgerDSN)
+	l, err := app.openLedger(ctx, cfg.Dev, log)
 	if err != nil {
-		return fmt.Errorf("worker: %w (check -ledger-dsn / LEDGER_DSN)", err)
+		return err
 	}
 	defer l.Close()
-	if cfg.Dev {
-		if err := order.AddDevAccount(ctx, l); err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		log.Info("onceflow example: the order API's dev account (public credentials, for this machine only)",
-			"account", order.DevAccount, "authorization", "Bearer "+order.DevAPIKey,
-			"webhook_sender", order.DevWebhookSender, "webhook_secret", order.DevWebhookSecret)
-	}
 	if len(hooks.Secrets) == 0 {
 		log.Warn("onceflow example: no -webhook-secrets: POST /webhooks/payment-events refuses every delivery (401)")
 	}
@@ -190,39 +157,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 	if !cfg.Dev {
 		log.Info("onceflow example: order ledger", "ledger", ledger.RedactDSN(app.ledgerDSN))
 	}
-	provider := order.NewProvider()
-	cfg.Register = func(r worker.Registry) error {
-		if err := order.RegisterCharge(r, provider); err != nil {
-			return err
-		}
-		if err := order.Register(r, l, gw); err != nil {
-			return err
-		}
-		// The order workflows upsert idemwf.PendingSearchAttribute: a
-		// namespace without it would fail their workflow tasks.
-		if err := operator.CheckPendingAttribute(ctx, r.Client, r.Namespace); err != nil {
-			return fmt.Errorf("worker: %w", err)
-		}
-		if err := tel.WatchPending(ctx, telemetry.PendingConfig{Count: func(ctx context.Context) (int64, error) {
-			return operator.CountPending(ctx, r.Client, r.Namespace, r.TaskQueue)
-		}}); err != nil {
-			return err
-		}
-		r.HTTP.Handle("GET /metrics", tel.Metrics)
-		con, err := console.New(console.Config{
-			Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: app.console, Dev: cfg.Dev, Logger: log,
-			Principal: consolePrincipal(app.principal, cfg.Dev, app.getenv),
-			Evidence:  order.ConsoleEvidence{Ledger: l},
-		})
-		if err != nil {
-			return err
-		}
-		con.Register(r.HTTP)
-		// A browser pointed at the worker's address lands in the console.
-		r.HTTP.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))
-		api.Ledger = l
-		return order.RegisterAPIConfig(r, api)
-	}
+	wr := &wiring{app: &app, dev: cfg.Dev, log: log, tel: tel, ledger: l, gateway: gw, provider: order.NewProvider(), api: api}
+	cfg.Register = func(r worker.Registry) error { return wr.register(ctx, r) }
 	w, err := worker.New(cfg)
 	if err != nil {
 		return err
@@ -237,6 +173,111 @@ func serve(ctx context.Context, args []string, getenv func(string) string, out i
 		}
 	}()
 	return w.Run(ctx)
+}
+
+// check checks the example's flags, with -dev on or not, and returns the
+// order API's configuration with their rate limits.
+func (a *appFlags) check(dev bool) (order.APIConfig, error) {
+	var api order.APIConfig
+	if err := errors.Join(a.errs...); err != nil {
+		return api, err
+	}
+	for _, l := range []struct {
+		dst     *order.RateLimit
+		v, name string
+	}{{&api.AccountLimit, a.accountLimit, "-api-account-limit"}, {&api.APIKeyLimit, a.keyLimit, "-api-key-limit"},
+		{&api.FailedAuthLimit, a.failedAuthLimit, "-api-failed-auth-limit"}} {
+		var err error
+		if *l.dst, err = order.ParseRateLimit(l.v); err != nil {
+			return api, cli.Usagef("worker", "%s: %v", l.name, err)
+		}
+	}
+	if a.console != "" {
+		if err := console.CheckToken(a.console); err != nil {
+			return api, cli.Usagef("worker", "-console-token / ONCEFLOW_CONSOLE_TOKEN: %v", err)
+		}
+	}
+	if a.ledgerDSN == "" && !dev {
+		return api, errNoServeLedger
+	}
+	if !dev && (a.devReset || a.devAddr != "" || a.devRemote) {
+		return api, cli.Usagef("worker", "-dev-reset, -dev-temporal-address and -dev-allow-remote go with -dev")
+	}
+	if a.devAddr != "" {
+		if err := devserver.CheckListenAddress(a.devAddr, a.devRemote, "-dev-allow-remote (ONCEFLOW_DEV_ALLOW_REMOTE=true)"); err != nil {
+			return api, cli.Usagef("worker", "-dev-temporal-address / ONCEFLOW_DEV_TEMPORAL_ADDRESS: %v", err)
+		}
+	}
+	return api, nil
+}
+
+// openLedger opens the order ledger -ledger-dsn names and, under -dev,
+// adds the order API's dev account to it.
+func (a *appFlags) openLedger(ctx context.Context, dev bool, log *slog.Logger) (*ledger.Ledger, error) {
+	l, err := ledger.Open(ctx, a.ledgerDSN)
+	if err != nil {
+		return nil, fmt.Errorf("worker: %w (check -ledger-dsn / LEDGER_DSN)", err)
+	}
+	if dev {
+		if err := order.AddDevAccount(ctx, l); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("worker: %w", err)
+		}
+		log.Info("onceflow example: the order API's dev account (public credentials, for this machine only)",
+			"account", order.DevAccount, "authorization", "Bearer "+order.DevAPIKey,
+			"webhook_sender", order.DevWebhookSender, "webhook_secret", order.DevWebhookSecret)
+	}
+	return l, nil
+}
+
+// wiring is what the worker's registration puts together: the order
+// system on its ledger and gateway, its telemetry, the console and the
+// order API.
+type wiring struct {
+	app      *appFlags
+	dev      bool
+	log      *slog.Logger
+	tel      *telemetry.Telemetry
+	ledger   *ledger.Ledger
+	gateway  *order.Gateway
+	provider *order.Provider
+	api      order.APIConfig
+}
+
+// register registers the charge activity and the order workflows, checks
+// the namespace has the pending search attribute, watches the pending
+// recoveries, and serves /metrics, the console and the order API.
+func (wr *wiring) register(ctx context.Context, r worker.Registry) error {
+	if err := order.RegisterCharge(r, wr.provider); err != nil {
+		return err
+	}
+	if err := order.Register(r, wr.ledger, wr.gateway); err != nil {
+		return err
+	}
+	// The order workflows upsert idemwf.PendingSearchAttribute: a
+	// namespace without it would fail their workflow tasks.
+	if err := operator.CheckPendingAttribute(ctx, r.Client, r.Namespace); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	if err := wr.tel.WatchPending(ctx, telemetry.PendingConfig{Count: func(ctx context.Context) (int64, error) {
+		return operator.CountPending(ctx, r.Client, r.Namespace, r.TaskQueue)
+	}}); err != nil {
+		return err
+	}
+	r.HTTP.Handle("GET /metrics", wr.tel.Metrics)
+	con, err := console.New(console.Config{
+		Client: r.Client, Namespace: r.Namespace, TaskQueue: r.TaskQueue, Token: wr.app.console, Dev: wr.dev, Logger: wr.log,
+		Principal: consolePrincipal(wr.app.principal, wr.dev, wr.app.getenv),
+		Evidence:  order.ConsoleEvidence{Ledger: wr.ledger},
+	})
+	if err != nil {
+		return err
+	}
+	con.Register(r.HTTP)
+	// A browser pointed at the worker's address lands in the console.
+	r.HTTP.Handle("GET /{$}", http.RedirectHandler("/console", http.StatusFound))
+	wr.api.Ledger = wr.ledger
+	return order.RegisterAPIConfig(r, wr.api)
 }
 
 // announceConsole logs where the console is, once the worker serves

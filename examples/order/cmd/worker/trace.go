@@ -25,9 +25,10 @@ workflow, its steps' records, the ledger's rows. It creates nothing.`
 func trace(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := cli.NewFlagSet("trace")
 	var c worker.Config
+	d := worker.DefaultConfig()
 	cli.TemporalFlags(fs, &c, getenv)
-	fs.StringVar(&c.RedisURL, "redis-url", getenv("REDIS_URL"), "Redis URL (REDIS_URL; default "+worker.DefaultRedisURL+", or with -dev the -dev worker's)")
-	fs.StringVar(&c.KeyNamespace, "key-namespace", envDefault(getenv, "ONCEFLOW_KEY_NAMESPACE", worker.DefaultKeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
+	fs.StringVar(&c.RedisURL, "redis-url", getenv("REDIS_URL"), "Redis URL (REDIS_URL; default "+d.RedisURL+", or with -dev the -dev worker's)")
+	fs.StringVar(&c.KeyNamespace, "key-namespace", envDefault(getenv, "ONCEFLOW_KEY_NAMESPACE", d.KeyNamespace), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE)")
 	dsn := fs.String("ledger-dsn", getenv("LEDGER_DSN"), "the ledger to read (LEDGER_DSN); required, except with -dev: the dev ledger")
 	dev := fs.Bool("dev", getenv("ONCEFLOW_DEV") == "true", "a -dev worker's records: its servers (from its endpoints file, where no address is given), secret (when ONCEFLOW_SECRET is unset) and ledger")
 	var q trail.Query
@@ -78,10 +79,10 @@ func trace(ctx context.Context, args []string, getenv func(string) string, out i
 	defer tc.Close()
 	ns := c.Namespace
 	if ns == "" {
-		ns = worker.DefaultNamespace
+		ns = d.Namespace
 	}
 	t, err := trail.Build(ctx, trail.Sources{Store: store, Client: tc, Ledger: l, Digester: dig, Namespace: ns}, q)
-	if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
+	if err != nil && !errors.Is(err, onceflow.OutcomeCorrupt) {
 		return err
 	}
 	if *asJSON {

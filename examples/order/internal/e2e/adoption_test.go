@@ -24,7 +24,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	transfer "github.com/onceflow/onceflow/examples/transfer/after"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/harness/redistest"
 	onceworker "github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -105,6 +105,41 @@ func runTransferChild() int {
 	return 0
 }
 
+// startBlockingTransferChild starts the adopted service's worker in a
+// process of its own (runTransferChild) whose bank hangs after a
+// withdrawal; it is killed at the end of the test if not before.
+func (h *harness) startBlockingTransferChild() *exec.Cmd {
+	t := h.t
+	t.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), envChild+"=transfer", envBlock+"=1",
+		envTemporal+"="+temporalServer.Address(), envNamespace+"="+temporalServer.Namespace(),
+		envRedis+"="+redistest.Addr(t), envKeys+"="+h.keys)
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	return child
+}
+
+// runTransferWorker runs the adopted service's worker on bank in this
+// process until the end of the test.
+func (h *harness) runTransferWorker(ctx context.Context, bank redisBank) {
+	t := h.t
+	wctx, stop := context.WithCancel(ctx)
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- transfer.RunWorker(wctx, transferConfig(temporalServer.Address(), temporalServer.Namespace(), h.rdb, h.keys, bank))
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-stopped; err != nil {
+			t.Errorf("the transfer worker: %v", err)
+		}
+	})
+}
+
 // TestAdoptedTransfer runs the adopted sample: a worker killed right
 // after the withdrawal costs no second withdrawal (the retry finds the
 // effect unknown, and the workflow waits for a decision, through
@@ -139,15 +174,7 @@ func TestAdoptedTransfer(t *testing.T) {
 
 	// The service's worker, in a process of its own, hangs after the
 	// withdrawal and is killed there.
-	child := exec.Command(os.Args[0], "-test.run=^$")
-	child.Env = append(os.Environ(), envChild+"=transfer", envBlock+"=1",
-		envTemporal+"="+temporalServer.Address(), envNamespace+"="+temporalServer.Namespace(),
-		envRedis+"="+redistest.Addr(t), envKeys+"="+h.keys)
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	child := h.startBlockingTransferChild()
 	in := transfer.PaymentDetails{SourceAccount: "85-150", TargetAccount: "43-812", Amount: 40, ReferenceID: "crash-" + h.keys}
 	start := func(in transfer.PaymentDetails) client.WorkflowRun {
 		run, err := h.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "transfer-" + in.ReferenceID, TaskQueue: transfer.MoneyTransferTaskQueueName},
@@ -165,17 +192,7 @@ func TestAdoptedTransfer(t *testing.T) {
 	_ = child.Wait()
 
 	// The service's worker again, as it restarts after a crash.
-	wctx, stop := context.WithCancel(ctx)
-	stopped := make(chan error, 1)
-	go func() {
-		stopped <- transfer.RunWorker(wctx, transferConfig(temporalServer.Address(), temporalServer.Namespace(), h.rdb, h.keys, bank))
-	}()
-	t.Cleanup(func() {
-		stop()
-		if err := <-stopped; err != nil {
-			t.Errorf("the transfer worker: %v", err)
-		}
-	})
+	h.runTransferWorker(ctx, bank)
 
 	// The retry found the withdrawal's effect unknown: the workflow waits
 	// for a decision, and withdraws nothing more.

@@ -20,10 +20,10 @@ import (
 
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemhttp"
 	"github.com/onceflow/onceflow/idemhttp/webhook"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -247,7 +247,7 @@ func TestOrderAPIAnswersEachStatus(t *testing.T) {
 	a.post(strings.Repeat("k", 250), a.orderBody()).problem(t, http.StatusBadRequest, idemhttp.ProblemKeyInvalid)
 	form := a.do(http.MethodPost, "/orders", a.orderBody(), "Idempotency-Key", "k-form-"+a.sku, "Content-Type", "application/x-www-form-urlencoded")
 	form.problem(t, http.StatusUnsupportedMediaType, order.ProblemUnsupportedMediaType)
-	big := `{"customer_id":"` + strings.Repeat("c", idemhttp.DefaultMaxBodyBytes) + `"}`
+	big := `{"customer_id":"` + strings.Repeat("c", 1<<20) + `"}` // over idemhttp.Config.MaxBodyBytes' default, 1 MiB
 	a.post("k-3", big).problem(t, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
 	if rows := a.orders(); len(rows) != 1 {
 		t.Fatalf("refused requests placed orders: %+v", rows)
@@ -357,7 +357,7 @@ func TestOrderAPIPreferWaitGetsTheStoredAnswer(t *testing.T) {
 	if busy.header.Get("Retry-After") == "" {
 		t.Fatalf("409 without Retry-After: %v", busy)
 	}
-	// The longest wait the API grants (idemhttp.DefaultMaxWait): the
+	// The longest wait the API grants (idemhttp.Config.MaxWait, 10s): the
 	// order's four steps take several seconds on a loaded 2-core machine.
 	waited := a.post("k-wait", body, "Prefer", "wait=10")
 	first := <-firstc

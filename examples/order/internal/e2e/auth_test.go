@@ -134,7 +134,7 @@ func TestOrderAPIWebhooksAreSignedAndBounded(t *testing.T) {
 		"unsigned":        "",
 		"unknown secret":  webhook.Sign(time.Now(), []byte(body), []byte("someone-else-secret-0123456789")),
 		"another body":    webhook.Sign(time.Now(), []byte(body+" "), e2eSenders["psp"]),
-		"stale":           webhook.Sign(time.Now().Add(-webhook.DefaultTolerance-time.Minute), []byte(body), e2eSenders["psp"]),
+		"stale":           webhook.Sign(time.Now().Add(-6*time.Minute), []byte(body), e2eSenders["psp"]), // past webhook.Config.Tolerance, 5 minutes
 		"a bearer header": "",
 	} {
 		headers := []string{webhook.SignatureHeader, sig}
@@ -159,7 +159,7 @@ func TestOrderAPIWebhooksAreSignedAndBounded(t *testing.T) {
 			t.Fatalf("%s: %+v", name, p)
 		}
 	}
-	big := fmt.Sprintf(`{"event_id":"evt-big-%s","order_id":%q,"type":"payment.captured","pad":%q}`, a.sku, orderID, strings.Repeat("x", webhook.DefaultMaxBytes))
+	big := fmt.Sprintf(`{"event_id":"evt-big-%s","order_id":%q,"type":"payment.captured","pad":%q}`, a.sku, orderID, strings.Repeat("x", 64<<10)) // over webhook.Config.MaxBytes, 64 KiB
 	a.do(http.MethodPost, route, big).problem(t, http.StatusRequestEntityTooLarge, idemhttp.ProblemBodyTooLarge)
 
 	ok := a.do(http.MethodPost, route, body)

@@ -128,60 +128,73 @@ func TestConsoleResolvesAPendingCharge(t *testing.T) {
 		t.Fatalf("result %+v; calls %+v; payments %+v", res, b.calls, b.payments)
 	}
 
-	// The recent workflows show the order's amount in yen, without
-	// decimals.
-	if err := chromedp.Do(tctx, chromedp.Navigate(base+"/console"), chromedp.WaitVisible(chromedp.CSS(`#workflows`))); err != nil {
-		t.Fatal(err)
+	// The recent workflows show the order's amount in yen; the incident's
+	// link leads to its workflow's page.
+	s.checkRecentInYen(tctx, base, run.GetID(), in.OrderID)
+	s.checkWorkflowPage(tctx, base+link, in.OrderID)
+	a := &api{shop: s, base: base}
+	if r := a.do("POST", "/console/resolve", "decision=retry", "Authorization", "Bearer "+token,
+		"Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"); r.status != 403 {
+		t.Errorf("a cross-site post: %v", r)
 	}
-	summary, err := chromedp.Run(tctx, chromedp.Evaluate[string](
-		`[...document.querySelectorAll("#workflows tr")].find(r => r.textContent.includes("`+run.GetID()+`")).querySelector("td.summary").textContent`))
-	if err != nil || summary != "Order "+in.OrderID+": completed, 1999 JPY" {
-		t.Errorf("the recent workflows say %q (%v), want the order completed, 1999 JPY", summary, err)
-	}
+}
 
-	// The incident's link leads to its workflow's page: the order and its
-	// ledger rows (the facts), and a timeline: the charge scheduled, the
-	// decision with who sent it, the charge again, the workflow's end. The
-	// raw trail is there, collapsed.
-	if err := chromedp.Do(tctx, chromedp.Navigate(base+link), chromedp.WaitVisible(chromedp.CSS(`#timeline`))); err != nil {
-		t.Fatalf("the incident's trail link: %v", err)
+// checkRecentInYen checks the console's recent workflows
+// (TestConsoleResolvesAPendingCharge): the order's, completed, shows its
+// amount in yen, without decimals.
+func (s *shop) checkRecentInYen(ctx context.Context, base, workflowID, orderID string) {
+	s.t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/console"), chromedp.WaitVisible(chromedp.CSS(`#workflows`))); err != nil {
+		s.t.Fatal(err)
 	}
-	if h, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`h2`))); err != nil || h != "Order "+in.OrderID {
-		t.Errorf("the workflow's page is headed %q (%v), want its order", h, err)
+	summary, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#workflows tr")].find(r => r.textContent.includes("`+workflowID+`")).querySelector("td.summary").textContent`))
+	if err != nil || summary != "Order "+orderID+": completed, 1999 JPY" {
+		s.t.Errorf("the recent workflows say %q (%v), want the order completed, 1999 JPY", summary, err)
 	}
-	if facts, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#facts`))); err != nil || !strings.Contains(facts, "completed, 1999 JPY") || !strings.Contains(facts, "money kept") {
-		t.Errorf("the order's facts: %q (%v)", facts, err)
+}
+
+// checkWorkflowPage checks the completed order's workflow page, which
+// the incident's link leads to (TestConsoleResolvesAPendingCharge): the
+// order and its ledger rows (the facts), and a timeline: the charge
+// scheduled, the decision with who sent it, the charge again, the
+// workflow's end. The raw trail is there, collapsed.
+func (s *shop) checkWorkflowPage(ctx context.Context, page, orderID string) {
+	s.t.Helper()
+	if err := chromedp.Do(ctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#timeline`))); err != nil {
+		s.t.Fatalf("the incident's trail link: %v", err)
 	}
-	rows, err := chromedp.Run(tctx, chromedp.Evaluate[[]string](
+	if h, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`h2`))); err != nil || h != "Order "+orderID {
+		s.t.Errorf("the workflow's page is headed %q (%v), want its order", h, err)
+	}
+	if facts, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#facts`))); err != nil || !strings.Contains(facts, "completed, 1999 JPY") || !strings.Contains(facts, "money kept") {
+		s.t.Errorf("the order's facts: %q (%v)", facts, err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
 		`[...document.querySelectorAll("#timeline tr")].slice(1).map(r => [...r.cells].slice(1, 5).map(c => c.textContent).join("|"))`))
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	timeline := strings.Join(rows, "\n")
 	for _, want := range []string{"workflow|started PlaceOrder|", order.ChargeCardActivity + "|scheduled||workflow",
 		"onceflow.decide|decision: retry||console", order.ChargeCardActivity + "|completed|1|", "workflow|completed||"} {
 		if !strings.Contains(timeline, want) {
-			t.Errorf("the timeline has no row with %q:\n%s", want, timeline)
+			s.t.Errorf("the timeline has no row with %q:\n%s", want, timeline)
 		}
 	}
-	open, err := chromedp.Run(tctx, chromedp.Evaluate[bool](`document.querySelector("#raw").open`))
+	open, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector("#raw").open`))
 	if err != nil || open {
-		t.Errorf("the raw trail is open (%v), want it collapsed", err)
+		s.t.Errorf("the raw trail is open (%v), want it collapsed", err)
 	}
-	if err := chromedp.Do(tctx, chromedp.Click(chromedp.CSS(`#raw summary`)), chromedp.WaitVisible(chromedp.CSS(`#trail`))); err != nil {
-		t.Fatal(err)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#raw summary`)), chromedp.WaitVisible(chromedp.CSS(`#trail`))); err != nil {
+		s.t.Fatal(err)
 	}
-	trailText, err := chromedp.Run(tctx, chromedp.Text(chromedp.CSS(`#trail`)))
+	trailText, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#trail`)))
 	if err != nil {
-		t.Fatal(err)
+		s.t.Fatal(err)
 	}
 	if !strings.Contains(trailText, `"status": "COMPLETED"`) || !strings.Contains(trailText, `"step": "onceflow.decide"`) || !strings.Contains(trailText, "1999 JPY") {
-		t.Errorf("the raw trail: %q", trailText)
-	}
-	a := &api{shop: s, base: base}
-	if r := a.do("POST", "/console/resolve", "decision=retry", "Authorization", "Bearer "+token,
-		"Content-Type", "application/x-www-form-urlencoded", "Sec-Fetch-Site", "cross-site"); r.status != 403 {
-		t.Errorf("a cross-site post: %v", r)
+		s.t.Errorf("the raw trail: %q", trailText)
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/onceflow/onceflow/cmd/devstate"
 	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/examples/order/internal/trail"
-	"github.com/onceflow/onceflow/internal/childproc"
+	"github.com/onceflow/onceflow/harness/childproc"
 )
 
 // devWorker is one `worker -dev` process on a state directory.

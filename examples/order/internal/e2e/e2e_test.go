@@ -36,10 +36,10 @@ import (
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/cmd/temporalproc"
 	"github.com/onceflow/onceflow/examples/order"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -271,14 +271,10 @@ func registerEffect(r worker.Registry, rdb redis.UniversalClient, keys string) e
 		}
 		return effectOut{Value: "reconciled: " + v}, err == nil, err
 	}
-	key := func(in effectIn) string { return in.Key }
+	key := onceactivity.BusinessKey(func(in effectIn) string { return in.Key })
 	r.Worker.RegisterWorkflow(effectWorkflow)
-	r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[effectIn, effectOut]{
-		Code: "effect", Scope: onceactivity.BusinessScoped, Key: key, Reconcile: reconcile,
-	}, fn), sdkactivity.RegisterOptions{Name: "effect"})
-	r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[effectIn, effectOut]{
-		Code: "effect-blind", Scope: onceactivity.BusinessScoped, Key: key,
-	}, fn), sdkactivity.RegisterOptions{Name: "effect-blind"})
+	onceactivity.Register(r.Worker, r.Activities, fn, onceactivity.Name("effect"), onceactivity.Code("effect"), key, onceactivity.Reconcile(reconcile))
+	onceactivity.Register(r.Worker, r.Activities, fn, onceactivity.Name("effect-blind"), onceactivity.Code("effect-blind"), key)
 	return nil
 }
 
@@ -490,8 +486,8 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 				return
 			}
 			var ae *temporal.ApplicationError
-			if !errors.As(err, &ae) || ae.Type() != onceflow.TypeEffectUnknown {
-				t.Fatalf("err = %v, want %s", err, onceflow.TypeEffectUnknown)
+			if !errors.As(err, &ae) || ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() {
+				t.Fatalf("err = %v, want %s", err, onceflow.OutcomeEffectUnknown.TemporalType())
 			}
 			var d onceflow.EffectUnknownDetails
 			if err := ae.Details(&d); err != nil || d.State != "ABANDONED" || d.Checkpoint == nil || d.Checkpoint.Phase != onceflow.PhaseExecuting {

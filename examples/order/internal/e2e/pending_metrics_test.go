@@ -26,8 +26,8 @@ import (
 
 	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/cmd/temporalproc"
+	"github.com/onceflow/onceflow/harness/childproc"
 	"github.com/onceflow/onceflow/idemstore/storetest"
-	"github.com/onceflow/onceflow/internal/childproc"
 	"github.com/onceflow/onceflow/operator"
 )
 

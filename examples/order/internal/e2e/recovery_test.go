@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -28,8 +27,8 @@ import (
 	"github.com/onceflow/onceflow/cmd/cli"
 	"github.com/onceflow/onceflow/examples/order"
 	"github.com/onceflow/onceflow/examples/order/ledger"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/redisstore"
-	"github.com/onceflow/onceflow/internal/redistest"
 	"github.com/onceflow/onceflow/operator"
 	"github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"
@@ -67,19 +66,17 @@ func recoverTwoWorkflow(ctx workflow.Context, activity string) ([]string, error)
 	return out, errors.Join(errs...)
 }
 
-// unknownThen registers activity name: business scoped on its input, its
+// unknownThen registers activity name: business-keyed on its input, its
 // effect unknown on its first n calls per input, then it succeeds.
 func unknownThen(r worker.Registry, name string, n int32, calls map[string]*atomic.Int32) {
 	r.Worker.RegisterWorkflow(recoverWorkflow)
 	r.Worker.RegisterWorkflow(recoverTwoWorkflow)
-	r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[string, string]{
-		Code: "flaky", Scope: onceactivity.BusinessScoped, Key: func(in string) string { return in },
-	}, func(_ context.Context, in string) (string, error) {
+	onceactivity.Register(r.Worker, r.Activities, func(_ context.Context, in string) (string, error) {
 		if calls[in].Add(1) <= n {
 			return "", errors.New("read timeout after the request was sent")
 		}
 		return "done: " + in, nil
-	}), sdkactivity.RegisterOptions{Name: name})
+	}, onceactivity.Name(name), onceactivity.Code("flaky"), onceactivity.BusinessKey(func(in string) string { return in }))
 }
 
 // operator runs an operator command against the test server.
@@ -260,13 +257,13 @@ func TestAFailDecisionIsRecorded(t *testing.T) {
 	// decision delivers, and says the effect may have happened.
 	var ae *temporal.ApplicationError
 	err := first.Get(context.Background(), nil)
-	if _, acted := idemwf.EffectUnknown(err); !errors.As(err, &ae) || ae.Message() != "read timeout after the request was sent" || !acted {
+	if _, acted := idemwf.MayHaveActed(err); !errors.As(err, &ae) || ae.Message() != "read timeout after the request was sent" || !acted {
 		t.Fatalf("first workflow: %v, want the activity's own error, marked as an effect that may have happened", err)
 	}
 	second := h.start(recoverWorkflow, "fail-2-"+h.keys, "flaky", in)
 	err = second.Get(context.Background(), nil)
-	if !errors.As(err, &ae) || ae.Type() != onceflow.TypeOperationFailed || !strings.Contains(err.Error(), "refunded by hand") || calls[in].Load() != 1 {
-		t.Fatalf("second workflow: %v, calls %d; want %s naming the decision and no new call", err, calls[in].Load(), onceflow.TypeOperationFailed)
+	if !errors.As(err, &ae) || ae.Type() != onceflow.OutcomeFailed.TemporalType() || !strings.Contains(err.Error(), "refunded by hand") || calls[in].Load() != 1 {
+		t.Fatalf("second workflow: %v, calls %d; want %s naming the decision and no new call", err, calls[in].Load(), onceflow.OutcomeFailed.TemporalType())
 	}
 	if out, err := h.operator("reopen", "-record", p.RecordKey); err != nil || !strings.Contains(out, "reopened") {
 		t.Fatalf("reopen: %q, %v", out, err)

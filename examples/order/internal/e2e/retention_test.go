@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	sdkactivity "go.temporal.io/sdk/activity"
-
 	onceactivity "github.com/onceflow/onceflow/activity"
 	"github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"
@@ -31,10 +29,7 @@ func TestRetryPastTheRetentionWaitsForAnOverride(t *testing.T) {
 	var calls atomic.Int32
 	h.startWorker(func(r worker.Registry) error {
 		r.Worker.RegisterWorkflow(recoverWorkflow)
-		r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[string, string]{
-			Code: "retained", Scope: onceactivity.BusinessScoped, Key: func(in string) string { return in },
-			IdempotentDownstream: true, DownstreamRetention: time.Second,
-		}, func(ctx context.Context, in string) (string, error) {
+		onceactivity.Register(r.Worker, r.Activities, func(ctx context.Context, in string) (string, error) {
 			if calls.Add(1) > 1 {
 				return "charged: " + in, nil
 			}
@@ -59,7 +54,8 @@ func TestRetryPastTheRetentionWaitsForAnOverride(t *testing.T) {
 				case <-time.After(20 * time.Millisecond):
 				}
 			}
-		}), sdkactivity.RegisterOptions{Name: "retained"})
+		}, onceactivity.Name("retained"), onceactivity.Code("retained"), onceactivity.BusinessKey(func(in string) string { return in }),
+			onceactivity.IdempotentDownstream(), onceactivity.DownstreamRetention(time.Second))
 		return nil
 	})
 	run := h.start(recoverWorkflow, "retention-"+h.keys, "retained", in)

@@ -26,7 +26,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	saga "github.com/onceflow/onceflow/examples/saga/after"
-	"github.com/onceflow/onceflow/internal/redistest"
+	"github.com/onceflow/onceflow/harness/redistest"
 	onceworker "github.com/onceflow/onceflow/worker"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	sdkactivity "go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
@@ -40,7 +39,7 @@ func TestStandaloneActivityGetsTheSameGuarantees(t *testing.T) {
 	fail := atomic.Bool{}
 	fail.Store(true)
 	h.startWorker(func(r worker.Registry) error {
-		r.Worker.RegisterActivityWithOptions(onceactivity.Wrap(r.Activities, onceactivity.Options[string, string]{Code: "standalone"},
+		onceactivity.Register(r.Worker, r.Activities,
 			func(ctx context.Context, in string) (string, error) {
 				runs.Add(1)
 				switch in {
@@ -56,7 +55,7 @@ func TestStandaloneActivityGetsTheSameGuarantees(t *testing.T) {
 					}
 				}
 				return onceactivity.OperationKey(ctx), nil
-			}), sdkactivity.RegisterOptions{Name: "standalone"})
+			}, onceactivity.Name("standalone"), onceactivity.Code("standalone"))
 		return nil
 	})
 	store, err := redisstore.New(redisstore.Config{Client: h.rdb, Namespace: h.keys})
@@ -67,8 +66,10 @@ func TestStandaloneActivityGetsTheSameGuarantees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A standalone activity's record is named by its namespace and
+	// activity ID, as the library spells its scope.
 	refOf := func(id string) onceflow.Ref {
-		return onceflow.Ref{Code: "standalone", Digest: dig.Digest(onceflow.StandaloneScope(temporalServer.Namespace(), id)...)}
+		return onceflow.Ref{Code: "standalone", Digest: dig.Digest("standalone", temporalServer.Namespace(), id)}
 	}
 	start := func(id, in string) client.ActivityHandle {
 		t.Helper()
@@ -124,8 +125,8 @@ func TestStandaloneActivityGetsTheSameGuarantees(t *testing.T) {
 		t.Helper()
 		err := handle.Get(context.Background(), &key)
 		var ae *temporal.ApplicationError
-		if !errors.As(err, &ae) || ae.Type() != onceflow.TypeEffectUnknown || !ae.NonRetryable() {
-			t.Fatalf("err = %v, want the non-retryable %s", err, onceflow.TypeEffectUnknown)
+		if !errors.As(err, &ae) || ae.Type() != onceflow.OutcomeEffectUnknown.TemporalType() || !ae.NonRetryable() {
+			t.Fatalf("err = %v, want the non-retryable %s", err, onceflow.OutcomeEffectUnknown.TemporalType())
 		}
 		if d, err := handle.Describe(context.Background(), client.DescribeActivityOptions{}); err != nil || d.Attempt != 1 {
 			t.Fatalf("describe: %+v, %v; want one attempt, not a blind retry", d, err)

@@ -16,7 +16,6 @@ import (
 
 	"github.com/onceflow/onceflow/cmd/telemetry"
 	"github.com/onceflow/onceflow/examples/order"
-	"github.com/onceflow/onceflow/idemstore"
 	"github.com/onceflow/onceflow/worker"
 )
 
@@ -114,7 +113,7 @@ func TestTelemetryOfAnOrder(t *testing.T) {
 		}
 		if s.Name == "onceflow.execute" {
 			for _, kv := range s.Attributes {
-				if kv.Key == idemstore.AttrOperationCode {
+				if kv.Key == "onceflow.operation_code" {
 					if parents[kv.Value.AsString()] == nil {
 						parents[kv.Value.AsString()] = map[string]bool{}
 					}

@@ -89,7 +89,7 @@ type Query struct {
 }
 
 // Build reads the trail. A corrupt record is in the trail and makes the
-// error match onceflow.ErrCorruptRecord.
+// error match onceflow.OutcomeCorrupt.
 func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 	var t Trail
 	var corrupt error
@@ -102,12 +102,12 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 		if err := ledger.ValidAccountID(q.Account); err != nil {
 			return t, fmt.Errorf("trace: an Idempotency-Key is the account's: name the account that sent it (%w)", err)
 		}
-		// The scope the middleware digests: principal (the account),
+		// The record the middleware named: principal (the account),
 		// method, route, key.
-		ref := onceflow.Ref{Code: order.OrdersAPICode, Digest: src.Digester.Digest(onceflow.HTTPScope(q.Account, http.MethodPost, order.OrdersRoute, k)...)}
+		ref := operator.HTTPRef(src.Digester, order.OrdersAPICode, q.Account, http.MethodPost, order.OrdersRoute, k)
 		rep, err := operator.Inspect(ctx, src.Store, ref)
 		t.HTTP = &rep
-		if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
+		if err != nil && !errors.Is(err, onceflow.OutcomeCorrupt) {
 			return t, err
 		}
 		corrupt = err
@@ -191,7 +191,7 @@ func Build(ctx context.Context, src Sources, q Query) (Trail, error) {
 	}
 	for _, s := range order.Steps {
 		rep, err := operator.Inspect(ctx, src.Store, operator.BusinessRef(src.Digester, src.Namespace, s.Code, s.Key(t.OrderID)))
-		if err != nil && !errors.Is(err, onceflow.ErrCorruptRecord) {
+		if err != nil && !errors.Is(err, onceflow.OutcomeCorrupt) {
 			return t, err
 		}
 		corrupt = errors.Join(corrupt, err)

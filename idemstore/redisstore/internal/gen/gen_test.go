@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/harness/redistest"
 	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
-	"github.com/onceflow/onceflow/internal/redistest"
 )
 
 func TestMain(m *testing.M) { redistest.Main(m) }

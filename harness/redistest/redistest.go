@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/internal/redisproc"
+	"github.com/onceflow/onceflow/harness/redisproc"
 )
 
 var (

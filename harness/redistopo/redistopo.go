@@ -21,7 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/internal/redisproc"
+	"github.com/onceflow/onceflow/harness/redisproc"
 )
 
 // StartTimeout bounds each wait of a topology's startup and of Failover.

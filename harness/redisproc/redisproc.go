@@ -1,9 +1,9 @@
 // Package redisproc runs redis-server as a child process on a free
 // loopback port: keeping nothing on disk (Start: the tests, through
-// internal/redistest), its data in a directory with an append-only file
+// package redistest), its data in a directory with an append-only file
 // (StartIn: `cmd/worker -dev`, whose records outlive a restart), or with
 // the caller's arguments and config file (StartArgs: the replicas,
-// Sentinels and Cluster nodes of internal/redistopo). The child dies with
+// Sentinels and Cluster nodes of package redistopo). The child dies with
 // its parent (package childproc): a parent killed with SIGKILL leaves no
 // redis-server behind on Linux.
 package redisproc
@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/onceflow/onceflow/internal/childproc"
+	"github.com/onceflow/onceflow/harness/childproc"
 )
 
 // EnvServer names the redis-server binary to run instead of the one on
