@@ -257,7 +257,7 @@ type Config struct {
 	// (redisotel) and the HTTP server (otelhttp). Default: no tracing.
 	TracerProvider trace.TracerProvider
 	// MeterProvider, when set, receives the executor's metrics
-	// (idemstore.Metric*), the Temporal SDK's (with monotonic counters,
+	// (docs/operations.md lists them), the Temporal SDK's (with monotonic counters,
 	// including the workflows' onceflow_recoveries_opened / _closed),
 	// go-redis' and the HTTP server's. Default: none.
 	MeterProvider metric.MeterProvider
