@@ -26,6 +26,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/internal/clientaddr"
 	"github.com/onceflow/onceflow/operator"
 	idemwf "github.com/onceflow/onceflow/workflow"
 )
@@ -223,7 +224,7 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		// A client over its limit of failed attempts gets no comparison at
 		// all, not even of the right token: else the limit would only
 		// hide which guess was right.
-		client, now := clientKey(r.RemoteAddr), c.now()
+		client, now := clientaddr.Of(r.RemoteAddr), c.now()
 		if wait := c.failures.wait(client, now); wait > 0 {
 			h.Set("Retry-After", retryAfter(wait))
 			http.Error(w, fmt.Sprintf("too many wrong console tokens from your address: try again in %s seconds", retryAfter(wait)), http.StatusTooManyRequests)

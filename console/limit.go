@@ -3,7 +3,6 @@ package console
 import (
 	"fmt"
 	"math"
-	"net"
 	"strings"
 	"sync"
 	"time"
@@ -117,22 +116,4 @@ func (f *failures) fail(client string, now time.Time) (exhausted bool) {
 // retryAfter is the Retry-After value of d: whole seconds, at least 1.
 func retryAfter(d time.Duration) string {
 	return fmt.Sprint(max(1, int(math.Ceil(d.Seconds()))))
-}
-
-// clientKey is the address the limit counts a request's attempts by,
-// from its RemoteAddr: the IP of an IPv4 client, the /64 of an IPv6 one.
-// Behind a proxy it is the proxy's.
-func clientKey(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return host
-	}
-	if ip4 := ip.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return ip.Mask(net.CIDRMask(64, 128)).String()
 }

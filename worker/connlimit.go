@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/onceflow/onceflow/internal/clientaddr"
 )
 
 // connLimiter is the HTTP server's listener: it holds at most max
@@ -300,16 +302,12 @@ func (c *limitedConn) closeLocked() error {
 	return c.Conn.Close()
 }
 
-// clientAddr is the address a per-client limit counts by: the IP of an
-// IPv4 client, the /64 of an IPv6 one (a single host commonly has a
-// whole /64).
+// clientAddr is the address a per-client limit counts by
+// (clientaddr.OfIP for a TCP peer).
 func clientAddr(a net.Addr) string {
 	tcp, ok := a.(*net.TCPAddr)
 	if !ok {
 		return a.String()
 	}
-	if ip4 := tcp.IP.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return tcp.IP.Mask(net.CIDRMask(64, 128)).String()
+	return clientaddr.OfIP(tcp.IP)
 }
