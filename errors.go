@@ -76,7 +76,8 @@ const (
 	// OutcomeCanceled: the caller's context ended before the store
 	// answered.
 	OutcomeCanceled Outcome = "canceled"
-	// OutcomeStoreUnavailable: a read failed (Error.Op): nothing changed,
+	// OutcomeStoreUnavailable: a read failed, or a write reached Redis
+	// after its deadline and refused itself (Error.Op): nothing changed,
 	// but nothing was learnt either.
 	OutcomeStoreUnavailable Outcome = "store_unavailable"
 	// OutcomeIndeterminate: a call that may write failed without a reply

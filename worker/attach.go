@@ -34,8 +34,8 @@ type AttachConfig struct {
 	RedisCommandTimeout time.Duration
 	// RedisOmitShebang: see Config.RedisOmitShebang.
 	RedisOmitShebang bool
-	// RedisNoAutoPipelineReads: see Config.RedisNoAutoPipelineReads.
-	RedisNoAutoPipelineReads bool
+	// RedisNoAutoPipeline: see Config.RedisNoAutoPipeline.
+	RedisNoAutoPipeline bool
 	// AllowEviction: Attach refuses a Redis whose maxmemory-policy may
 	// evict records, unless this is set (Config.AllowEviction).
 	AllowEviction bool
@@ -101,7 +101,7 @@ func Attach(ctx context.Context, c client.Client, rdb redis.UniversalClient, cfg
 	}
 	cfg = cfg.withDefaults()
 	store, err := redisstore.New(redisstore.Config{Client: rdb, Namespace: cfg.KeyNamespace, CommandTimeout: cfg.RedisCommandTimeout,
-		Logger: cfg.Logger, OmitShebang: cfg.RedisOmitShebang, NoAutoPipelineReads: cfg.RedisNoAutoPipelineReads})
+		Logger: cfg.Logger, OmitShebang: cfg.RedisOmitShebang, NoAutoPipeline: cfg.RedisNoAutoPipeline})
 	if err != nil {
 		return nil, err
 	}

@@ -19,14 +19,14 @@ import (
 // it is given send their replay reads through the client's
 // auto-pipeliner by default. A client whose auto-pipeliner cannot be
 // built (invalid AutoPipelineOptions) is refused, in words that name the
-// switch; with RedisNoAutoPipelineReads the store never asks for it and
+// switch; with RedisNoAutoPipeline the store never asks for it and
 // both go on (to a Temporal server that is not there).
 func TestReplayReadsAreAutoPipelinedUnlessTurnedOff(t *testing.T) {
 	t.Parallel()
 	addr := redistest.Addr(t)
 	invalid := &redis.AutoPipelineOptions{MaxBatchSize: -1}
 	refused := func(err error) bool {
-		return err != nil && strings.Contains(err.Error(), "auto-pipeliner") && strings.Contains(err.Error(), "NoAutoPipelineReads")
+		return err != nil && strings.Contains(err.Error(), "auto-pipeliner") && strings.Contains(err.Error(), "NoAutoPipeline")
 	}
 	t.Run("New", func(t *testing.T) {
 		t.Parallel()
@@ -35,8 +35,8 @@ func TestReplayReadsAreAutoPipelinedUnlessTurnedOff(t *testing.T) {
 				Secret:          secret,
 				RedisOptions:    &redis.UniversalOptions{Addrs: []string{addr}, AutoPipelineOptions: invalid},
 				TemporalAddress: "127.0.0.1:1", HTTPAddr: "off", // Temporal is never reached
-				RedisNoAutoPipelineReads: off,
-				Logger:                   slog.New(slog.DiscardHandler),
+				RedisNoAutoPipeline: off,
+				Logger:              slog.New(slog.DiscardHandler),
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -49,7 +49,7 @@ func TestReplayReadsAreAutoPipelinedUnlessTurnedOff(t *testing.T) {
 			t.Fatalf("by default: err = %v, want the store to refuse a client without an auto-pipeliner, naming the switch", err)
 		}
 		if err := run(true); err == nil || refused(err) {
-			t.Fatalf("with RedisNoAutoPipelineReads: err = %v, want it to go on (and fail to reach Temporal)", err)
+			t.Fatalf("with RedisNoAutoPipeline: err = %v, want it to go on (and fail to reach Temporal)", err)
 		}
 	})
 	t.Run("Attach", func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestReplayReadsAreAutoPipelinedUnlessTurnedOff(t *testing.T) {
 		attach := func(off bool) error {
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
-			once, err := worker.Attach(ctx, c, rdb, worker.AttachConfig{Secret: secret, KeyNamespace: redistest.Namespace(t), RedisNoAutoPipelineReads: off})
+			once, err := worker.Attach(ctx, c, rdb, worker.AttachConfig{Secret: secret, KeyNamespace: redistest.Namespace(t), RedisNoAutoPipeline: off})
 			if err == nil {
 				_ = once.Close()
 			}
@@ -74,7 +74,7 @@ func TestReplayReadsAreAutoPipelinedUnlessTurnedOff(t *testing.T) {
 			t.Fatalf("by default: err = %v, want the store to refuse a client without an auto-pipeliner, naming the switch", err)
 		}
 		if err := attach(true); refused(err) {
-			t.Fatalf("with RedisNoAutoPipelineReads: err = %v, want no refusal of the auto-pipeliner", err)
+			t.Fatalf("with RedisNoAutoPipeline: err = %v, want no refusal of the auto-pipeliner", err)
 		}
 	})
 }

@@ -269,12 +269,12 @@ type Config struct {
 	// RedisOmitShebang sends the scripts without the Redis 7 "#!lua"
 	// header, for Redis before 7 and miniredis (redisstore.Config.OmitShebang).
 	RedisOmitShebang bool
-	// RedisNoAutoPipelineReads turns off what the worker does by
-	// default: the replay reads of concurrent activities go to Redis as
-	// one pipeline, through go-redis' auto-pipeliner
-	// (redisstore.Config.NoAutoPipelineReads says what it does and
-	// costs). Default false: the reads are auto-pipelined.
-	RedisNoAutoPipelineReads bool
+	// RedisNoAutoPipeline turns off what the worker does by default: the
+	// replay reads, claims and transitions of concurrent activities go to
+	// Redis as pipelines, through go-redis' auto-pipeliner
+	// (redisstore.Config.NoAutoPipeline says what it does and costs).
+	// Default false: they are auto-pipelined.
+	RedisNoAutoPipeline bool
 }
 
 // DevSecret is the digest secret a Dev worker uses when Secret is empty:

@@ -196,7 +196,7 @@ func (w *Worker) openStore(ctx context.Context, p *parts) error {
 	c, log := w.cfg, w.cfg.Logger
 	store, err := redisstore.New(redisstore.Config{Client: p.rdb, Namespace: c.KeyNamespace, CommandTimeout: c.RedisCommandTimeout,
 		Logger: log, OmitShebang: c.RedisOmitShebang, Durability: c.RedisDurability, DurableReplicas: c.RedisDurableReplicas,
-		NoAutoPipelineReads: c.RedisNoAutoPipelineReads})
+		NoAutoPipeline: c.RedisNoAutoPipeline})
 	if err != nil {
 		return err
 	}

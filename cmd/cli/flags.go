@@ -42,8 +42,8 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 		"start even if Redis' maxmemory-policy may evict records, with a warning (ONCEFLOW_ALLOW_EVICTION=true)")
 	fs.BoolVar(&c.RequirePersistence, "require-persistence", env("ONCEFLOW_REQUIRE_PERSISTENCE", "") == "true",
 		"refuse to start when Redis' persistence can lose an acknowledged record (appendonly, appendfsync, replicas), instead of warning (ONCEFLOW_REQUIRE_PERSISTENCE=true)")
-	autoPipelineReads := fs.Bool("redis-auto-pipeline-reads", env("ONCEFLOW_REDIS_AUTO_PIPELINE_READS", "") != "false",
-		"send the replay reads of concurrent activities as one pipeline, through go-redis' auto-pipeliner; =false turns it off (ONCEFLOW_REDIS_AUTO_PIPELINE_READS=false)")
+	autoPipeline := fs.Bool("redis-auto-pipeline", env("ONCEFLOW_REDIS_AUTO_PIPELINE", "") != "false",
+		"send the replay reads, claims and transitions of concurrent activities as pipelines, through go-redis' auto-pipeliner; =false turns it off (ONCEFLOW_REDIS_AUTO_PIPELINE=false)")
 	fs.StringVar(&c.KeyNamespace, "key-namespace", env("ONCEFLOW_KEY_NAMESPACE", ""), "prefix of every Redis key (ONCEFLOW_KEY_NAMESPACE; default "+d.KeyNamespace+")")
 	var durability string
 	fs.StringVar(&durability, "redis-durability", env("ONCEFLOW_REDIS_DURABILITY", ""), "what a store write waits for: none, replicas (WAIT) or aof (WAITAOF, Redis 7.2+) (ONCEFLOW_REDIS_DURABILITY; default none)")
@@ -85,7 +85,7 @@ func ParseWorkerFlags(name string, args []string, getenv func(string) string, ex
 		return worker.Config{}, err
 	}
 	c.RedisDurability = redisstore.Durability(durability)
-	c.RedisNoAutoPipelineReads = !*autoPipelineReads
+	c.RedisNoAutoPipeline = !*autoPipeline
 	c, err := checkWorkerFlags(c, secret, version, lease, replay, retention, stop, redisTimeout, outcome, sticky, maxActivities, maxWorkflowTasks, readHeader, read, idle, maxConns, maxIdle, perClient, maxHeader, maxBody, durableReplicas)
 	if err != nil {
 		return worker.Config{}, &UsageError{Command: name, Err: err}

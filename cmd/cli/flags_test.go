@@ -33,14 +33,14 @@ func TestParseWorkerFlagsAutoPipelineReads(t *testing.T) {
 		args []string
 		env  string
 		want bool
-	}{{nil, "", true}, {[]string{"-redis-auto-pipeline-reads=false"}, "", false}, {nil, "false", false}, {[]string{"-redis-auto-pipeline-reads"}, "false", true}, {[]string{"-redis-auto-pipeline-reads=false"}, "true", false}} {
-		env := map[string]string{"ONCEFLOW_REDIS_AUTO_PIPELINE_READS": tc.env}
+	}{{nil, "", true}, {[]string{"-redis-auto-pipeline=false"}, "", false}, {nil, "false", false}, {[]string{"-redis-auto-pipeline"}, "false", true}, {[]string{"-redis-auto-pipeline=false"}, "true", false}} {
+		env := map[string]string{"ONCEFLOW_REDIS_AUTO_PIPELINE": tc.env}
 		cfg, err := cli.ParseWorkerFlags("worker", tc.args, func(k string) string { return env[k] }, nil, cli.Help{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := !cfg.RedisNoAutoPipelineReads; got != tc.want {
-			t.Fatalf("%v with ONCEFLOW_REDIS_AUTO_PIPELINE_READS=%q: auto-pipelined = %t, want %t", tc.args, tc.env, got, tc.want)
+		if got := !cfg.RedisNoAutoPipeline; got != tc.want {
+			t.Fatalf("%v with ONCEFLOW_REDIS_AUTO_PIPELINE=%q: auto-pipelined = %t, want %t", tc.args, tc.env, got, tc.want)
 		}
 	}
 }

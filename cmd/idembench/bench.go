@@ -163,7 +163,7 @@ func (b *bench) cachedExecutor(s *redisstore.Store) (*idemstore.Executor, error)
 	// cores with nothing to block on, and one can wait longer than the
 	// default 200 ms command timeout for its turn. The timeout bounds
 	// nothing measured here.
-	cs, err := redisstore.New(redisstore.Config{Client: b.cached, Namespace: ns, ReplayCache: true, NoAutoPipelineReads: true, CommandTimeout: 5 * time.Second})
+	cs, err := redisstore.New(redisstore.Config{Client: b.cached, Namespace: ns, ReplayCache: true, NoAutoPipeline: true, CommandTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -181,10 +181,10 @@ func randomHex(n int) string {
 
 // unpipelinedExecutor returns an executor of the records of s whose store
 // sends every replay read by itself, never through the client's
-// auto-pipeliner (redisstore.Config.NoAutoPipelineReads).
+// auto-pipeliner (redisstore.Config.NoAutoPipeline).
 func (b *bench) unpipelinedExecutor(s *redisstore.Store) (*idemstore.Executor, error) {
 	ns, _, _ := strings.Cut(s.Key(onceflow.Ref{}), ":idem:")
-	ps, err := redisstore.New(redisstore.Config{Client: b.rdb, Namespace: ns, NoAutoPipelineReads: true})
+	ps, err := redisstore.New(redisstore.Config{Client: b.rdb, Namespace: ns, NoAutoPipeline: true})
 	if err != nil {
 		return nil, err
 	}

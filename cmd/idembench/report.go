@@ -276,7 +276,7 @@ func (r *reportRun) writeTargets() {
 	replayTput := min(r.opsRatio(replayHot, floor1, last), r.opsRatio(replaySpread, floor1, last))
 	row(fmt.Sprintf("replay ÷ one trivial EVALSHA, default configuration, throughput at %d goroutines (the lower of hot and spread)", last), "≥ 1.2", replayTput, "%.2f", replayTput >= 1.2)
 	replayTputNo := min(r.opsRatio(replayHotNo, floor1, last), r.opsRatio(replaySprNo, floor1, last))
-	r.p("| the same with `redisstore.Config.NoAutoPipelineReads` (for comparison) | | %.2f | |\n", replayTputNo)
+	r.p("| the same with `redisstore.Config.NoAutoPipeline` (for comparison) | | %.2f | |\n", replayTputNo)
 	renewFloor := r.renewal.pairedUsPerOp / r.renewal.floorUsPerOp
 	row(fmt.Sprintf("renewal ÷ its stripped-command floor, Redis µs, same window (%d in flight)", b.cfg.inFlight), "≤ 1.1", renewFloor, "%.2f", renewFloor <= 1.1)
 	c100 := float64(r.memory["COMPLETED, 100 B response"])

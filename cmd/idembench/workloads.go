@@ -29,8 +29,8 @@ const (
 	replayHot    = "executor: replay, hot key"
 	replaySpread = "executor: replay, 10k keys"
 	replayCached = "executor: replay, hot key, client-side cache"
-	replayHotNo  = "executor: replay, hot key, NoAutoPipelineReads"
-	replaySprNo  = "executor: replay, 10k keys, NoAutoPipelineReads"
+	replayHotNo  = "executor: replay, hot key, NoAutoPipeline"
+	replaySprNo  = "executor: replay, 10k keys, NoAutoPipeline"
 	naiveFresh   = "naive: fresh (SET NX, SET)"
 	naiveReplay  = "naive: replay (SET NX, GET)"
 )

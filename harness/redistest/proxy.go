@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Fault is what a Proxy does to the traffic that crosses it.
@@ -25,6 +26,13 @@ const (
 	// way, as a network partition does: calls neither fail nor answer.
 	// New connections are accepted and black-holed too.
 	BlackHole
+	// DelayScripts holds what arrives with a script call (EVAL/EVALSHA)
+	// for the proxy's delay (SetDelay) before it delivers it, and delivers
+	// it even when the client has given up and gone meanwhile: a call
+	// that reaches Redis late, as through a stalled network or a queue in
+	// the client. The proxy keeps the connection to Redis open until
+	// Redis has answered (LateAnswers).
+	DelayScripts
 )
 
 // Proxy is a TCP proxy in front of a Redis server that injects faults.
@@ -34,6 +42,9 @@ type Proxy struct {
 	fault   atomic.Int32
 	dropped atomic.Int64
 	reset   atomic.Int64
+	delay   atomic.Int64
+	late    atomic.Int64
+	answers atomic.Int64
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -66,6 +77,17 @@ func (p *Proxy) DroppedReplies() int64 { return p.dropped.Load() }
 
 // ResetCalls counts the script calls cut off before delivery.
 func (p *Proxy) ResetCalls() int64 { return p.reset.Load() }
+
+// SetDelay sets how long DelayScripts holds a script call.
+func (p *Proxy) SetDelay(d time.Duration) { p.delay.Store(int64(d)) }
+
+// LateCalls counts the deliveries DelayScripts held (each one or more
+// script calls, as they arrived together).
+func (p *Proxy) LateCalls() int64 { return p.late.Load() }
+
+// LateAnswers counts Redis' answers to the deliveries DelayScripts held:
+// once it reaches LateCalls, Redis has run every late call.
+func (p *Proxy) LateAnswers() int64 { return p.answers.Load() }
 
 // Close stops the proxy and cuts every connection.
 func (p *Proxy) Close() {
@@ -117,7 +139,8 @@ func isScript(b []byte) bool {
 
 func (p *Proxy) pipe(client, server net.Conn) {
 	defer p.wg.Done()
-	var scriptPending atomic.Bool
+	var scriptPending, wasLate atomic.Bool
+	var latePending atomic.Int64
 	closeBoth := func() { _ = client.Close(); _ = server.Close() }
 	done := make(chan struct{})
 	go func() { // client -> server
@@ -136,6 +159,12 @@ func (p *Proxy) pipe(client, server net.Conn) {
 						return
 					}
 					scriptPending.Store(true)
+					if Fault(p.fault.Load()) == DelayScripts {
+						time.Sleep(time.Duration(p.delay.Load()))
+						wasLate.Store(true)
+						latePending.Add(1)
+						p.late.Add(1)
+					}
 				}
 				if _, werr := server.Write(buf[:n]); werr != nil {
 					closeBoth()
@@ -143,6 +172,15 @@ func (p *Proxy) pipe(client, server net.Conn) {
 				}
 			}
 			if err != nil {
+				if wasLate.Load() {
+					// Let Redis run what it was given, and answer: the
+					// other half ends when Redis closes its side.
+					_ = client.Close()
+					if tc, ok := server.(*net.TCPConn); ok {
+						_ = tc.CloseWrite()
+						return
+					}
+				}
 				closeBoth()
 				return
 			}
@@ -155,6 +193,7 @@ func (p *Proxy) pipe(client, server net.Conn) {
 			n = 0 // swallowed
 		}
 		if n > 0 {
+			p.answers.Add(latePending.Swap(0))
 			if scriptPending.Swap(false) && Fault(p.fault.Load()) == DropScriptReplies {
 				p.dropped.Add(1)
 				closeBoth()

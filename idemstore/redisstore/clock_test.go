@@ -29,10 +29,12 @@ import (
 // argument were a reading of the client's clock.
 var clockWords = regexp.MustCompile(`(?i)\b(time|now|clock|timestamp|epoch|deadline|until|expires?|at)\b`)
 
-// TestScriptHeadersTakeNoClientTime: no script takes the time as an
-// argument. Every ARGV of every script's header is an identity, a state,
-// a payload or a duration (a lease, a retention, a TTL, in ms); the only
-// clock a script reads is redis.call('TIME'), inside it.
+// TestScriptHeadersTakeNoClientTime: no script takes the client's time
+// as an argument. Every ARGV of every script's header is an identity, a
+// state, a payload, a duration (a lease, a retention, a TTL, in ms, a
+// bounded call's budget in µs) or a reading of Redis' own clock that TIME
+// served (a bounded call's, "served:"); the only clock a script reads is
+// redis.call('TIME'), inside it.
 func TestScriptHeadersTakeNoClientTime(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("lua/*.lua")
@@ -59,7 +61,11 @@ func TestScriptHeadersTakeNoClientTime(t *testing.T) {
 				}
 				desc := rest[m[2]:m[3]]
 				described++
-				if clockWords.MatchString(desc) {
+				// A "served:" argument is a reading of Redis' own clock
+				// that TIME returned to the store (a bounded call's, see
+				// bound.go): TestScriptArgumentsCarryNoClientTime checks
+				// that every one sent was served.
+				if clockWords.MatchString(desc) && !strings.HasPrefix(desc, "served: ") {
 					t.Errorf("%s: ARGV %q reads like a time: a script must read the clock with TIME, not take the client's", f, desc)
 				}
 				rest = rest[m[3]:]
@@ -91,6 +97,10 @@ type argHook struct {
 	// back for a script to compare (a renewal's and a completion's m, as
 	// the start left it), which is the server's clock, not the client's.
 	served map[string]bool
+	// times holds the readings TIME served, and bounded counts the
+	// script arguments that sent one back (a bounded call's).
+	times   map[string]bool
+	bounded int
 }
 
 // longNumber finds the numbers a time could be.
@@ -135,6 +145,15 @@ func (h *argHook) serve(cmd redis.Cmder) {
 		}
 	case *redis.StringSliceCmd:
 		texts = c.Val()
+	case *redis.TimeCmd:
+		// The reading a bounded call sends back (bound.go).
+		if c.Err() == nil {
+			us := strconv.FormatInt(c.Val().UnixMicro(), 10)
+			texts = append(texts, us)
+			h.mu.Lock()
+			h.times[us] = true
+			h.mu.Unlock()
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -173,6 +192,9 @@ func (h *argHook) note(cmd redis.Cmder) {
 		// sent back, not a reading of the client's clock.
 		h.args = append(h.args, longNumber.ReplaceAllStringFunc(v, func(n string) string {
 			if h.served[n] {
+				if h.times[n] {
+					h.bounded++
+				}
 				return "(served)"
 			}
 			return n
@@ -190,7 +212,7 @@ func TestScriptArgumentsCarryNoClientTime(t *testing.T) {
 	mr := miniredis.RunT(t)
 	client := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	hook := &argHook{scripts: map[string]bool{}, served: map[string]bool{}}
+	hook := &argHook{scripts: map[string]bool{}, served: map[string]bool{}, times: map[string]bool{}}
 	client.AddHook(hook)
 	s, err := redisstore.New(redisstore.Config{Client: client, OmitShebang: true, CommandTimeout: 10 * time.Second})
 	if err != nil {
@@ -205,6 +227,9 @@ func TestScriptArgumentsCarryNoClientTime(t *testing.T) {
 	defer hook.mu.Unlock()
 	if len(hook.scripts) < 6 {
 		t.Fatalf("the suite sent %d scripts, fewer than the store's 6", len(hook.scripts))
+	}
+	if hook.bounded == 0 {
+		t.Fatal("no script call sent a reading of Redis' clock back: the claims and transitions went unbounded")
 	}
 	window := 48 * time.Hour
 	lo, hi := began.Add(-window), ended.Add(window)

@@ -286,6 +286,11 @@ func parse(op string, ref onceflow.Ref, raw any) (reply, error) {
 	if err != nil {
 		return reply{}, unexpectedReply("%s %s: %v", op, ref, err)
 	}
+	if rp.code == schema.Late {
+		// A bounded call that ran after its bound (bound.go): nothing
+		// changed, and nothing was learnt.
+		return reply{}, &onceflow.Error{Outcome: onceflow.OutcomeStoreUnavailable, Op: op, Ref: ref, Err: errLate}
+	}
 	if rp.code == schema.Corrupt {
 		if rp.extra == "" {
 			return reply{}, unexpected(op, ref, rp.code)

@@ -102,11 +102,12 @@
 //     change until it expires, and a cached reply is replayed only when it
 //     passes the same checks, so only a record that was COMPLETED when
 //     cached is ever served from the cache. Unless
-//     Config.NoAutoPipelineReads, a read that finds another in flight goes
+//     Config.NoAutoPipeline, a read that finds another in flight goes
 //     through the client's deferred auto-pipeliner, which sends the reads
 //     of concurrent claims as one pipeline; the store waits for it until
 //     CommandTimeout itself, since go-redis runs a queued command whatever
-//     its context says. No script rides it.
+//     its context says. Bounded claims and transitions ride it too (see
+//     "A call's fate is settled at its deadline" below).
 //   - The replay fast path of claim.lua (a COMPLETED record with the
 //     caller's fingerprint, codec and policy) reads only what it replays:
 //     fp, the state, codec and policy (compared with the caller's), m
@@ -135,6 +136,33 @@
 // (Redis before 7.0, miniredis) answers "unknown command" to the first
 // INSPECT; the store remembers it and sends EVALSHA from then on (see
 // Store.Inspect).
+//
+// # A call's fate is settled at its deadline
+//
+// CLAIM and TRANSITION carry the latest time on Redis' clock at which
+// they may still take effect: a reading of Redis' clock that TIME returned
+// to the store, and a budget in µs (bound.go). The budget is how long the
+// store's monotonic clock has run since the reading arrived plus what the
+// call has left before the store stops waiting for it, less 1,000 ppm of
+// drift; Redis read the clock before its reply arrived, so the sum is no
+// later than Redis' clock at the call's deadline. A script that finds
+// Redis' clock past the sum answers LATE and changes nothing, so a
+// bounded call whose reply never came took effect before its deadline or
+// never, however late its bytes reach Redis: a stalled connection, a
+// queue in go-redis' auto-pipeliner (which is why these scripts may ride
+// it). The store never sends its own clock. It reads TIME at LoadScripts
+// and every 10 s (one call at a time), and sends calls unbounded, and by
+// themselves, while it has no reading it trusts: on a Cluster or a Ring
+// (several clocks), with a client without ContextTimeoutEnabled, when
+// the local wall clock steps against the monotonic one, when a reading
+// disagrees with the last by more than their round trips and the drift
+// (Redis' clock set by hand, another server after a failover), and after
+// a LATE that the reading says Redis could not have answered yet (the
+// reading was wrong: the call is sent again, unbounded). A LATE within
+// the bound's margin is an answer: nothing changed
+// (onceflow.OutcomeStoreUnavailable). What it rests on: Redis' clock does not
+// step back between two readings by more than those allow; the leases
+// already run on that clock.
 //
 // RENEW takes one lease or several, each fenced on its own. On a
 // *redis.Client the store sends the renewals that arrive while one is in

@@ -5,7 +5,7 @@ package redisstore
 var SetField = setField
 
 // PipelinedReads counts the replay reads s sent through the
-// auto-pipeliner (unless Config.NoAutoPipelineReads).
+// auto-pipeliner (unless Config.NoAutoPipeline).
 func PipelinedReads(s *Store) int64 { return s.pipelined.Load() }
 
 // Raw is the form the record keeps a hex owner, fingerprint or nonce in:

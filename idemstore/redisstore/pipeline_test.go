@@ -121,7 +121,7 @@ func (refusingPipeliner) AsyncAutoPipeline() (*redis.AutoPipeliner, error) {
 // TestAutoPipelineReadsNeedsTheClientsAutoPipeliner: a store whose reads
 // are auto-pipelined (the default) is refused, in words that name the
 // switch, when the client's auto-pipeliner options are invalid, and
-// beside ReplayCache; NoAutoPipelineReads lets both through. A client
+// beside ReplayCache; NoAutoPipeline lets both through. A client
 // whose options New cannot read and that then gives no auto-pipeliner
 // has its concurrent reads go by themselves, answered all the same, and
 // the store logs it once.
@@ -129,11 +129,11 @@ func TestAutoPipelineReadsNeedsTheClientsAutoPipeliner(t *testing.T) {
 	t.Parallel()
 	invalid := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), ContextTimeoutEnabled: true, AutoPipelineOptions: &redis.AutoPipelineOptions{MaxBatchSize: -1}})
 	t.Cleanup(func() { _ = invalid.Close() })
-	if _, err := New(Config{Client: invalid}); err == nil || !strings.Contains(err.Error(), "MaxBatchSize") || !strings.Contains(err.Error(), "NoAutoPipelineReads") {
+	if _, err := New(Config{Client: invalid}); err == nil || !strings.Contains(err.Error(), "MaxBatchSize") || !strings.Contains(err.Error(), "NoAutoPipeline") {
 		t.Fatalf("New with a client whose auto-pipeliner options are invalid: %v", err)
 	}
-	if s, err := New(Config{Client: invalid, NoAutoPipelineReads: true}); err != nil || s.pipeOn {
-		t.Fatalf("New with NoAutoPipelineReads on a client whose auto-pipeliner options are invalid: %v", err)
+	if s, err := New(Config{Client: invalid, NoAutoPipeline: true}); err != nil || s.pipeOn {
+		t.Fatalf("New with NoAutoPipeline on a client whose auto-pipeliner options are invalid: %v", err)
 	}
 
 	var logs strings.Builder
@@ -152,10 +152,10 @@ func TestAutoPipelineReadsNeedsTheClientsAutoPipeliner(t *testing.T) {
 
 	cached := redis.NewClient(&redis.Options{Addr: redistest.Addr(t), Protocol: 3, ClientSideCacheConfig: &redis.ClientSideCacheConfig{}})
 	t.Cleanup(func() { _ = cached.Close() })
-	if _, err := New(Config{Client: cached, ReplayCache: true}); err == nil || !strings.Contains(err.Error(), "exclude each other") || !strings.Contains(err.Error(), "set Config.NoAutoPipelineReads") {
+	if _, err := New(Config{Client: cached, ReplayCache: true}); err == nil || !strings.Contains(err.Error(), "exclude each other") || !strings.Contains(err.Error(), "set Config.NoAutoPipeline") {
 		t.Fatalf("New with ReplayCache and the auto-pipelined reads: %v", err)
 	}
-	if s, err := New(Config{Client: cached, ReplayCache: true, NoAutoPipelineReads: true}); err != nil || s.pipeOn || !s.cachedReads {
-		t.Fatalf("New with ReplayCache and NoAutoPipelineReads: %v", err)
+	if s, err := New(Config{Client: cached, ReplayCache: true, NoAutoPipeline: true}); err != nil || s.pipeOn || !s.cachedReads {
+		t.Fatalf("New with ReplayCache and NoAutoPipeline: %v", err)
 	}
 }

@@ -192,7 +192,7 @@ func (s *Store) hmget(ctx context.Context, c *replayCall, args []any, key any) (
 }
 
 // read sends the replay read in c: through the auto-pipeliner while
-// another read is in flight (unless Config.NoAutoPipelineReads), else by itself
+// another read is in flight (unless Config.NoAutoPipeline), else by itself
 // (go-redis may answer it from its client-side cache, which
 // Config.ReplayCache allows), or, when the client has a cache the store
 // must not use, as a pipeline of one, which go-redis always sends to the
@@ -253,7 +253,7 @@ func (s *Store) autoPipeliner(ctx context.Context) *redis.AutoPipeliner {
 	ap, err := s.client.AsyncAutoPipeline()
 	if err != nil {
 		s.pipeGone.Store(true)
-		s.logger.WarnContext(ctx, "onceflow: the Redis client gives no auto-pipeliner; replay reads go by themselves (Config.NoAutoPipelineReads says so without this line)", "err", err)
+		s.logger.WarnContext(ctx, "onceflow: the Redis client gives no auto-pipeliner; replay reads go by themselves (Config.NoAutoPipeline says so without this line)", "err", err)
 		return nil
 	}
 	s.pipe.Store(ap)

@@ -31,7 +31,7 @@ func testStore(t *testing.T, cfg Config) *Store {
 // eachReadPath runs test, in parallel subtests, with a store of cfg whose
 // replay reads go to Redis by themselves, and with one whose every replay
 // read rides the auto-pipeliner (the default, with a read held in flight
-// so that none goes alone); the first has Config.NoAutoPipelineReads.
+// so that none goes alone); the first has Config.NoAutoPipeline.
 func eachReadPath(t *testing.T, cfg Config, test func(t *testing.T, s *Store)) {
 	t.Helper()
 	for _, pipelined := range []bool{false, true} {
@@ -42,7 +42,7 @@ func eachReadPath(t *testing.T, cfg Config, test func(t *testing.T, s *Store)) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := cfg
-			c.NoAutoPipelineReads = !pipelined
+			c.NoAutoPipeline = !pipelined
 			s := testStore(t, c)
 			if pipelined {
 				s.pipeReads.Add(1)
@@ -334,7 +334,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 	ctx := context.Background()
 	ns := redistest.Namespace(t)
 	cc := cachingClient(t)
-	cached := testStore(t, Config{Client: cc, Namespace: ns, ReplayCache: true, NoAutoPipelineReads: true})
+	cached := testStore(t, Config{Client: cc, Namespace: ns, ReplayCache: true, NoAutoPipeline: true})
 	direct := testStore(t, Config{Client: redistest.Client(t), Namespace: ns})
 	if _, err := New(Config{Client: redistest.Client(t), Namespace: ns, ReplayCache: true}); err == nil {
 		t.Fatal("ReplayCache accepted a client without a client-side cache")
@@ -383,7 +383,7 @@ func TestReplayCacheServesOnlyCompletedRecords(t *testing.T) {
 	for _, pipelined := range []bool{false, true} {
 		t.Run(fmt.Sprintf("without ReplayCache the cache is not read (auto-pipelined=%t)", pipelined), func(t *testing.T) {
 			cc := cachingClient(t)
-			s := testStore(t, Config{Client: cc, Namespace: ns, NoAutoPipelineReads: !pipelined})
+			s := testStore(t, Config{Client: cc, Namespace: ns, NoAutoPipeline: !pipelined})
 			if pipelined {
 				s.pipeReads.Add(1) // a read in flight: every read rides the auto-pipeliner
 			}

@@ -5,12 +5,14 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/onceflow/onceflow"
+	"github.com/onceflow/onceflow/idemstore/redisstore/internal/schema"
 )
 
 // The scripts Redis runs, generated from the sources in lua/ (the script
@@ -107,13 +109,19 @@ var (
 )
 
 // LoadScripts loads every script into the server's script cache (on every
-// shard of a Cluster). It is optional: a call that finds its script missing
-// loads it then. Call it at startup to surface a misconfigured server early.
+// shard of a Cluster), and takes the first reading of Redis' clock for the
+// bounded calls (bound.go). It is optional: a call that finds its script
+// missing loads it then, and the first bounded call reads the clock. Call
+// it at startup to surface a misconfigured server early.
 func (s *Store) LoadScripts(ctx context.Context) error {
 	for _, sc := range s.scripts.all() {
 		if err := sc.Load(ctx, s.client).Err(); err != nil {
 			return fmt.Errorf("redisstore: load script %s: %w", sc.name, err)
 		}
+	}
+	if s.clock.on && s.clock.refreshing.CompareAndSwap(false, true) {
+		s.clock.refresh(ctx)
+		s.clock.refreshing.Store(false)
 	}
 	return nil
 }
@@ -161,6 +169,13 @@ type scriptCall struct {
 	buf    []byte
 	// keyBuf holds the key (key), and keeps its capacity from call to call.
 	keyBuf []byte
+	// bounded is set for a call bounded by Redis' clock (bound.go), which
+	// may ride the auto-pipeliner; ap is the auto-pipeliner it rides, and
+	// lent is set when the auto-pipeliner may still hold the call (its
+	// caller stopped waiting at the deadline): it is never pooled again.
+	bounded bool
+	ap      *redis.AutoPipeliner
+	lent    bool
 }
 
 // key builds ref's key in c and returns it as an argument (see blob).
@@ -171,13 +186,14 @@ func (c *scriptCall) key(s *Store, ref onceflow.Ref) any {
 
 // scriptCallArgs is the most arguments a pooled script call holds: the
 // command, the script, the key count and the key, and TRANSITION's
-// sixteen arguments; a longer call allocates its own.
-const scriptCallArgs = 20
+// eighteen arguments; a longer call allocates its own.
+const scriptCallArgs = 22
 
 // scriptCallBlobs is the most byte slices a pooled script call holds for
-// its arguments (blob, raw): TRANSITION's key, owner, nonce, response,
-// the held m, its fingerprint, and the head and tail of the m it writes.
-const scriptCallBlobs = 8
+// its arguments (blob, raw, bound): TRANSITION's key, owner, nonce,
+// response, the held m, its fingerprint, the head and tail of the m it
+// writes, and its bound's two numbers.
+const scriptCallBlobs = 10
 
 // scriptCallTexts is the most strings a pooled script call holds for its
 // arguments (text).
@@ -207,6 +223,19 @@ func (c *scriptCall) blob(b []byte) any {
 	return blob{p}
 }
 
+// bound returns b's two arguments (bound.go), in c's buf: the decimal
+// served and budget, or two "" when b is unbounded.
+func (c *scriptCall) bound(b bound) (served, budget any) {
+	if !b.ok() {
+		return "", ""
+	}
+	n := len(c.buf)
+	c.buf = strconv.AppendInt(c.buf, b.served, 10)
+	m := len(c.buf)
+	c.buf = strconv.AppendInt(c.buf, b.budget, 10)
+	return c.blob(c.buf[n:m:m]), c.blob(c.buf[m:len(c.buf):len(c.buf)])
+}
+
 // raw returns, as an argument, the bytes the hex h encodes (appendRaw),
 // in c's buf when c is not nil.
 func (c *scriptCall) raw(h string) any {
@@ -218,8 +247,13 @@ func (c *scriptCall) raw(h string) any {
 	return c.blob(c.buf[n:len(c.buf):len(c.buf)])
 }
 
-// release clears c and puts it back into pool.
+// release clears c and puts it back into pool, unless the
+// auto-pipeliner may still hold it.
 func (c *scriptCall) release(pool *sync.Pool) {
+	if c.lent {
+		return
+	}
+	c.bounded, c.ap = false, nil
 	c.ctx = deadlineCtx{}
 	clear(c.args[:])
 	c.cmd = redis.Cmd{}
@@ -290,8 +324,40 @@ func (s *Store) process(ctx context.Context, c *scriptCall, args []any) (any, er
 		cmd = redis.NewCmd(ctx, args...)
 	}
 	cmd.SetFirstKeyPos(3)
+	if c != nil && c.ap != nil {
+		return s.processPipelined(ctx, c, cmd)
+	}
 	_ = s.client.Process(ctx, cmd)
 	return cmd.Result()
+}
+
+// processPipelined sends a bounded script call through the
+// auto-pipeliner and waits for it until ctx is done. The auto-pipeliner
+// runs a queued command whatever its context says; the script's bound
+// makes one that reaches Redis after the deadline refuse itself, so the
+// call the store stopped waiting for took effect by then or never. c is
+// then lent, never pooled again.
+func (s *Store) processPipelined(ctx context.Context, c *scriptCall, cmd *redis.Cmd) (any, error) {
+	s.pipelinedScripts.Add(1)
+	f := c.ap.Submit(ctx, cmd)
+	if err := f.WaitContext(ctx); err != nil {
+		if ctx.Err() != nil {
+			c.lent = true
+			return nil, fmt.Errorf("redisstore: no reply to the auto-pipelined script by the deadline (a bounded call: it took effect by then or never): %w", context.Cause(ctx))
+		}
+		return nil, err
+	}
+	return cmd.Result()
+}
+
+// lateCode is the head of a LATE reply (bound.go).
+var lateCode = strconv.FormatInt(int64(schema.Late), 10) + "\x00"
+
+// isLate reports whether raw is a LATE reply: a bounded call that Redis
+// ran after its bound, which changed nothing.
+func isLate(raw any) bool {
+	v, ok := raw.(string)
+	return ok && strings.HasPrefix(v, lateCode)
 }
 
 // isNoScript reports whether err is the server's NOSCRIPT (go-redis may

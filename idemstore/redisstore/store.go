@@ -79,38 +79,43 @@ type Config struct {
 	// served; any doubt goes to Redis. A cached reply may outlive the
 	// record by as long as its invalidation takes to arrive (go-redis
 	// bounds it by the cache's MaxStaleness): it is still the true result
-	// of the request. It needs NoAutoPipelineReads. Default false: the
+	// of the request. It needs NoAutoPipeline. Default false: the
 	// store sends its replay read past any client-side cache the client
 	// has.
 	ReplayCache bool
-	// NoAutoPipelineReads turns off what the store does by default: a
-	// replay read of a claim that finds another of the store's replay
-	// reads in flight goes through go-redis' deferred auto-pipeliner (the
-	// client's AsyncAutoPipeline), which writes the reads of concurrent
-	// claims to Redis as one pipeline: at 64 concurrent replays it more
-	// than doubles their throughput and cuts the client's CPU per replay
-	// to about a third (docs/performance.md). A lone read goes to the
-	// client as it would without it, so a single caller's latency does
-	// not change. Only this read rides the auto-pipeliner, never a
-	// script: go-redis does not honour the deadline of a command once
-	// queued, and a read that Redis runs after its caller stopped waiting
-	// (at CommandTimeout, as for any read) changes nothing, where a
-	// script could take a lease nobody holds. The auto-pipeliner is the
-	// client's, configured by its Options.AutoPipelineOptions (go-redis'
-	// defaults otherwise), which New checks when it can read them (a
-	// *redis.Client, a *redis.ClusterClient); the store asks the client
-	// for it on the first read that finds another in flight, so a store
-	// whose reads never meet starts none of its goroutines, and from then
-	// on it lives until the client is closed. Should the client then fail
-	// to give it, the reads go by themselves, and the store logs it once.
-	// go-redis marks it EXPERIMENTAL; this module requires the first
-	// go-redis release that has it (v9.22.0), and its tests run on it and
-	// on v9.23.0. On a Cluster the replays of 8 goroutines ran at half the
+	// NoAutoPipeline turns off what the store does by default: a replay
+	// read of a claim that finds another of the store's replay reads in
+	// flight goes through go-redis' deferred auto-pipeliner (the client's
+	// AsyncAutoPipeline), which writes the reads of concurrent claims to
+	// Redis as one pipeline: at 64 concurrent replays it more than doubles
+	// their throughput and cuts the client's CPU per replay to about a
+	// third (docs/performance.md). A claim or a transition (start,
+	// complete, fail) that finds another in flight rides it too, when the
+	// store bounds it by Redis' clock (bound.go): go-redis does not honour
+	// the deadline of a command once queued, and a bounded script that
+	// Redis runs after its caller stopped waiting (at CommandTimeout, or
+	// the context's deadline) refuses itself, where an unbounded one
+	// could take a lease nobody holds; an unbounded call (a Cluster, a
+	// Ring, a client without ContextTimeoutEnabled, no trusted reading of
+	// Redis' clock) goes by itself. A lone call goes to the client as it
+	// would without it, so a single caller's latency does not change. The
+	// auto-pipeliner is the client's, configured by its
+	// Options.AutoPipelineOptions (go-redis' defaults otherwise), which
+	// New checks when it can read them (a *redis.Client, a
+	// *redis.ClusterClient); the store asks the client for it on the
+	// first call that finds another in flight, so a store whose calls
+	// never meet starts none of its goroutines, and from then on it lives
+	// until the client is closed. Should the client then fail to give it,
+	// the calls go by themselves, and the store logs it once. go-redis
+	// marks it EXPERIMENTAL; this module requires the first go-redis
+	// release that has it (v9.22.0), and its tests run on it and on
+	// v9.23.0. On a Cluster the replays of 8 goroutines ran at half the
 	// rate of direct reads in TestClusterReshardWhileOperationsRun:
-	// measure there, and set NoAutoPipelineReads if it does not pay.
+	// measure there, and set NoAutoPipeline if it does not pay.
 	// ReplayCache needs it set (go-redis never answers a pipelined read
-	// from its cache). Default false: the reads are auto-pipelined.
-	NoAutoPipelineReads bool
+	// from its cache). Default false: reads and bounded scripts are
+	// auto-pipelined.
+	NoAutoPipeline bool
 	// Durability says what the store waits for after a write that matters
 	// before it answers (durability.go): DurabilityNone (the default: the
 	// primary's reply), DurabilityReplicas (WAIT) or DurabilityAOF
@@ -159,9 +164,9 @@ func (c *Config) setDefaults() error {
 	if c.ReplayCache && !clientCaches(c.Client) {
 		return errors.New("redisstore: Config.ReplayCache needs a *redis.Client with a client-side cache (Protocol 3 and ClientSideCacheConfig)")
 	}
-	if c.ReplayCache && !c.NoAutoPipelineReads {
-		return errors.New("redisstore: Config.ReplayCache and the auto-pipelined replay reads (on unless Config.NoAutoPipelineReads) exclude each other, " +
-			"since go-redis never answers a pipelined read from its cache: set Config.NoAutoPipelineReads with Config.ReplayCache")
+	if c.ReplayCache && !c.NoAutoPipeline {
+		return errors.New("redisstore: Config.ReplayCache and the auto-pipelined replay reads (on unless Config.NoAutoPipeline) exclude each other, " +
+			"since go-redis never answers a pipelined read from its cache: set Config.NoAutoPipeline with Config.ReplayCache")
 	}
 	return c.setDurabilityDefaults()
 }
@@ -190,7 +195,7 @@ type Store struct {
 	// a script (replay.go).
 	plainReplays atomic.Int64
 	// pipelined counts the replay reads sent through the auto-pipeliner
-	// (unless Config.NoAutoPipelineReads), for the tests.
+	// (unless Config.NoAutoPipeline), for the tests.
 	pipelined atomic.Int64
 	// gate decides whether a claim sends the replay read first (replay.go).
 	gate    replayGate
@@ -207,7 +212,7 @@ type Store struct {
 	// client-side cache (Config.ReplayCache, on a client that has one),
 	// which caches only a key that is a string.
 	cachedReads bool
-	// pipeOn is set unless Config.NoAutoPipelineReads; pipe is then the
+	// pipeOn is set unless Config.NoAutoPipeline; pipe is then the
 	// client's deferred auto-pipeliner once a read asked for it
 	// (autoPipeliner, replay.go), pipeGone set if the client failed to
 	// give it; pipeReads counts the replay reads in flight, which decides
@@ -217,6 +222,13 @@ type Store struct {
 	pipeMu    sync.Mutex
 	pipeGone  atomic.Bool
 	pipeReads atomic.Int64
+	// pipeScripts counts the bounded script calls in flight, which
+	// decides whether one rides the auto-pipeliner; pipelinedScripts
+	// counts those that did, for the tests.
+	pipeScripts      atomic.Int64
+	pipelinedScripts atomic.Int64
+	// clock estimates Redis' clock for the bounded calls (bound.go).
+	clock *serverClock
 	// noReadOnlyEval is set once a server answered that it does not know
 	// EVALSHA_RO (see run).
 	noReadOnlyEval atomic.Bool
@@ -258,9 +270,12 @@ func New(cfg Config) (*Store, error) {
 	if cfg.OmitShebang {
 		st.scripts = legacyScripts
 	}
-	if !cfg.NoAutoPipelineReads {
+	st.clock = newServerClock(plain && !st.guarded, func(ctx context.Context) (time.Time, error) {
+		return st.client.Time(withDeadline(ctx, st.timeout, &st.deadlines)).Result()
+	})
+	if !cfg.NoAutoPipeline {
 		if err := checkAutoPipelineOptions(cfg.Client); err != nil {
-			return nil, fmt.Errorf("redisstore: the client's auto-pipeliner, for the auto-pipelined replay reads (Config.NoAutoPipelineReads turns them off): %w", err)
+			return nil, fmt.Errorf("redisstore: the client's auto-pipeliner, for the auto-pipelined replay reads (Config.NoAutoPipeline turns them off): %w", err)
 		}
 		st.pipeOn = true
 	}
@@ -391,14 +406,28 @@ func (s *Store) claim(ctx context.Context, req driver.ClaimRequest, nonce oncefl
 			return driver.CompletedReplay{Record: rd.rec}, nil
 		}
 	}
-	c := s.newCall()
-	raw, err := s.call(ctx, c, op, req.Ref, s.scripts.claim,
-		c.raw(string(req.Owner)), c.text(string(req.Operation)), c.raw(string(req.Fingerprint)), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
-		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), c.raw(string(nonce)))
+	b := s.clock.bound(ctx, s.remaining(ctx))
+	raw, err := s.sendClaim(ctx, op, req, nonce, b)
+	if err == nil && b.ok() && isLate(raw) && ctx.Err() == nil && s.clock.disproves(b) {
+		// A LATE reply that proves the reading of Redis' clock wrong:
+		// nothing changed; once more, unbounded. (Any other LATE is
+		// decoded as what it is: nothing changed.)
+		raw, err = s.sendClaim(ctx, op, req, nonce, bound{})
+	}
 	if err != nil {
 		return nil, err
 	}
 	return decodeClaim(op, req, nonce, raw)
+}
+
+// sendClaim sends claim.lua for req, bounded by b.
+func (s *Store) sendClaim(ctx context.Context, op string, req driver.ClaimRequest, nonce onceflow.Nonce, b bound) (any, error) {
+	c := s.newCall()
+	c.bounded = b.ok()
+	served, budget := c.bound(b)
+	return s.call(ctx, c, op, req.Ref, s.scripts.claim,
+		c.raw(string(req.Owner)), c.text(string(req.Operation)), c.raw(string(req.Fingerprint)), s.args.str(req.Codec), s.args.int(int64(req.Policy)),
+		s.args.int(ms(req.Lease)), s.args.int(ms(req.Retention)), c.raw(string(nonce)), served, budget)
 }
 
 // Start implements driver.Store.
@@ -443,7 +472,27 @@ func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, t
 	if resp != nil {
 		hasResp, sum = "1", checksum(resp)
 	}
+	b := s.clock.bound(ctx, s.remaining(ctx))
+	raw, held, err := s.sendTransition(ctx, op, o, target, sources, nonce, lease, ttl, resp, hasResp, sum, reason, started, b)
+	if err == nil && b.ok() && isLate(raw) && ctx.Err() == nil && s.clock.disproves(b) { // as for a claim
+		raw, held, err = s.sendTransition(ctx, op, o, target, sources, nonce, lease, ttl, resp, hasResp, sum, reason, started, bound{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if held {
+		return decodeComplete(o, nonce, started, raw)
+	}
+	return decodeTransition(op, o.Ref, idents{owner: o.Owner, nonce: nonce}, raw)
+}
+
+// sendTransition sends transition.lua, bounded by b; held reports
+// whether it sent started's m for the script to compare.
+func (s *Store) sendTransition(ctx context.Context, op string, o driver.Ownership, target onceflow.State, sources string, nonce onceflow.Nonce,
+	lease string, ttl time.Duration, resp []byte, hasResp, sum, reason string, started *onceflow.Record, b bound,
+) (any, bool, error) {
 	c := s.newCall()
+	c.bounded = b.ok()
 	var held, head, tail []byte // nil: compare nothing
 	fp := ""
 	if started != nil && resp != nil {
@@ -451,17 +500,12 @@ func (s *Store) transition(ctx context.Context, op string, o driver.Ownership, t
 			fp = string(started.Fingerprint)
 		}
 	}
+	served, budget := c.bound(b)
 	raw, err := s.call(ctx, c, op, o.Ref, s.scripts.transition,
 		c.raw(string(o.Owner)), c.text(string(o.Operation)), s.args.int(o.Rev), s.args.str(string(target)), s.args.str(sources), c.raw(string(nonce)),
 		s.args.str(lease), s.args.int(ms(ttl)), s.args.str(hasResp), c.blob(resp), c.text(sum), c.text(reason),
-		c.blob(held), c.raw(fp), c.blob(head), c.blob(tail))
-	if err != nil {
-		return nil, err
-	}
-	if held != nil {
-		return decodeComplete(o, nonce, started, raw)
-	}
-	return decodeTransition(op, o.Ref, idents{owner: o.Owner, nonce: nonce}, raw)
+		c.blob(held), c.raw(fp), c.blob(head), c.blob(tail), served, budget)
+	return raw, held != nil, err
 }
 
 // Release implements driver.Store.
@@ -552,6 +596,15 @@ func (s *Store) callKey(ctx context.Context, c *scriptCall, op string, ref oncef
 		var k any = key
 		if key == "" {
 			k = c.key(s, ref)
+		}
+		if c.bounded && s.pipeOn {
+			// A bounded call that finds another in flight rides the
+			// auto-pipeliner, as a replay read does (replay.go).
+			n := s.pipeScripts.Add(1)
+			defer s.pipeScripts.Add(-1)
+			if n > 1 {
+				c.ap = s.autoPipeliner(ctx)
+			}
 		}
 		v, err = s.runIn(c.ctx.bind(ctx, s.timeout, &s.deadlines), c, sc, k, args...)
 		c.release(&s.scriptCalls)

@@ -667,7 +667,7 @@ func TestClusterReshardWhileOperationsRun(t *testing.T) {
 func testClusterReshardWhileOperationsRun(t *testing.T, pipelined bool) {
 	cl := redistopo.StartCluster(t, 3, 1)
 	client := cl.Client(t)
-	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second, NoAutoPipelineReads: !pipelined})
+	s := newStore(t, redisstore.Config{Client: client, CommandTimeout: 2 * time.Second, NoAutoPipeline: !pipelined})
 	ex, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: s})
 	if err != nil {
 		t.Fatal(err)
@@ -704,7 +704,7 @@ func testClusterReshardWhileOperationsRun(t *testing.T, pipelined bool) {
 	// a store of their own (its replay reads do not pause for the fresh
 	// operations' misses): a read of a moving slot is redirected, on the
 	// auto-pipeliner as on the client, and fails nothing.
-	rs := newStore(t, redisstore.Config{Client: client, Namespace: keyNamespace(s), CommandTimeout: 2 * time.Second, NoAutoPipelineReads: !pipelined})
+	rs := newStore(t, redisstore.Config{Client: client, Namespace: keyNamespace(s), CommandTimeout: 2 * time.Second, NoAutoPipeline: !pipelined})
 	rex, err := idemstore.NewExecutor(idemstore.ExecutorConfig{Store: rs})
 	if err != nil {
 		t.Fatal(err)

@@ -7,9 +7,16 @@
 -- ARGV[5]  policy revision         ARGV[6]  lease in ms
 -- ARGV[7]  failure retention in ms: the key outlives the lease by it
 -- ARGV[8]  nonce (16 raw bytes; "" = plain CLAIM)
+-- ARGV[9]  served: a reading of Redis' own clock, in µs, as TIME
+--          returned it to the store ("" = unbounded)
+-- ARGV[10] budget in µs: the claim refuses itself (LATE) once Redis'
+--          clock has passed ARGV[9] plus it (bound.go)
 --
 -- Replies, checked in this order (the seed's order); the record is in
--- every reply but CORRUPT and the fast path's ACQUIRED:
+-- every reply but LATE, CORRUPT and the fast path's ACQUIRED:
+--   LATE                      Redis ran the claim after the latest moment
+--                             its caller gave it (ARGV[9] plus ARGV[10]):
+--                             nothing read, nothing changed
 --   COMPLETED_REPLAY          COMPLETED with our fingerprint, codec and policy:
 --                             resp (joined from its chunks), and a record of
 --                             only the fields a replay reads (state, attempt,
@@ -36,6 +43,17 @@
 local key = KEYS[1]
 local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 
+-- A bounded claim that Redis runs after its caller stopped waiting for it
+-- refuses itself, so that a claim's fate is settled at its deadline.
+local served, budget = ARGV[9], ARGV[10]
+local t = nil
+if served ~= '' then
+  t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(served) + tonumber(budget) then
+    return R.LATE .. '\0' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '\0-2\0'
+  end
+end
+
 -- The fast paths run before the helpers are defined (Redis runs a script's
 -- top level on every call: each helper is a closure made anew).
 --
@@ -45,7 +63,7 @@ local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 -- knows it, as it holds every value written but the time, which the reply
 -- gives (redisstore's decodeClaim builds it).
 if redis.call('EXISTS', key) == 0 then
-  local t = redis.call('TIME')
+  t = t or redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   local lease, nonce = tonumber(ARGV[6]), ARGV[8]
   local ttl = lease + tonumber(ARGV[7])

@@ -21,8 +21,15 @@
 --          by ':'
 -- ARGV[16] with ARGV[13], a COMPLETE's m after its update: ':0:', the
 --          checksum, ':', the codec of ARGV[13]
+-- ARGV[17] served: a reading of Redis' own clock, in µs, as TIME
+--          returned it to the store ("" = unbounded)
+-- ARGV[18] budget in µs: the transition refuses itself (LATE) once
+--          Redis' clock has passed ARGV[17] plus it (bound.go)
 --
 -- Replies, checked in this order (the seed's order):
+--   LATE            Redis ran the transition after the latest moment its
+--                   caller gave it (ARGV[17] plus ARGV[18]): nothing read,
+--                   nothing changed
 --   CORRUPT         the stored record breaks the schema; nothing changed
 --   NOT_FOUND       no record
 --   NOT_OWNER       another owner holds the record
@@ -43,6 +50,17 @@
 local key = KEYS[1]
 local owner, op, rev, target = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
 local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
+
+-- A bounded transition that Redis runs after its caller stopped waiting
+-- for it refuses itself: its fate is settled at its deadline.
+local served, budget = ARGV[17], ARGV[18]
+local t = nil
+if served ~= '' then
+  t = redis.call('TIME')
+  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(served) + tonumber(budget) then
+    return R.LATE .. '\0' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '\0-2\0'
+  end
+end
 
 -- The fast path: a COMPLETE by the invocation that started the record,
 -- found as its own start left it (renewals move leaseUntil alone). It
@@ -80,7 +98,7 @@ if target == 'COMPLETED' and sources == 'EXECUTING' and ARGV[9] == '1' and ARGV[
     end
   end
   if by then
-    local t = redis.call('TIME')
+    t = t or redis.call('TIME')
     local nows = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))
     local nrev, m = string.format('%d', rev + 1), nil
     if by == 'held' then

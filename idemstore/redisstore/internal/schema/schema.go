@@ -301,6 +301,7 @@ const (
 	Resolved
 	Corrupt
 	OperationFailed
+	Late
 )
 
 // Replies names every reply code as the scripts do.
@@ -316,7 +317,7 @@ var Replies = []struct {
 	{NotOwner, "NOT_OWNER"}, {OpConflict, "OP_CONFLICT"}, {StaleRev, "STALE_REV"},
 	{WrongState, "WRONG_STATE"}, {NonceMismatch, "NONCE_MISMATCH"}, {StaleAttempt, "STALE_ATTEMPT"},
 	{Renewed, "RENEWED"}, {Released, "RELEASED"}, {Found, "FOUND"}, {Resolved, "RESOLVED"},
-	{Corrupt, "CORRUPT"}, {OperationFailed, "OPERATION_FAILED"},
+	{Corrupt, "CORRUPT"}, {OperationFailed, "OPERATION_FAILED"}, {Late, "LATE"},
 }
 
 func (c ReplyCode) String() string {
