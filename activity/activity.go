@@ -210,6 +210,10 @@ type heart struct {
 	// action's confirmed one.
 	mu sync.Mutex
 	cp *onceflow.Checkpoint
+	// sdkBeat: this attempt has recorded a heartbeat through the SDK
+	// (activity.RecordHeartbeat), whose batch may hold details to send
+	// later. Guarded by mu.
+	sdkBeat bool
 }
 
 // newHeart reads the previous attempt's checkpoint from the heartbeat
@@ -229,6 +233,7 @@ func newHeart(ctx context.Context, w *Wrapper, info sdkactivity.Info) *heart {
 func (h *heart) heartbeat() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.sdkBeat = true
 	switch {
 	case h.cp != nil:
 		sdkactivity.RecordHeartbeat(h.ctx, *h.cp)
@@ -241,15 +246,34 @@ func (h *heart) heartbeat() {
 
 // checkpoint makes c the attempt's checkpoint and, where the worker can,
 // has the Temporal server confirm it before returning.
+//
+// A confirmed checkpoint is one RPC, the client's: the SDK's first
+// heartbeat of an attempt is an RPC of its own, synchronous and unconfirmed
+// (activity.RecordHeartbeat returns no error), so it is sent too only when
+// the SDK has heartbeated in this attempt already. Then its batch may hold
+// an older checkpoint to send when its throttle interval ends, after the
+// confirmed one; recording c there first makes c what it sends. Otherwise
+// the SDK holds nothing, and every later heartbeat reads h.cp. When the
+// server refuses the confirmed one (the activity was cancelled, paused or
+// reset, or is gone), the SDK's heartbeat follows it, as it used to come
+// first: the SDK hands the server's answer to the activity's context.
 func (h *heart) checkpoint(ctx context.Context, c onceflow.Checkpoint) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cp = &c
-	sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
+	if !h.confirms || h.sdkBeat {
+		sdkactivity.RecordHeartbeat(ctx, c) // what the SDK's batched heartbeat sends from now on
+		h.sdkBeat = true
+	}
 	if !h.confirms {
 		return nil
 	}
-	return h.client.RecordActivityHeartbeat(ctx, h.info.TaskToken, c)
+	err := h.client.RecordActivityHeartbeat(ctx, h.info.TaskToken, c)
+	if err != nil && !h.sdkBeat {
+		sdkactivity.RecordHeartbeat(ctx, c)
+		h.sdkBeat = true
+	}
+	return err
 }
 
 // latest is what this attempt knows of an effect so far, for the details
