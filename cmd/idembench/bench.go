@@ -34,6 +34,12 @@ type config struct {
 	inFlight   int
 	only       string
 	cpuProfile string
+	// temporalWorkflows run at once in the Temporal comparison, each
+	// temporalActivities activities in turn.
+	temporalWorkflows, temporalActivities int
+	// temporalInterceptor runs the wrapped activity's workflows on a
+	// worker with onceflow's Interceptor.
+	temporalInterceptor bool
 }
 
 func parseFlags(args []string) (config, error) {
@@ -44,10 +50,13 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.reps, "reps", 3, "rounds, each measuring every cell once; the report gives medians, and ratios as the median of the rounds' ratios")
 	g := fs.String("goroutines", "1,16,64", "concurrency levels, comma separated")
 	fs.BoolVar(&c.temporal, "temporal", true, "compare the idempotent Temporal activity with the bare one on an in-process server")
+	fs.IntVar(&c.temporalWorkflows, "temporal-workflows", 8, "workflows at once in the Temporal comparison: its concurrent activities")
+	fs.IntVar(&c.temporalActivities, "temporal-activities", 25, "activities each workflow of the Temporal comparison runs in turn")
+	fs.BoolVar(&c.temporalInterceptor, "temporal-interceptor", false, "in the Temporal comparison, run the idempotent activity's workflows on a worker of their own with onceflow's workflow Interceptor (the bare one's have none)")
 	fs.IntVar(&c.inFlight, "in-flight", 1000, "in-flight actions for the renewal cost")
 	short := fs.Bool("short", false, "one repetition of 500ms cells, to try the harness out")
-	fs.StringVar(&c.only, "only", "", "measure only the workloads whose name contains this, or one of these comma-separated strings (and skip memory and Temporal, and the renewal unless one of them is 'renewal')")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the workloads to this file (go tool pprof)")
+	fs.StringVar(&c.only, "only", "", "measure only the workloads whose name contains this, or one of these comma-separated strings (and skip memory, and the renewal and Temporal unless one of them is 'renewal' or 'temporal')")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the workloads to this file (go tool pprof); with -only temporal, one of each measured Temporal round to FILE.bare.N and FILE.wrapped.N")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -61,8 +70,8 @@ func parseFlags(args []string) (config, error) {
 	if *short {
 		c.reps, c.cell = 1, 500*time.Millisecond
 	}
-	if c.reps < 1 || c.cell <= 0 {
-		return config{}, errors.New("-reps and -cell must be positive")
+	if c.reps < 1 || c.cell <= 0 || c.temporalWorkflows < 1 || c.temporalActivities < 1 {
+		return config{}, errors.New("-reps, -cell, -temporal-workflows and -temporal-activities must be positive")
 	}
 	return c, nil
 }
