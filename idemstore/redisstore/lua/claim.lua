@@ -47,12 +47,7 @@ local owner, op, fp, codec, policy = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 -- refuses itself, so that a claim's fate is settled at its deadline.
 local served, budget = ARGV[9], ARGV[10]
 local t = nil
-if served ~= '' then
-  t = redis.call('TIME')
-  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(served) + tonumber(budget) then
-    return R.LATE .. '\0' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '\0-2\0'
-  end
-end
+@bound(t, served, budget)
 
 -- The fast paths run before the helpers are defined (Redis runs a script's
 -- top level on every call: each helper is a closure made anew).

@@ -55,12 +55,7 @@ local sources, nonce, lease, ttl = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 -- for it refuses itself: its fate is settled at its deadline.
 local served, budget = ARGV[17], ARGV[18]
 local t = nil
-if served ~= '' then
-  t = redis.call('TIME')
-  if tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(served) + tonumber(budget) then
-    return R.LATE .. '\0' .. string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) .. '\0-2\0'
-  end
-end
+@bound(t, served, budget)
 
 -- The fast path: a COMPLETE by the invocation that started the record,
 -- found as its own start left it (renewals move leaseUntil alone). It

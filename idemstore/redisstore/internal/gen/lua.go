@@ -630,10 +630,16 @@ var expectParams = []string{"owner", "op", "fp", "nonce", "codec", "policy"}
 // statement that reads the reply v of HGETALL into the locals e_owner,
 // e_op, e_fp, e_leaseUntil, e_nonce and e_m (nil when absent), the
 // fields of an EXECUTING record, and e_n, the number of fields v holds.
+//
+// A bounded script starts with @bound(t, served, budget), the Lua
+// statement that, when served is not "", reads TIME into t and returns
+// LATE, changing nothing, once Redis' clock has passed served plus budget
+// (µs; redisstore's bound.go).
 var (
 	packmMacro   = regexp.MustCompile(`@packm\(([^)]*)\)`)
 	chunkMacro   = regexp.MustCompile(`(?m)^([ ]*)@chunkresp\(([a-z_]+), ([^)]+)\)`)
 	scanMacro    = regexp.MustCompile(`(?m)^([ ]*)@scanexec\(([a-z_]+)\)`)
+	boundMacro   = regexp.MustCompile(`(?m)^([ ]*)@bound\(([a-z_]+), ([a-z_]+), ([a-z_]+)\)`)
 	invalidMacro = regexp.MustCompile(`@invalid\(([a-zA-Z]+), ([^)]+)\)`)
 	packMacro    = regexp.MustCompile(`@pack\(([^)]*)\)`)
 	chunksMacro  = regexp.MustCompile(`@restchunks\(([a-z]+), ([0-9]+)\)`)
@@ -691,6 +697,10 @@ func expandMacros(src string) (string, error) {
 	src = chunkMacro.ReplaceAllStringFunc(src, func(m string) string {
 		g := chunkMacro.FindStringSubmatch(m)
 		return indentBy(g[1], luaChunkResp(g[2], strings.TrimSpace(g[3])))
+	})
+	src = boundMacro.ReplaceAllStringFunc(src, func(m string) string {
+		g := boundMacro.FindStringSubmatch(m)
+		return indentBy(g[1], luaBound(g[2], g[3], g[4]))
 	})
 	src = scanMacro.ReplaceAllStringFunc(src, func(m string) string {
 		g := scanMacro.FindStringSubmatch(m)
@@ -816,6 +826,17 @@ func execVar(i int) string {
 
 // luaScanExec is the Lua statement that reads the HGETALL reply v into
 // the locals of execFields, and e_n, the number of fields: by position
+// luaBound is @bound(t, served, budget): the check a bounded script
+// starts with.
+func luaBound(t, served, budget string) string {
+	return fmt.Sprintf(`if %[2]s ~= '' then
+  %[1]s = redis.call('TIME')
+  if tonumber(%[1]s[1]) * 1000000 + tonumber(%[1]s[2]) > tonumber(%[2]s) + tonumber(%[3]s) then
+    return R.LATE .. '\0' .. string.format('%%d', tonumber(%[1]s[1]) * 1000 + math.floor(tonumber(%[1]s[2]) / 1000)) .. '\0-2\0'
+  end
+end`, t, served, budget)
+}
+
 // when v lists exactly them in the order claim.lua writes them (a record
 // as its claim+start left it, renewed or not), else by a scan of every
 // field.
