@@ -88,8 +88,8 @@ type reading struct {
 	// sent is when TIME was sent, on the monotonic clock.
 	sent time.Duration
 	mono time.Duration
-	wall   time.Time
-	rtt    time.Duration
+	wall time.Time
+	rtt  time.Duration
 	// trusted is unset for the reading taken after a step: the next one
 	// must agree with it.
 	trusted bool
