@@ -111,7 +111,8 @@ type bound struct {
 func (b bound) ok() bool { return b.served != 0 }
 
 // bound returns the bound of a call that stops waiting after remaining,
-// or the zero bound when the store has no reading it trusts. A reading
+// or the zero bound when the store has no reading it trusts (or the
+// deadline came before the reading). A reading
 // older than refreshEvery is renewed first, by one call at a time (the
 // others use the one they have while it is younger than maxAge).
 func (c *serverClock) bound(ctx context.Context, remaining time.Duration) bound {
@@ -127,11 +128,10 @@ func (c *serverClock) bound(ctx context.Context, remaining time.Duration) bound 
 	return b
 }
 
-// estimate is bound's estimate.
+// estimate is bound's estimate. A call whose deadline has passed
+// (remaining ≤ 0) is bounded all the same: by a moment Redis' clock has
+// passed too, so that it refuses itself if it is sent at all.
 func (c *serverClock) estimate(ctx context.Context, remaining time.Duration) bound {
-	if remaining <= 0 {
-		return bound{}
-	}
 	now := c.mono()
 	r := c.last.Load()
 	if r == nil || now-r.mono > refreshEvery || (!r.trusted && now-r.mono > distrustFor) {

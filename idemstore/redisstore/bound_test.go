@@ -71,8 +71,11 @@ func TestBoundNeverOutlivesTheDeadline(t *testing.T) {
 		}
 		c := w.clock()
 		c.refresh(t.Context())
-		w.mono += time.Duration(rng.Int64N(int64(refreshEvery)))
-		remaining := time.Duration(1 + rng.Int64N(int64(10*time.Second)))
+		age := time.Duration(rng.Int64N(int64(refreshEvery)))
+		w.mono += age
+		// A deadline up to 10 s ahead, or already passed (but after the
+		// reading arrived).
+		remaining := time.Duration(rng.Int64N(int64(10*time.Second+age))) - age + 10*time.Microsecond
 		b := c.bound(t.Context(), remaining)
 		if !b.ok() {
 			t.Fatalf("case %d: no bound from a fresh, trusted reading (%+v)", i, w)
@@ -90,8 +93,10 @@ func TestBoundNeverOutlivesTheDeadline(t *testing.T) {
 }
 
 // TestBoundNeedsATrustedReading: no bound without a reading, from a
-// failed read, from a reading older than maxAge, or for a call that has
-// no time left; a reading older than refreshEvery is renewed first.
+// failed read, from a reading older than maxAge, or for a call whose
+// deadline came before the reading; a call at its deadline is bounded by
+// a moment Redis' clock has reached; a reading older than refreshEvery
+// is renewed first.
 func TestBoundNeedsATrustedReading(t *testing.T) {
 	t.Parallel()
 	w := &world{offset: 1_800_000_000 * time.Second, rtt: time.Millisecond, at: 0.5}
@@ -105,8 +110,12 @@ func TestBoundNeedsATrustedReading(t *testing.T) {
 		t.Fatal("no bound once TIME answers")
 	}
 	first := c.last.Load()
-	if b := c.bound(t.Context(), 0); b.ok() {
-		t.Fatalf("bound %+v for a call with no time left", b)
+	if b := c.bound(t.Context(), -time.Hour); b.ok() {
+		t.Fatalf("bound %+v for a call whose deadline came before the reading", b)
+	}
+	w.mono += 100 * time.Millisecond
+	if b := c.bound(t.Context(), 0); !b.ok() || b.served+b.budget > w.redis(w.mono).UnixMicro() {
+		t.Fatalf("bound %+v for a call at its deadline: want one Redis' clock has reached", b)
 	}
 	w.mono += refreshEvery + time.Millisecond
 	if b := c.bound(t.Context(), time.Second); !b.ok() || c.last.Load() == first {
@@ -117,8 +126,8 @@ func TestBoundNeedsATrustedReading(t *testing.T) {
 	if b := c.bound(t.Context(), time.Second); b.ok() {
 		t.Fatalf("bound %+v from a reading older than maxAge", b)
 	}
-	if c.unbounded.Load() != 3 || c.bounded.Load() != 2 {
-		t.Fatalf("counted %d bounded and %d unbounded calls, want 2 and 3", c.bounded.Load(), c.unbounded.Load())
+	if c.unbounded.Load() != 3 || c.bounded.Load() != 3 {
+		t.Fatalf("counted %d bounded and %d unbounded calls, want 3 and 3", c.bounded.Load(), c.unbounded.Load())
 	}
 }
 
