@@ -75,7 +75,8 @@ func TestScriptArgumentsPrintAsTheirValues(t *testing.T) {
 	if _, err := s.Complete(ctx, driver.CompleteRequest{Ownership: own, Nonce: nonce, Response: resp, TTL: f.TTL, Started: out.(driver.Acquired).Record}); err != nil {
 		t.Fatal(err)
 	}
-	rp, err := s.Claim(ctx, f.Claim(onceflow.NewOwner()))
+	owner2 := onceflow.NewOwner()
+	rp, err := s.Claim(ctx, f.Claim(owner2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,8 +97,14 @@ func TestScriptArgumentsPrintAsTheirValues(t *testing.T) {
 			t.Errorf("go-redis prints the script calls without %q:\n%s", w, all)
 		}
 	}
+	// The raw identities are random bytes, which may start as a pointer
+	// prints (a nonce starting with '&' failed this once in 256 runs).
+	raw := map[string]bool{want[0]: true, want[2]: true, want[3]: true, redisstore.Raw(string(owner2)): true}
 	for _, args := range hook.args {
 		for _, a := range args {
+			if raw[a] {
+				continue
+			}
 			if strings.HasPrefix(a, "0x") || strings.HasPrefix(a, "{0x") || strings.HasPrefix(a, "&") {
 				t.Errorf("an argument prints as %q, a pointer", a)
 			}
