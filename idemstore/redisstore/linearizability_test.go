@@ -583,14 +583,19 @@ func TestHistoriesAreLinearizable(t *testing.T) {
 // clients that share 4 stores, so that their claims and transitions ride
 // the auto-pipeliner together, through a proxy that also holds script
 // calls past their deadline before it delivers them (late pipelined
-// calls); every failed claim+start, complete and fail returns at its
-// deadline: it applied by then or never.
+// calls), drops replies and resets calls; the stores' wall clocks are an
+// hour or a second behind or ahead of Redis'. Every failed claim+start,
+// complete and fail returns at its deadline: it applied by then or never.
 func TestPipelinedHistoriesAreLinearizable(t *testing.T) {
 	t.Parallel()
 	stores, proxy, _ := linStores(t)
 	shared := make([]*redisstore.Store, 4)
-	for i := range shared {
+	for i, skew := range []time.Duration{-time.Hour, -time.Second, time.Second, time.Hour} {
 		shared[i] = stores()
+		redisstore.SetWallClock(shared[i], func() time.Time { return time.Now().Add(skew) })
+		if err := shared[i].LoadScripts(t.Context()); err != nil { // its first reading, under that clock
+			t.Fatal(err)
+		}
 	}
 	var next atomic.Int64
 	clients, per := linSize()
